@@ -1,0 +1,176 @@
+"""The `gemma-fit` command line. Rendering and argument handling only; the rules live elsewhere."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from . import LLAMA_CPP_COMMIT, __version__
+from .errors import EXIT_BAD_INPUT, GemmaFitError
+from .ggml import CONTRACT_QUANTS, file_type
+from .gguf_layout import estimated_file_bytes
+from .model_db import ResolvedModel, entry_spec, load_model_db, resolve_model
+from .model_entry import GENERATION_ORDER
+from .synth import write_synthetic_gguf
+from .tensor_plan import build_plan
+from .units import fmt_bytes
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Will a Gemma model run on this hardware under llama.cpp? Memory, context and speed.",
+)
+list_app = typer.Typer(no_args_is_help=True, help="What the databases hold.")
+app.add_typer(list_app, name="list")
+
+_state: dict[str, tuple[Path, ...]] = {"model_db": (), "hardware_db": ()}
+
+ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Model id, alias (9b, e4b) or config.json path.")]
+QuantOpt = Annotated[str, typer.Option("--quant", "-q", help="llama.cpp file type, e.g. Q4_K_M.")]
+
+
+def _out() -> Console:
+    return Console(highlight=False, soft_wrap=True)
+
+
+def _resolve(model: str) -> ResolvedModel:
+    return resolve_model(model, _state["model_db"])
+
+
+@app.callback()
+def _global(
+    model_db: Annotated[
+        list[Path] | None, typer.Option("--model-db", help="Extra model database folder.")
+    ] = None,
+    hardware_db: Annotated[
+        list[Path] | None, typer.Option("--hardware-db", help="Extra hardware database folder.")
+    ] = None,
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
+) -> None:
+    if version:
+        print(f"gemma-fit {__version__} (llama.cpp rules as of commit {LLAMA_CPP_COMMIT})")
+        raise typer.Exit(0)
+    _state["model_db"] = tuple(model_db or ())
+    _state["hardware_db"] = tuple(hardware_db or ())
+
+
+def model_block(resolved: ResolvedModel, quant: str) -> dict[str, object]:
+    plan = build_plan(resolved.spec, quant)
+    return {
+        "id": resolved.spec.id,
+        "quant": plan.ftype.name,
+        "arch": resolved.spec.arch,
+        "n_params": plan.n_params,
+        "file_size_bytes": estimated_file_bytes(plan),
+        "n_layers": resolved.spec.n_layer,
+        "n_ctx_train": resolved.spec.n_ctx_train,
+        "tensor_types": plan.type_counts(),
+        "resolved": resolved.how,
+    }
+
+
+@app.command()
+def check(
+    model: ModelOpt,
+    quant: QuantOpt = "Q4_K_M",
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
+) -> None:
+    """The go/no-go answer for one model and quant (memory and speed follow in later releases)."""
+    resolved = _resolve(model)
+    block = model_block(resolved, quant)
+    if as_json:
+        print(json.dumps({"schema": "gemma-fit.check/1", "model": block}, indent=2))
+        return
+    out = _out()
+    out.print(f"[bold]{resolved.spec.name}[/bold] ({resolved.how})")
+    table = Table(show_header=False, box=None)
+    table.add_row("architecture", resolved.spec.arch)
+    table.add_row("quant", str(block["quant"]))
+    table.add_row("parameters", f"{block['n_params']:,}")
+    table.add_row("file size", fmt_bytes(int(block["file_size_bytes"])))  # type: ignore[call-overload]
+    table.add_row("layers", str(block["n_layers"]))
+    table.add_row("trained context", f"{block['n_ctx_train']:,} tokens")
+    types = block["tensor_types"]
+    assert isinstance(types, dict)
+    table.add_row("tensor types", ", ".join(f"{k} {v}" for k, v in sorted(types.items())))
+    out.print(table)
+
+
+@app.command()
+def synth(
+    out: Annotated[Path, typer.Argument(help="Output .gguf path.")],
+    model: ModelOpt,
+    quant: QuantOpt = "Q4_K_M",
+) -> None:
+    """Write a zero-weight GGUF of the model's exact layout (sparse: no disk space, no download)."""
+    resolved = _resolve(model)
+    plan = build_plan(resolved.spec, quant)
+    size = write_synthetic_gguf(plan, out)
+    print(f"wrote {out}: {resolved.spec.id} {plan.ftype.name}, {len(plan.tensors)} tensors, "
+          f"{fmt_bytes(size)} apparent size (sparse)", file=sys.stderr)
+
+
+@list_app.command("models")
+def list_models(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Every model in the database."""
+    entries = sorted(load_model_db(_state["model_db"]).values(),
+                     key=lambda e: (GENERATION_ORDER[e.generation], entry_spec(e).n_embd))
+    rows = []
+    for e in entries:
+        spec = entry_spec(e)
+        rows.append({"id": e.id, "name": e.name, "arch": e.arch, "n_layers": spec.n_layer,
+                     "n_ctx_train": spec.n_ctx_train, "license": e.license,
+                     "n_params": build_plan(spec, "BF16").n_params})
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    table = Table("id", "name", "arch", "layers", "context", "params (text)", "licence")
+    for r in rows:
+        table.add_row(str(r["id"]), str(r["name"]), str(r["arch"]), str(r["n_layers"]),
+                      f"{r['n_ctx_train']:,}", f"{int(r['n_params']) / 1e9:.2f} B", str(r["license"]))
+    _out().print(table)
+
+
+@list_app.command("quants")
+def list_quants(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """The llama.cpp file types gemma-fit knows, with their base tensor type."""
+    rows = []
+    for name in CONTRACT_QUANTS:
+        ft = file_type(name)
+        bits = ft.default_type.bytes * 8 / ft.default_type.block
+        rows.append({"quant": name, "ftype_id": ft.id, "base_type": ft.default_type.name,
+                     "base_bits_per_weight": round(bits, 4)})
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    table = Table("quant", "llama_ftype", "base tensor type", "bits/weight (base)")
+    for r in rows:
+        table.add_row(str(r["quant"]), str(r["ftype_id"]), str(r["base_type"]), f"{r['base_bits_per_weight']:.4g}")
+    _out().print(table)
+
+
+def main() -> None:
+    """Entry point: one-line errors and contract exit statuses, never a traceback."""
+    try:
+        app(standalone_mode=False)
+    except GemmaFitError as exc:
+        print(f"gemma-fit: error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        print("gemma-fit: aborted", file=sys.stderr)
+        sys.exit(130)
+    except Exception as exc:  # usage errors and anything unexpected: one line, no traceback
+        format_message = getattr(exc, "format_message", None)
+        if format_message is not None:  # typer/click usage errors (unknown option, bad value)
+            print(f"gemma-fit: error: {format_message()}", file=sys.stderr)
+            sys.exit(EXIT_BAD_INPUT)
+        print(f"gemma-fit: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        sys.exit(1)

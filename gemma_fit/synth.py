@@ -1,0 +1,68 @@
+"""`gemma-fit synth`: a zero-weight GGUF of a model's exact layout, sparse on disk.
+
+The header (metadata and tensor infos) is written with the gguf package; the tensor data region is
+left as a hole (the file is extended with truncate), so a 27B model costs no disk space and about a
+second. Written to a temporary file beside the target and renamed, so a failure leaves nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from gguf import GGMLQuantizationType, GGUFWriter
+
+from .errors import BadInput
+from .gguf_layout import pad, synth_file_bytes, synth_metadata
+from .tensor_plan import TensorPlan
+
+
+def _writer_for(plan: TensorPlan, path: Path) -> GGUFWriter:
+    writer = GGUFWriter(path, arch=plan.model.arch)
+    for kv in synth_metadata(plan):
+        if kv.key == "general.architecture":
+            continue  # GGUFWriter adds it from `arch`
+        writer.add_key_value(kv.key, kv.value, kv.vtype, kv.subtype)
+    for t in plan.tensors:
+        # numpy order is the reverse of ggml's; a non-uint8 dtype keeps the shape as given
+        writer.add_tensor_info(
+            t.name, tuple(reversed(t.shape)), np.dtype(np.float32), t.n_bytes,
+            raw_dtype=GGMLQuantizationType(t.type.id),
+        )
+    return writer
+
+
+def write_synthetic_gguf(plan: TensorPlan, out: Path) -> int:
+    """Write the zero-weight file for `plan` to `out`; return its size in bytes."""
+    out = Path(out)
+    folder = out.parent if str(out.parent) else Path(".")
+    if out.is_dir():
+        raise BadInput(f"output path is a folder: {out}")
+    if not folder.is_dir():
+        raise BadInput(f"output folder does not exist: {folder}")
+    try:
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".part", dir=folder)
+    except OSError as exc:
+        raise BadInput(f"cannot write to {folder}: {exc.strerror or exc}") from None
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        writer = _writer_for(plan, tmp)
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_ti_data_to_file()
+        writer.close()
+        size = synth_file_bytes(plan)
+        with open(tmp, "r+b") as f:
+            header_end = f.seek(0, os.SEEK_END)
+            if pad(header_end) + sum(pad(t.n_bytes) for t in plan.tensors) != size:
+                raise RuntimeError("internal error: header size differs from the computed layout")
+            f.truncate(size)  # zero-filled hole: sparse on disk
+        os.replace(tmp, out)
+        return size
+    except OSError as exc:
+        raise BadInput(f"cannot write {out}: {exc.strerror or exc}") from None
+    finally:
+        tmp.unlink(missing_ok=True)

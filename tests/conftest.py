@@ -1,0 +1,57 @@
+"""Shared fixtures: the llama.cpp build (built once into a cache outside the repo) and helpers."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "scripts"))
+
+import build_llamacpp  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def llama_bin() -> Path:
+    """llama.cpp's bin/ folder; builds it on first use (CI builds it before pytest)."""
+    return build_llamacpp.build()
+
+
+def run_llama(bin_dir: Path, tool: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, LD_LIBRARY_PATH=str(bin_dir))
+    return subprocess.run([str(bin_dir / tool), *args], capture_output=True, text=True, timeout=timeout,
+                          env=env, check=False)
+
+
+@dataclass(frozen=True)
+class DryRunTensor:
+    name: str
+    shape: tuple[int, ...]
+    source_type: str
+    target_type: str
+
+
+_LINE = re.compile(
+    r"^\[\s*\d+/\s*\d+\]\s+(\S+)\s+-\s+\[([\d,\s]+)\],\s+type =\s+(\S+),\s+size =\s+[\d.]+ MiB"
+    r"(?:\s+->\s+[\d.]+ MiB \((\S+)\))?"
+)
+
+
+def parse_dry_run(text: str) -> list[DryRunTensor]:
+    """The per-tensor lines llama-quantize --dry-run prints."""
+    out = []
+    for line in text.splitlines():
+        m = _LINE.match(line.strip())
+        if m:
+            dims = [int(x) for x in m.group(2).replace(" ", "").split(",") if x]
+            while len(dims) > 1 and dims[-1] == 1:
+                dims.pop()
+            src = m.group(3).upper()
+            out.append(DryRunTensor(m.group(1), tuple(dims), src, (m.group(4) or src).upper()))
+    return out

@@ -1,0 +1,72 @@
+"""The command line as users and CI script it: contract names, JSON keys, exit statuses."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CLI = [sys.executable, "-c", "from gemma_fit.cli import main; main()"]
+
+
+def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=60, cwd=cwd, check=False)
+
+
+def test_check_json_model_block() -> None:
+    proc = run("check", "--model", "9b", "--quant", "q5_k_m", "--json")
+    assert proc.returncode in (0, 3, 4), proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["schema"] == "gemma-fit.check/1"
+    model = doc["model"]
+    assert model["id"] == "gemma-2-9b" and model["quant"] == "Q5_K_M" and model["arch"] == "gemma2"
+    assert isinstance(model["n_params"], int) and isinstance(model["file_size_bytes"], int)
+    assert model["n_params"] == 9_241_705_984
+
+
+def test_check_terminal_says_which_model_the_alias_chose() -> None:
+    proc = run("check", "--model", "27b")
+    assert "gemma-3-27b" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["check", "--model", "gemma-99b"], "unknown model"),
+        (["check", "--model", "9b", "--quant", "Q9_K"], "unknown quant"),
+        (["check", "--model", "/nonexistent/config.json"], "config file not found"),
+        (["synth", "/nonexistent-dir/x.gguf", "--model", "9b"], "does not exist"),
+        (["check", "--bogus-flag"], "No such option"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(args: list[str], message: str) -> None:
+    proc = run(*args)
+    assert proc.returncode == 2
+    assert message in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in proc.stderr
+
+
+def test_malformed_model_db_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "bad.yaml").write_text("id: [\n")
+    proc = run("--model-db", str(tmp_path), "list", "models")
+    assert proc.returncode == 2
+    assert "bad.yaml" in proc.stderr and "malformed YAML" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_list_models_and_quants_json() -> None:
+    models = json.loads(run("list", "models", "--json").stdout)
+    assert len(models) == 17 and {"id", "arch", "n_params"} <= set(models[0])
+    quants = json.loads(run("list", "quants", "--json").stdout)
+    assert [q["quant"] for q in quants][:3] == ["Q2_K", "Q3_K_S", "Q3_K_M"]
+
+
+def test_synth_cli_writes_file(tmp_path: Path) -> None:
+    out = tmp_path / "tiny.gguf"
+    proc = run("synth", str(out), "--model", "270m", "--quant", "q8_0")
+    assert proc.returncode == 0, proc.stderr
+    assert out.stat().st_size > 200 * 2**20

@@ -1,0 +1,65 @@
+"""llama.cpp is the judge: llama-quantize --dry-run on gemma-fit's own BF16 zero-weight files.
+
+For every contract model and every contract quant, llama-quantize must choose exactly the type
+gemma-fit predicts for every tensor (so tensor data is exact to the byte), and see the same names
+and shapes. A real (not dry-run) quantization of the smallest model checks the file layout too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import parse_dry_run, run_llama
+from test_model_db import CONTRACT_MODELS
+
+from gemma_fit.ggml import CONTRACT_QUANTS
+from gemma_fit.gguf_layout import header_bytes, tensor_data_padded_bytes
+from gemma_fit.model_db import resolve_model
+from gemma_fit.synth import write_synthetic_gguf
+from gemma_fit.tensor_plan import build_plan
+
+pytestmark = pytest.mark.llamacpp
+
+
+@pytest.fixture(scope="module")
+def bf16_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("bf16")
+    files = {}
+    for model in CONTRACT_MODELS:
+        path = folder / f"{model}-BF16.gguf"
+        write_synthetic_gguf(build_plan(resolve_model(model).spec, "BF16"), path)
+        files[model] = path
+    return files
+
+
+@pytest.mark.parametrize("model", CONTRACT_MODELS)
+def test_quantize_dry_run_agrees_on_every_tensor(model: str, bf16_files: dict[str, Path], llama_bin: Path) -> None:
+    spec = resolve_model(model).spec
+    mismatches: list[str] = []
+    for quant in CONTRACT_QUANTS:
+        proc = run_llama(llama_bin, "llama-quantize", "--dry-run", str(bf16_files[model]), quant)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        seen = parse_dry_run(proc.stdout + proc.stderr)
+        predicted = build_plan(spec, quant).tensors
+        assert len(seen) == len(predicted), f"{quant}: llama-quantize saw {len(seen)} tensors"
+        for got, want in zip(seen, predicted, strict=True):
+            if (got.name, got.shape, got.target_type) != (want.name, want.shape, want.type.name):
+                mismatches.append(f"{quant} {got.name} {got.shape} {got.target_type} vs "
+                                  f"{want.name} {want.shape} {want.type.name}")
+    assert not mismatches, "\n".join(mismatches[:20])
+
+
+def test_real_quantization_writes_the_predicted_layout(tmp_path: Path, bf16_files: dict[str, Path],
+                                                       llama_bin: Path) -> None:
+    """Quantize the 270M zero-weight file for real: the written file has exactly the predicted size
+    (our own metadata as header, the plan's tensors, llama.cpp's alignment)."""
+    out = tmp_path / "gemma-3-270m-Q4_K_M.gguf"
+    proc = run_llama(llama_bin, "llama-quantize", str(bf16_files["gemma-3-270m"]), str(out), "Q4_K_M")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    plan = build_plan(resolve_model("gemma-3-270m").spec, "Q4_K_M")
+    from gemma_fit.gguf_layout import synth_metadata
+
+    # llama-quantize copies our KV pairs and sets general.file_type (already Q4_K_M's id in the plan)
+    predicted = header_bytes(synth_metadata(plan), plan) + tensor_data_padded_bytes(plan)
+    assert out.stat().st_size == predicted
