@@ -29,8 +29,11 @@ def bin_dir() -> Path:
     return cache_root() / f"llama.cpp-{SDIST_VERSION}" / "build" / "bin"
 
 
+PROBE_SOURCE = Path(__file__).resolve().parent.parent / "tools" / "llama_mem_probe.cpp"
+
+
 def _have_all(b: Path) -> bool:
-    return all((b / t).is_file() for t in TARGETS)
+    return all((b / t).is_file() for t in (*TARGETS, "llama-mem-probe"))
 
 
 def _log(msg: str) -> None:
@@ -68,6 +71,9 @@ def build() -> Path:
     b = bin_dir()
     if _have_all(b):
         return b
+    if all((b / t).is_file() for t in TARGETS):  # llama.cpp built, the probe missing or changed
+        build_probe(b.parent.parent / "src", b)
+        return b
     work = b.parent.parent
     work.mkdir(parents=True, exist_ok=True)
     src = fetch_source(work)
@@ -81,9 +87,21 @@ def build() -> Path:
     _log(f"building {', '.join(TARGETS)} with {jobs} jobs (several minutes on two cores)")
     subprocess.run(["cmake", "--build", str(build_dir), "-j", jobs, "--target", *TARGETS], check=True,
                    stdout=subprocess.DEVNULL)
+    build_probe(src, b)
     if not _have_all(b):
         raise SystemExit(f"build finished but binaries are missing in {b}")
     return b
+
+
+def build_probe(src: Path, b: Path) -> None:
+    """gemma-fit's own measuring tool (tools/llama_mem_probe.cpp), linked against the build."""
+    _log("compiling llama-mem-probe")
+    subprocess.run(
+        ["c++", "-O1", "-std=c++17", "-I", str(src / "include"), "-I", str(src / "ggml" / "include"),
+         "-I", str(src / "src"), str(PROBE_SOURCE), "-L", str(b), "-lllama", "-lggml", "-lggml-base",
+         "-Wl,-rpath,$ORIGIN", "-o", str(b / "llama-mem-probe")],
+        check=True,
+    )
 
 
 if __name__ == "__main__":
