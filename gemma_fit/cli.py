@@ -12,11 +12,16 @@ from rich.console import Console
 from rich.table import Table
 
 from . import LLAMA_CPP_COMMIT, __version__
-from .errors import EXIT_BAD_INPUT, GemmaFitError
+from .check import check_json, run_check
+from .cli_hw import db_app, list_gpus, probe_command
+from .errors import EXIT_BAD_INPUT, EXIT_NO_GO, EXIT_OFFLOAD, EXIT_OK, BadInput, GemmaFitError
 from .ggml import CONTRACT_QUANTS, file_type
 from .gguf_layout import estimated_file_bytes
+from .hardware_select import select_hardware
 from .model_db import ResolvedModel, entry_spec, load_model_db, resolve_model
 from .model_entry import GENERATION_ORDER
+from .render import render_check
+from .settings import RunSettings
 from .synth import write_synthetic_gguf
 from .tensor_plan import build_plan
 from .units import fmt_bytes
@@ -28,6 +33,11 @@ app = typer.Typer(
 )
 list_app = typer.Typer(no_args_is_help=True, help="What the databases hold.")
 app.add_typer(list_app, name="list")
+app.command("probe", help="What this machine has: GPUs (NVML), RAM, CPU, disks.")(probe_command)
+app.add_typer(db_app, name="db")
+list_app.command("gpus", help="Every GPU in the hardware database.")(list_gpus)
+
+EXIT_BY_VERDICT = {"go": EXIT_OK, "tight": EXIT_OK, "offload": EXIT_OFFLOAD, "no-go": EXIT_NO_GO}
 
 _state: dict[str, tuple[Path, ...]] = {"model_db": (), "hardware_db": ()}
 
@@ -68,38 +78,55 @@ def model_block(resolved: ResolvedModel, quant: str) -> dict[str, object]:
         "arch": resolved.spec.arch,
         "n_params": plan.n_params,
         "file_size_bytes": estimated_file_bytes(plan),
-        "n_layers": resolved.spec.n_layer,
-        "n_ctx_train": resolved.spec.n_ctx_train,
-        "tensor_types": plan.type_counts(),
-        "resolved": resolved.how,
     }
+
+
+def _parse_ngl(value: str) -> int | None:
+    if value.strip().lower() in ("auto", "-1", "all"):
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise BadInput(f"--n-gpu-layers must be a number or 'auto', not '{value}'") from None
+
+
+GpuOpt = Annotated[list[str] | None, typer.Option("--gpu", "-g", help="GPU id (repeat for several), 'local' or 'cpu'.")]
+HardwareOpt = Annotated[Path | None, typer.Option("--hardware", help="Machine file (YAML): GPUs, RAM, disk.")]
 
 
 @app.command()
 def check(
     model: ModelOpt,
+    gpu: GpuOpt = None,
     quant: QuantOpt = "Q4_K_M",
+    ctx: Annotated[int, typer.Option("--ctx", "-c", help="Context size; 0 = the model's trained context.")] = 4096,
+    ubatch: Annotated[int, typer.Option("--ubatch", "-ub", help="Physical batch (n_ubatch).")] = 512,
+    batch: Annotated[int, typer.Option("--batch", "-b", help="Logical batch (n_batch).")] = 2048,
+    parallel: Annotated[int, typer.Option("--parallel", "-np", help="Parallel sequences (slots).")] = 1,
+    flash_attn: Annotated[str, typer.Option("--flash-attn", "-fa", help="auto, on or off.")] = "auto",
+    cache_type_k: Annotated[str, typer.Option("--cache-type-k", "-ctk")] = "f16",
+    cache_type_v: Annotated[str, typer.Option("--cache-type-v", "-ctv")] = "f16",
+    n_gpu_layers: Annotated[str, typer.Option("--n-gpu-layers", "-ngl", help="Number or 'auto'.")] = "auto",
+    swa_full: Annotated[bool, typer.Option("--swa-full", help="Full-size sliding-window cache.")] = False,
+    kv_unified: Annotated[bool, typer.Option("--kv-unified", help="One KV pool shared by all sequences.")] = False,
+    hardware: HardwareOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
 ) -> None:
-    """The go/no-go answer for one model and quant (memory and speed follow in later releases)."""
+    """The go/no-go answer for one model, quant, context and hardware."""
     resolved = _resolve(model)
-    block = model_block(resolved, quant)
+    hw = select_hardware(gpu or [], hardware, _state["hardware_db"])
+    settings = RunSettings(
+        n_ctx=ctx, n_batch=batch, n_ubatch=ubatch, n_parallel=parallel, kv_unified=kv_unified,
+        flash_attn=flash_attn.lower(), cache_type_k=cache_type_k, cache_type_v=cache_type_v,  # type: ignore[arg-type]
+        n_gpu_layers=_parse_ngl(n_gpu_layers), swa_full=swa_full,
+    )
+    result = run_check(resolved, quant, settings, hw)
+    doc = check_json(result)
     if as_json:
-        print(json.dumps({"schema": "gemma-fit.check/1", "model": block}, indent=2))
-        return
-    out = _out()
-    out.print(f"[bold]{resolved.spec.name}[/bold] ({resolved.how})")
-    table = Table(show_header=False, box=None)
-    table.add_row("architecture", resolved.spec.arch)
-    table.add_row("quant", str(block["quant"]))
-    table.add_row("parameters", f"{block['n_params']:,}")
-    table.add_row("file size", fmt_bytes(int(block["file_size_bytes"])))  # type: ignore[call-overload]
-    table.add_row("layers", str(block["n_layers"]))
-    table.add_row("trained context", f"{block['n_ctx_train']:,} tokens")
-    types = block["tensor_types"]
-    assert isinstance(types, dict)
-    table.add_row("tensor types", ", ".join(f"{k} {v}" for k, v in sorted(types.items())))
-    out.print(table)
+        print(json.dumps(doc, indent=2))
+    else:
+        render_check(_out(), doc)
+    raise typer.Exit(EXIT_BY_VERDICT[result.verdict.verdict])
 
 
 @app.command()
@@ -158,12 +185,19 @@ def list_quants(as_json: Annotated[bool, typer.Option("--json")] = False) -> Non
 def main() -> None:
     """Entry point: one-line errors and contract exit statuses, never a traceback."""
     try:
-        app(standalone_mode=False)
+        rc = app(standalone_mode=False)  # returns typer.Exit's code instead of raising it
+        if isinstance(rc, int) and rc:
+            sys.exit(rc)
     except GemmaFitError as exc:
         print(f"gemma-fit: error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
+    except BrokenPipeError:  # `gemma-fit ... | head`: stop quietly, as other CLIs do
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(141)
     except typer.Abort:
         print("gemma-fit: aborted", file=sys.stderr)
         sys.exit(130)

@@ -23,6 +23,7 @@ class Coefficients:
     e_ffn: float
     q_ffn: float
     q_attn: float
+    ffn_const: float
     e_out: float
     moe: float
     altup: float
@@ -72,17 +73,16 @@ def compute_phases(model: ModelSpec, s: RunSettings, kv: KVCacheLayout) -> Compu
     fa = flash_attention_on(s)
     e = model.n_embd
     q = max(layer.n_head * layer.head_dim for layer in model.layers)
-    kv_width = max(layer.n_embd_k_gqa for layer in model.layers)
     ff = max(layer.n_ff for layer in model.layers)
     swa_types = {layer.is_swa and model.has_swa for layer in model.layers if layer.has_kv}
     cells = {True: kv.swa_cells, False: kv.base_cells}
     mask_bytes = (2 if fa else F32) * n_tokens * sum(cells[t] for t in swa_types)
     ple = model.n_embd_per_layer * model.n_layer * n_tokens * F32
-    ffn = 3 * ff + c.e_ffn * e + c.q_ffn * q + c.moe * model.n_ff_exp * model.n_expert_used + c.altup * e
+    ffn = 3 * ff + c.e_ffn * e + c.q_ffn * q + c.ffn_const + c.moe * model.n_ff_exp * model.n_expert_used + c.altup * e
     attention = 0.0
     if not fa:
         n_kv = max(layer.n_head * cells[layer.is_swa and model.has_swa] for layer in model.layers)
-        attention = n_kv + 3 * e + c.q_attn * q + 2 * kv_width + c.altup * e
+        attention = n_kv + 3 * e + c.q_attn * q + c.altup * e
     output = model.n_vocab * n_outputs(s, n_tokens) * F32 + c.e_out * e * n_tokens * F32
     if c.masks_live_at_output:
         output += mask_bytes + ple

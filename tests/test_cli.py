@@ -17,8 +17,8 @@ def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]
 
 
 def test_check_json_model_block() -> None:
-    proc = run("check", "--model", "9b", "--quant", "q5_k_m", "--json")
-    assert proc.returncode in (0, 3, 4), proc.stderr
+    proc = run("check", "--gpu", "a4000", "--model", "9b", "--quant", "q5_k_m", "--json")
+    assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["schema"] == "gemma-fit.check/1"
     model = doc["model"]
@@ -28,16 +28,25 @@ def test_check_json_model_block() -> None:
 
 
 def test_check_terminal_says_which_model_the_alias_chose() -> None:
-    proc = run("check", "--model", "27b")
-    assert "gemma-3-27b" in proc.stdout
+    proc = run("check", "--gpu", "h100-sxm", "--model", "27b")
+    assert "gemma-3-27b" in proc.stdout and "newest" in proc.stdout
 
 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["check", "--model", "gemma-99b"], "unknown model"),
-        (["check", "--model", "9b", "--quant", "Q9_K"], "unknown quant"),
-        (["check", "--model", "/nonexistent/config.json"], "config file not found"),
+        (["check", "--gpu", "a4000", "--model", "gemma-99b"], "unknown model"),
+        (["check", "--gpu", "a4000", "--model", "9b", "--quant", "Q9_K"], "unknown quant"),
+        (["check", "--gpu", "a4000", "--model", "/nonexistent/config.json"], "config file not found"),
+        (["check", "--gpu", "nosuch-gpu", "--model", "9b"], "unknown GPU"),
+        (["check", "--gpu", "a4000", "--model", "9b", "--ctx", "-1"], "--ctx -1 is impossible"),
+        (["check", "--gpu", "a4000", "--model", "9b", "--ctx", "999999999"], "is impossible"),
+        (["check", "--gpu", "a4000", "--model", "9b", "-ngl", "44"], "beyond the model's 43"),
+        (["check", "--gpu", "a4000", "--model", "9b", "-ngl", "lots"], "must be a number"),
+        (["check", "--gpu", "a4000", "--model", "9b", "-ctv", "q8_0", "-fa", "off"], "needs flash attention"),
+        (["check", "--gpu", "a4000", "--model", "9b", "-ctk", "q3_k"], "not a llama.cpp cache type"),
+        (["check", "--gpu", "a4000", "--model", "9b", "--parallel", "0"], "--parallel 0 is impossible"),
+        (["check", "--model", "9b"], "--gpu is required"),
         (["synth", "/nonexistent-dir/x.gguf", "--model", "9b"], "does not exist"),
         (["check", "--bogus-flag"], "No such option"),
     ],

@@ -1,0 +1,82 @@
+"""`gemma-fit check`: one model, quant, settings and hardware in; the contract's JSON document out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .compute_buffer import flash_attention_on
+from .estimate import DeviceMemory, HostMemory, runtime_overhead
+from .gguf_layout import estimated_file_bytes
+from .hardware_select import Hardware
+from .model_db import ResolvedModel
+from .settings import RunSettings, validate
+from .tensor_plan import TensorPlan, build_plan
+from .verdict import Verdict, decide, with_parallel_outputs
+
+SCHEMA = "gemma-fit.check/1"
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    resolved: ResolvedModel
+    plan: TensorPlan
+    hardware: Hardware
+    settings: RunSettings
+    verdict: Verdict
+    file_size_bytes: int
+
+    def assumptions(self) -> list[str]:
+        out = [
+            f"llama.cpp rules as of commit 0c1e570 (Oct 2026); compute buffer sized for llama-server "
+            f"(logits for {self.settings.n_outputs_max} output(s) per ubatch)",
+            "weights are memory-mapped: host weights count the mapped span of the file",
+        ]
+        for backend in sorted({g.backend for g in self.hardware.gpus}):
+            o = runtime_overhead(backend)
+            kind = "measured" if o.measured else "a budget, not yet measured"
+            out.append(f"{backend} runtime overhead {o.bytes / 2**20:.0f} MiB per device ({kind})")
+        out.extend(self.hardware.notes)
+        return out
+
+
+def run_check(resolved: ResolvedModel, quant: str, settings: RunSettings, hardware: Hardware) -> CheckResult:
+    s = with_parallel_outputs(validate(settings, resolved.spec))
+    plan = build_plan(resolved.spec, quant)
+    verdict = decide(plan, s, hardware.devices, hardware.host_capacity_bytes)
+    return CheckResult(resolved, plan, hardware, s, verdict, estimated_file_bytes(plan))
+
+
+def _device_json(d: DeviceMemory) -> dict[str, Any]:
+    return {"id": d.id, "name": d.name, "weights_bytes": d.weights_bytes, "kv_cache_bytes": d.kv_cache_bytes,
+            "compute_bytes": d.compute_bytes, "overhead_bytes": d.overhead_bytes, "total_bytes": d.total_bytes,
+            "capacity_bytes": d.capacity_bytes, "headroom_bytes": d.headroom_bytes}
+
+
+def _host_json(h: HostMemory) -> dict[str, Any]:
+    return {"weights_bytes": h.weights_bytes, "kv_cache_bytes": h.kv_cache_bytes, "compute_bytes": h.compute_bytes,
+            "output_bytes": h.output_bytes, "total_bytes": h.total_bytes, "capacity_bytes": h.capacity_bytes}
+
+
+def check_json(r: CheckResult) -> dict[str, Any]:
+    spec, s, v = r.resolved.spec, r.settings, r.verdict
+    est = v.estimate
+    return {
+        "schema": SCHEMA,
+        "model": {"id": spec.id, "quant": r.plan.ftype.name, "arch": spec.arch, "n_params": r.plan.n_params,
+                  "file_size_bytes": r.file_size_bytes, "resolved": r.resolved.how,
+                  "n_ctx_train": spec.n_ctx_train, "tensor_types": r.plan.type_counts()},
+        "hardware": {"name": r.hardware.label, "gpus": [g.id for g in r.hardware.gpus]},
+        "settings": {"n_ctx": est.n_ctx, "n_ubatch": s.ubatch, "n_batch": s.n_batch, "n_parallel": s.n_parallel,
+                     "flash_attn": "on" if flash_attention_on(s) else "off", "cache_type_k": s.cache_type_k,
+                     "cache_type_v": s.cache_type_v, "n_gpu_layers": v.n_gpu_layers,
+                     "n_layers_total": spec.n_layer + 1, "swa_full": s.swa_full, "kv_unified": s.kv_unified,
+                     "kv_cells": est.kv.base_cells, "kv_cells_swa": est.kv.swa_cells},
+        "memory": {"devices": [_device_json(d) for d in est.devices], "host": _host_json(est.host)},
+        "verdict": v.verdict,
+        "reasons": list(v.reasons),
+        "max_ctx_fit": v.max_ctx_fit,
+        "suggestion": v.suggestion,
+        "llama_server_command": v.server_command,
+        "assumptions": r.assumptions(),
+    }

@@ -1,0 +1,332 @@
+"""`gemma-fit db validate [PATH...]`: schema and physical-consistency checks of the databases.
+
+Each problem prints as `file:line: field: what is wrong`. Hardware files (hardware_db/), model
+entries (model_db/*.yaml) and machine files (`--hardware`) are told apart by their shape.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from .db_files import packaged_dir
+from .errors import BadInput
+from .hardware_db import FILE_KINDS, find_gpu_entry, load_hardware_db, name_key
+from .hardware_entry import GPUEntry, GPUSlot, InterconnectEntry, MachineFile, MemoryEntry, StorageEntry
+from .model_entry import ModelEntry
+from .yaml_lines import Loc, compose, line_of, validation_items
+
+BANDWIDTH_TOLERANCE = 0.03  # memory_bandwidth_gbps vs bus_width_bits / 8 x memory_data_rate_gbps
+MEMORY_TOLERANCE = 0.03  # memory.yaml per_channel_gbps vs speed_mts x 8 bytes
+
+# Dense FP16 tensor TFLOPS a part of each architecture can plausibly have (smallest SoC to largest module).
+ARCH_FP16_TFLOPS: dict[str, tuple[float, float]] = {
+    "turing": (5, 150), "ampere": (5, 400), "ada": (20, 450), "hopper": (400, 1200), "blackwell": (50, 2600),
+    "rdna3": (10, 200), "cdna2": (50, 500), "cdna3": (300, 1500), "xe-hpg": (10, 200), "xe2-hpg": (10, 200),
+    "apple-m2": (1, 100), "apple-m3": (1, 100), "apple-m4": (1, 100),
+}
+# Per-pin data rate (Gbit/s) by memory type, most specific prefix first.
+DATA_RATE_GBPS: list[tuple[str, tuple[float, float]]] = [
+    ("GDDR6X", (19, 24)), ("GDDR7", (28, 40)), ("GDDR6", (10, 24)), ("HBM", (1, 10)), ("LPDDR", (3, 11)),
+]
+BACKENDS = {"nvidia": {"cuda", "vulkan"}, "amd": {"rocm", "vulkan"}, "apple": {"metal"}, "intel": {"sycl", "vulkan"}}
+MODEL_FIELDS = [ModelEntry]
+HARDWARE_MODELS: list[type[BaseModel]] = [GPUEntry, InterconnectEntry, MemoryEntry, StorageEntry]
+
+
+@dataclass(frozen=True)
+class Problem:
+    file: Path
+    line: int | None
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else str(self.file)
+        return f"{where}: {self.field}: {self.message}"
+
+
+@dataclass
+class _Doc:
+    path: Path
+    data: Any
+    root: yaml.Node | None
+
+    def line(self, loc: Loc) -> int | None:
+        return line_of(self.root, loc)
+
+
+@dataclass
+class Report:
+    problems: list[Problem] = field(default_factory=list)
+    files: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def add(self, doc: _Doc, loc: Loc, name: str, message: str) -> None:
+        self.problems.append(Problem(doc.path, doc.line(loc), name, message))
+
+    def summary(self) -> str:
+        parts = ", ".join(f"{n} {kind}" for kind, n in sorted(self.counts.items()))
+        return f"{self.files} files ({parts or 'no entries'})"
+
+
+@dataclass
+class _Seen:
+    """Where each id / GPU name was first seen, for the cross-file checks."""
+
+    ids: dict[tuple[str, str], tuple[Path, int | None]] = field(default_factory=dict)
+    names: dict[str, tuple[str, Path, int | None]] = field(default_factory=dict)
+    device_names: list[tuple[str, str, _Doc, Loc]] = field(default_factory=list)
+
+
+def _yaml_files(paths: list[Path], report: Report) -> Iterator[Path]:
+    for path in paths:
+        if path.is_dir():
+            yield from sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
+        elif path.is_file():
+            yield path
+        else:
+            report.problems.append(Problem(path, None, "(path)", "not found"))
+
+
+def _read(path: Path, report: Report) -> _Doc | None:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        report.problems.append(Problem(path, None, "(file)", f"cannot read: {exc}"))
+        return None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        report.problems.append(Problem(path, mark.line + 1 if mark else None, "(yaml)", f"malformed YAML: {problem}"))
+        return None
+    return _Doc(path, data, compose(text))
+
+
+def _kind(doc: _Doc) -> str | None:
+    data = doc.data
+    if "llamacpp" in doc.path.parts:
+        return "llamacpp"
+    if not isinstance(data, dict):
+        return None
+    if "name" in data and any(k in data for k in ("gpus", "ram_gb", "disk", "ram_type")):
+        return "machine"
+    hardware = [k for k in FILE_KINDS if k in data]
+    if len(hardware) == 1:
+        return hardware[0]
+    if "config" in data or "generation" in data or doc.path.parent.name == "model_db":
+        return "model"
+    return None
+
+
+def _validate(doc: _Doc, report: Report, model: type[BaseModel], value: Any, prefix: Loc,
+              models: list[type[BaseModel]]) -> Any:
+    try:
+        return model.model_validate(value)
+    except ValidationError as exc:
+        for line, name, msg in validation_items(exc, doc.data, doc.root, models, prefix):
+            report.problems.append(Problem(doc.path, line, name, msg))
+        return None
+
+
+# --- physical consistency of one GPU entry ----------------------------------------------------
+
+
+def _gpu_physics(e: GPUEntry) -> Iterator[tuple[str, str]]:
+    if e.bus_width_bits and e.memory_data_rate_gbps and e.memory_bandwidth_gbps:
+        calc = e.bus_width_bits / 8 * e.memory_data_rate_gbps
+        off = e.memory_bandwidth_gbps / calc - 1
+        if abs(off) > BANDWIDTH_TOLERANCE:
+            yield ("memory_bandwidth_gbps",
+                   f"{e.memory_bandwidth_gbps:g} GB/s disagrees with bus_width_bits / 8 x memory_data_rate_gbps = "
+                   f"{e.bus_width_bits} / 8 x {e.memory_data_rate_gbps:g} = {calc:.1f} GB/s ({off:+.0%})")
+    if e.fp16_tensor_tflops is not None:
+        low, high = ARCH_FP16_TFLOPS[e.arch]
+        if not low <= e.fp16_tensor_tflops <= high:
+            yield ("fp16_tensor_tflops", f"{e.fp16_tensor_tflops:g} TFLOPS is outside {low:g}-{high:g}, "
+                   f"the plausible dense FP16 range for {e.arch} (sparse figure? wrong unit?)")
+    yield from _gpu_memory_checks(e)
+    yield from _gpu_vendor_checks(e)
+
+
+def _gpu_memory_checks(e: GPUEntry) -> Iterator[tuple[str, str]]:
+    if e.usable_memory_bytes < e.memory_bytes // 2:
+        yield ("usable_memory_bytes", f"{e.usable_memory_bytes} is under half of memory_bytes {e.memory_bytes}")
+    rate = e.memory_data_rate_gbps
+    for prefix, (low, high) in DATA_RATE_GBPS:
+        if rate is not None and e.memory_type.upper().startswith(prefix.upper()):
+            if not low <= rate <= high:
+                yield ("memory_data_rate_gbps", f"{rate:g} Gbit/s per pin is outside {low:g}-{high:g} for {prefix}")
+            break
+    if e.pcie_lanes is not None and e.pcie_gen is None:
+        yield ("pcie_gen", "pcie_lanes is given but pcie_gen is not")
+
+
+def _gpu_vendor_checks(e: GPUEntry) -> Iterator[tuple[str, str]]:
+    if e.backend not in BACKENDS[e.vendor]:
+        yield ("backend", f"'{e.backend}' is not a llama.cpp backend for {e.vendor} GPUs "
+               f"({', '.join(sorted(BACKENDS[e.vendor]))})")
+    cc = e.compute_capability
+    if e.vendor == "nvidia" and (cc is None or not re.fullmatch(r"\d+\.\d+", cc)):
+        yield ("compute_capability", f"NVIDIA GPUs need a CUDA compute capability like '8.6', not {cc!r}")
+    if e.vendor == "amd" and (cc is None or not cc.startswith("gfx")):
+        yield ("compute_capability", f"AMD GPUs need a gfx target like 'gfx1100', not {cc!r}")
+    if e.vendor in ("apple", "intel") and cc is not None:
+        yield ("compute_capability", f"{e.vendor} GPUs have no compute capability; use null")
+    if e.vendor != "nvidia" and e.nvlink_gbps is not None:
+        yield ("nvlink_gbps", "NVLink is NVIDIA's; use null for other vendors")
+    if any(not a.strip() for a in e.aliases):
+        yield ("aliases", "an alias is empty")
+
+
+# --- per-kind checks --------------------------------------------------------------------------
+
+
+def _check_unique(doc: _Doc, report: Report, seen: _Seen, kind: str, entry_id: str, loc: Loc, name: str) -> None:
+    key = (kind, entry_id.lower())
+    line = doc.line((*loc, "id"))
+    if key in seen.ids:
+        first, first_line = seen.ids[key]
+        report.add(doc, (*loc, "id"), name, f"duplicate id '{entry_id}' (also at {first}:{first_line})")
+    else:
+        seen.ids[key] = (doc.path, line)
+
+
+def _check_gpu_names(doc: _Doc, report: Report, seen: _Seen, e: GPUEntry, loc: Loc) -> None:
+    for i, alias in enumerate([e.id, *e.aliases]):
+        where = (*loc, "id") if i == 0 else (*loc, "aliases", i - 1)
+        key = name_key(alias)
+        if key in seen.names and seen.names[key][0] != e.id:
+            other, path, line = seen.names[key]
+            report.add(doc, where, f"{e.id}.aliases", f"'{alias}' also names {other} ({path}:{line})")
+        else:
+            seen.names.setdefault(key, (e.id, doc.path, doc.line(where)))
+    for i, device in enumerate(e.device_names):
+        seen.device_names.append((name_key(device), e.id, doc, (*loc, "device_names", i)))
+
+
+def _check_list_file(doc: _Doc, report: Report, seen: _Seen, kind: str) -> None:
+    for key in doc.data:
+        if key != kind:
+            report.add(doc, (key,), str(key), f"unknown top-level key (a {kind} file holds only '{kind}:')")
+    items = doc.data[kind]
+    if not isinstance(items, list) or not items:
+        report.add(doc, (kind,), kind, "expected a non-empty list of entries")
+        return
+    model = {"gpus": GPUEntry, "interconnects": InterconnectEntry, "memory": MemoryEntry, "storage": StorageEntry}[kind]
+    for i, item in enumerate(items):
+        loc = (kind, i)
+        entry = _validate(doc, report, model, item, loc, HARDWARE_MODELS)
+        item_id = item.get("id") if isinstance(item, dict) else None
+        if isinstance(item_id, str):
+            _check_unique(doc, report, seen, kind, item_id, loc, f"{item_id}.id")
+        if entry is None:
+            continue
+        report.counts[kind] = report.counts.get(kind, 0) + 1
+        for name, message in _entry_physics(entry):
+            report.add(doc, (*loc, name), f"{entry.id}.{name}", message)
+        if isinstance(entry, GPUEntry):
+            _check_gpu_names(doc, report, seen, entry, loc)
+
+
+def _entry_physics(entry: BaseModel) -> Iterator[tuple[str, str]]:
+    if isinstance(entry, GPUEntry):
+        yield from _gpu_physics(entry)
+    elif isinstance(entry, MemoryEntry):
+        calc = entry.speed_mts * 8 / 1000
+        if abs(entry.per_channel_gbps / calc - 1) > MEMORY_TOLERANCE:
+            yield ("per_channel_gbps", f"{entry.per_channel_gbps:g} GB/s disagrees with speed_mts x 8 bytes = "
+                   f"{calc:.2f} GB/s per 64-bit channel")
+    elif isinstance(entry, InterconnectEntry) and entry.kind == "pcie" and entry.generation and entry.lanes:
+        per_lane = {1: 0.25, 2: 0.5, 3: 0.9846, 4: 1.9692, 5: 3.9385, 6: 7.5625}[entry.generation]
+        calc = per_lane * entry.lanes
+        if abs(entry.per_direction_gbps / calc - 1) > BANDWIDTH_TOLERANCE:
+            yield ("per_direction_gbps", f"{entry.per_direction_gbps:g} GB/s disagrees with PCIe "
+                   f"{entry.generation}.0 x{entry.lanes} = {calc:.2f} GB/s per direction")
+
+
+def _check_model(doc: _Doc, report: Report, seen: _Seen) -> None:
+    if not isinstance(doc.data, dict):
+        report.add(doc, (), "(top level)", "expected a mapping (one model entry)")
+        return
+    entry = _validate(doc, report, ModelEntry, doc.data, (), MODEL_FIELDS)
+    model_id = doc.data.get("id")
+    if isinstance(model_id, str):
+        _check_unique(doc, report, seen, "model", model_id, (), "id")
+        if doc.path.stem.lower() != model_id.lower():
+            report.add(doc, ("id",), "id", f"'{model_id}' differs from the file name {doc.path.name}")
+    if entry is None:
+        return
+    report.counts["models"] = report.counts.get("models", 0) + 1
+    for i, url in enumerate(entry.corroborating_sources):
+        if not url.startswith(("http://", "https://")):
+            report.add(doc, ("corroborating_sources", i), f"corroborating_sources[{i}]", "must be a URL")
+    for i, repo in enumerate(entry.hf_repos):
+        if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo):
+            report.add(doc, ("hf_repos", i), f"hf_repos[{i}]", f"'{repo}' is not a Hugging Face repo id (org/name)")
+    if not entry.verification.strip():
+        report.add(doc, ("verification",), "verification", "say how the values were checked")
+
+
+def _check_machine(doc: _Doc, report: Report) -> None:
+    machine = _validate(doc, report, MachineFile, doc.data, (), [MachineFile, GPUSlot, GPUEntry])
+    if machine is None:
+        return
+    report.counts["machines"] = report.counts.get("machines", 0) + 1
+    for i, item in enumerate(machine.gpus):
+        gpu = item.gpu if isinstance(item, GPUSlot) else item
+        if isinstance(gpu, str):
+            try:
+                find_gpu_entry(gpu)
+            except BadInput as exc:
+                report.add(doc, ("gpus", i), f"gpus[{i}]", str(exc))
+    if machine.disk and machine.disk not in load_hardware_db().storage:
+        known = ", ".join(sorted(load_hardware_db().storage))
+        report.add(doc, ("disk",), "disk", f"unknown storage class '{machine.disk}' (known: {known})")
+
+
+def _cross_checks(report: Report, seen: _Seen) -> None:
+    for key, gpu_id, doc, loc in seen.device_names:
+        owner = seen.names.get(key)
+        if owner is not None and owner[0] != gpu_id:
+            sharing = {g for k, g, _, _ in seen.device_names if k == key}
+            if owner[0] not in sharing:
+                report.add(doc, loc, f"{gpu_id}.device_names",
+                           f"this name is an alias of {owner[0]} ({owner[1]}:{owner[2]}), which does not report it")
+
+
+def validate(paths: list[Path] | None = None) -> Report:
+    """Check every YAML file under `paths` (default: the built-in hardware_db and model_db)."""
+    report, seen = Report(), _Seen()
+    roots = list(paths) if paths else [packaged_dir("hardware_db"), packaged_dir("model_db")]
+    for path in _yaml_files(roots, report):
+        doc = _read(path, report)
+        report.files += 1
+        if doc is None:
+            continue
+        kind = _kind(doc)
+        if kind in FILE_KINDS:
+            _check_list_file(doc, report, seen, kind)
+        elif kind == "model":
+            _check_model(doc, report, seen)
+        elif kind == "machine":
+            _check_machine(doc, report)
+        elif kind is None:
+            report.add(doc, (), "(top level)", "cannot tell what this file is: expected a hardware_db file "
+                       "(gpus:, interconnects:, memory: or storage:), a model_db entry or a machine file")
+    _cross_checks(report, seen)
+    report.problems.sort(key=lambda p: (str(p.file), p.line or 0))
+    return report
+
+
+def validate_paths(paths: list[Path] | None = None) -> list[Problem]:
+    """Every problem found under `paths` (default: the built-in databases); empty when all is well."""
+    return validate(paths).problems

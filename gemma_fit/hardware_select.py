@@ -1,0 +1,65 @@
+"""From what the user typed (--gpu, --hardware) to the devices and host the estimate runs on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from .errors import BadInput
+from .estimate import Device
+from .hardware_db import GPUSpec, Machine, load_machine, resolve_gpu
+
+
+@dataclass(frozen=True)
+class Hardware:
+    label: str
+    gpus: tuple[GPUSpec, ...]
+    host_capacity_bytes: int | None
+    machine: Machine | None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def devices(self) -> tuple[Device, ...]:
+        return tuple(
+            Device(id=g.id, name=g.name, backend=g.backend, capacity_bytes=g.usable_memory_bytes)
+            for g in self.gpus
+        )
+
+
+def _local(extra: tuple[Path, ...]) -> tuple[tuple[GPUSpec, ...], tuple[str, ...]]:
+    from .probe import local_gpus, probe_gpus
+
+    gpus = local_gpus(extra_dirs=extra)
+    if not gpus:
+        notes = tuple(probe_gpus(extra_dirs=extra).get("notes") or ("no NVIDIA GPU found",))
+        raise BadInput(f"--gpu local: no usable GPU on this machine ({'; '.join(notes)})")
+    return gpus, ("--gpu local: capacity is each GPU's free memory now",)
+
+
+def select_hardware(gpu_names: list[str], hardware_file: Path | None, extra: tuple[Path, ...]) -> Hardware:
+    if hardware_file is not None:
+        if gpu_names:
+            raise BadInput("give either --gpu or --hardware, not both")
+        machine = load_machine(hardware_file, extra)
+        return Hardware(machine.name, machine.gpus, machine.ram_bytes, machine)
+    if not gpu_names:
+        raise BadInput("--gpu is required (a GPU id such as a4000, 'local', or 'cpu'; see gemma-fit list gpus)")
+    names = [n.strip() for n in gpu_names]
+    if any(n.lower() == "cpu" for n in names):
+        if len(names) > 1:
+            raise BadInput("--gpu cpu means no accelerator; it cannot be combined with GPUs")
+        ram = psutil.virtual_memory().total
+        return Hardware("CPU only (this machine's RAM)", (), ram, None,
+                        ("--gpu cpu: capacity is this machine's total RAM",))
+    gpus: list[GPUSpec] = []
+    notes: tuple[str, ...] = ()
+    for name in names:
+        if name.lower() == "local":
+            local, notes = _local(extra)
+            gpus.extend(local)
+        else:
+            gpus.append(resolve_gpu(name, extra))
+    label = " + ".join(g.name for g in gpus)
+    return Hardware(label, tuple(gpus), None, None, notes)

@@ -1,0 +1,62 @@
+"""Terminal rendering of check results (rich). Reads the JSON document, so both views agree."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from .units import fmt_bytes
+
+_STYLE = {"go": "bold green", "tight": "bold yellow", "offload": "bold dark_orange", "no-go": "bold red"}
+_TERMS = ("weights_bytes", "kv_cache_bytes", "compute_bytes", "overhead_bytes", "output_bytes", "total_bytes",
+          "capacity_bytes", "headroom_bytes")
+_LABEL = {"weights_bytes": "weights", "kv_cache_bytes": "KV cache", "compute_bytes": "compute buffer",
+          "overhead_bytes": "runtime overhead", "output_bytes": "output buffer", "total_bytes": "total",
+          "capacity_bytes": "capacity", "headroom_bytes": "headroom"}
+
+
+def _cell(value: Any) -> str:
+    return "-" if value is None else fmt_bytes(int(value))
+
+
+def memory_table(doc: dict[str, Any]) -> Table:
+    devices = doc["memory"]["devices"]
+    host = doc["memory"]["host"]
+    table = Table(title="Memory (binary units: MiB = 2^20 bytes, GiB = 2^30 bytes)", title_justify="left")
+    table.add_column("term")
+    for d in devices:
+        table.add_column(f"{d['name']} [{d['id']}]", justify="right")
+    table.add_column("host RAM", justify="right")
+    for term in _TERMS:
+        row = [_cell(d.get(term)) if term in d else "-" for d in devices]
+        host_value = host.get(term)
+        if term == "headroom_bytes" and host.get("capacity_bytes") is not None:
+            host_value = host["capacity_bytes"] - host["total_bytes"]
+        row.append(_cell(host_value) if term in host or term == "headroom_bytes" else "-")
+        style = "bold" if term == "total_bytes" else None
+        table.add_row(_LABEL[term], *row, style=style)
+    return table
+
+
+def render_check(out: Console, doc: dict[str, Any]) -> None:
+    m, s = doc["model"], doc["settings"]
+    verdict = doc["verdict"]
+    out.print(f"[{_STYLE[verdict]}]{verdict.upper()}[/] {m['id']} {m['quant']} on {doc['hardware']['name']}: "
+              f"{doc['reasons'][0]}")
+    size = fmt_bytes(m["file_size_bytes"])
+    out.print(f"  model: {m['resolved']}; {m['n_params'] / 1e9:.2f} B parameters, file {size}")
+    out.print(f"  settings: ctx {s['n_ctx']:,}, ubatch {s['n_ubatch']}, batch {s['n_batch']}, "
+              f"parallel {s['n_parallel']}, flash-attn {s['flash_attn']}, KV {s['cache_type_k']}/{s['cache_type_v']}, "
+              f"{s['n_gpu_layers']}/{s['n_layers_total']} layers on GPU")
+    out.print(memory_table(doc))
+    for reason in doc["reasons"][1:]:
+        out.print(f"  - {reason}")
+    out.print(f"  largest context that fits entirely: {doc['max_ctx_fit']:,} tokens")
+    perf = doc.get("performance")
+    if perf:
+        out.print(f"  speed: decode {perf['decode_tokens_per_s']:.1f} tok/s, "
+                  f"prefill {perf['prefill_tokens_per_s']:.0f} tok/s, time to first token {perf['ttft_s']:.2f} s, "
+                  f"load {perf['load_s']:.1f} s; bottleneck: {perf['bottleneck']}")
+    out.print(f"  run it: [bold]{doc['llama_server_command']}[/bold]")

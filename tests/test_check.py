@@ -1,0 +1,125 @@
+"""`gemma-fit check`: the contract's JSON, the verdict rules, exit statuses."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_model_db import CONTRACT_MODELS
+
+from gemma_fit.check import check_json, run_check
+from gemma_fit.ggml import CONTRACT_QUANTS
+from gemma_fit.hardware_select import select_hardware
+from gemma_fit.model_db import resolve_model
+from gemma_fit.settings import RunSettings
+
+CLI = [sys.executable, "-c", "from gemma_fit.cli import main; main()"]
+
+
+def check(model: str, gpus: list[str], quant: str = "Q4_K_M", **kw: object) -> dict:
+    result = run_check(resolve_model(model), quant, RunSettings(**kw), select_hardware(gpus, None, ()))
+    return check_json(result)
+
+
+def test_json_has_every_contract_key() -> None:
+    doc = check("9b", ["a4000"], "Q5_K_M")
+    assert doc["schema"] == "gemma-fit.check/1"
+    assert {"id", "quant", "arch", "n_params", "file_size_bytes"} <= set(doc["model"])
+    assert {"n_ctx", "n_ubatch", "n_batch", "n_parallel", "flash_attn", "cache_type_k", "cache_type_v",
+            "n_gpu_layers", "n_layers_total"} <= set(doc["settings"])
+    dev = doc["memory"]["devices"][0]
+    assert {"id", "name", "weights_bytes", "kv_cache_bytes", "compute_bytes", "overhead_bytes", "total_bytes",
+            "capacity_bytes", "headroom_bytes"} <= set(dev)
+    assert all(isinstance(dev[k], int) for k in dev if k.endswith("_bytes"))
+    assert dev["total_bytes"] == dev["weights_bytes"] + dev["kv_cache_bytes"] + dev["compute_bytes"] + \
+        dev["overhead_bytes"]
+    assert dev["headroom_bytes"] == dev["capacity_bytes"] - dev["total_bytes"]
+    host = doc["memory"]["host"]
+    assert {"weights_bytes", "kv_cache_bytes", "compute_bytes", "total_bytes", "capacity_bytes"} <= set(host)
+    assert doc["verdict"] in ("go", "tight", "offload", "no-go")
+    assert isinstance(doc["reasons"], list) and isinstance(doc["max_ctx_fit"], int)
+    assert doc["settings"]["flash_attn"] in ("on", "off")
+    assert doc["llama_server_command"].startswith("llama-server -m ")
+
+
+def test_a4000_runs_gemma2_9b_q5km_entirely() -> None:
+    doc = check("9b", ["a4000"], "Q5_K_M")
+    assert doc["verdict"] == "go"
+    assert doc["memory"]["devices"][0]["capacity_bytes"] < 16 * 2**30  # 16 GB card, not 24
+    assert doc["settings"]["n_gpu_layers"] == doc["settings"]["n_layers_total"] == 43
+
+
+def test_big_model_on_small_card_offloads_with_layer_count() -> None:
+    doc = check("gemma-3-27b", ["rtx-3060-12gb"])
+    assert doc["verdict"] == "offload"
+    assert 0 < doc["settings"]["n_gpu_layers"] < 63
+    assert "layers fit" in doc["reasons"][0]
+    assert "fits entirely" in (doc["suggestion"] or "")
+
+
+def test_no_go_when_nothing_fits() -> None:
+    doc = check("gemma-4-31B", ["t4"], "BF16", n_ctx=262144, n_gpu_layers=61)
+    assert doc["verdict"] == "no-go"
+
+
+def test_gemma3_sliding_window_keeps_kv_small_at_128k() -> None:
+    doc = check("gemma-3-27b", ["h100-sxm"], "Q4_K_M", n_ctx=131072)
+    kv = doc["memory"]["devices"][0]["kv_cache_bytes"]
+    # K+V per cell and layer: 2 x 16 heads x 128 x 2 B = 8 KiB; 10 global layers x 131072 cells +
+    # 52 SWA layers x 1536 cells = 10.6 GiB, where a full cache on every layer would be 62 GiB
+    assert kv == (10 * 131072 + 52 * 1536) * 8192
+
+
+def test_two_gpus_split_layers_and_output_goes_last() -> None:
+    doc = check("gemma-3-27b", ["rtx-4090", "rtx-4090"], "Q8_0")
+    a, b = doc["memory"]["devices"]
+    assert a["weights_bytes"] > 0 and b["weights_bytes"] > 0
+    assert b["compute_bytes"] >= a["compute_bytes"]  # the output layer (logits) is on the last GPU
+
+
+def test_cpu_only_puts_everything_on_the_host() -> None:
+    doc = check("gemma-3-1b", ["cpu"])
+    assert doc["memory"]["devices"] == []
+    assert doc["memory"]["host"]["capacity_bytes"] > 0
+    assert doc["verdict"] in ("go", "tight")
+
+
+def test_max_ctx_fit_is_the_boundary() -> None:
+    doc = check("gemma-2-27b", ["rtx-4090"], "Q4_K_M", n_ctx=8192)
+    n = doc["max_ctx_fit"]
+    assert n % 256 == 0
+    at = check("gemma-2-27b", ["rtx-4090"], "Q4_K_M", n_ctx=n, n_gpu_layers=47)
+    assert at["memory"]["devices"][0]["headroom_bytes"] >= 0
+    if n < 8192:
+        beyond = check("gemma-2-27b", ["rtx-4090"], "Q4_K_M", n_ctx=n + 256, n_gpu_layers=47)
+        assert beyond["memory"]["devices"][0]["headroom_bytes"] < 0
+
+
+GPUS = ["a4000", "rtx-3060-12gb", "rtx-4090", "t4", "l4", "a100-80gb-sxm", "h200-sxm", "rtx-4060ti-8gb"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(model=st.sampled_from(CONTRACT_MODELS), quant=st.sampled_from(CONTRACT_QUANTS),
+       gpu=st.sampled_from(GPUS), ctx=st.sampled_from([2048, 8192, 32768, 131072]))
+def test_a_model_that_does_not_fit_never_gets_go(model: str, quant: str, gpu: str, ctx: int) -> None:
+    doc = check(model, [gpu], quant, n_ctx=ctx)
+    if doc["verdict"] in ("go", "tight"):
+        assert all(d["headroom_bytes"] >= 0 for d in doc["memory"]["devices"])
+        assert doc["settings"]["n_gpu_layers"] == doc["settings"]["n_layers_total"]
+    if doc["verdict"] == "go":
+        assert min(d["headroom_bytes"] for d in doc["memory"]["devices"]) >= 2**30
+
+
+@pytest.mark.parametrize(("args", "code"), [
+    (["--gpu", "h100-sxm", "--model", "9b"], 0),
+    (["--gpu", "rtx-3060-12gb", "--model", "27b"], 3),
+    (["--gpu", "t4", "--model", "31b", "--quant", "bf16", "-ngl", "61"], 4),
+])
+def test_exit_status_follows_the_verdict(args: list[str], code: int) -> None:
+    proc = subprocess.run([*CLI, "check", *args, "--json"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == code, proc.stderr
+    assert json.loads(proc.stdout)["verdict"] == {0: "go", 3: "offload", 4: "no-go"}[code]

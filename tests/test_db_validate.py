@@ -1,0 +1,194 @@
+"""db validate: the repo's databases pass; broken copies fail, naming file, line, entry and field."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from gemma_fit.cli_hw import db_app
+from gemma_fit.db_files import packaged_dir
+from gemma_fit.db_validate import Problem, validate, validate_paths
+
+PROBLEM_LINE = re.compile(r"^\S+:\d+: \S+: .+$")
+WORKSTATION = Path("gpus") / "nvidia-workstation.yaml"
+
+
+def test_repo_databases_pass() -> None:
+    report = validate()
+    assert report.problems == [], "\n".join(map(str, report.problems))
+    assert report.counts["gpus"] >= 77 and report.counts["models"] == 17
+    assert report.counts["storage"] == 5 and report.counts["interconnects"] >= 16
+
+
+@pytest.fixture()
+def hw_copy(tmp_path: Path) -> Path:
+    target = tmp_path / "hardware_db"
+    shutil.copytree(packaged_dir("hardware_db"), target)
+    return target
+
+
+def edit_entry(path: Path, entry_id: str, old: str, new: str) -> None:
+    """Replace `old` by `new` inside one entry (from its `- id:` line to the next entry)."""
+    text = path.read_text(encoding="utf-8")
+    start = text.index(f'  - id: "{entry_id}"')
+    end = text.find("\n  - id:", start + 1)
+    end = len(text) if end < 0 else end
+    block = text[start:end]
+    assert old in block, f"{old!r} not in {entry_id}"
+    path.write_text(text[:start] + block.replace(old, new, 1) + text[end:], encoding="utf-8")
+
+
+def line_text(problem: Problem) -> str:
+    assert problem.line is not None
+    return problem.file.read_text(encoding="utf-8").splitlines()[problem.line - 1]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "field", "message", "on_line"),
+    [
+        ("memory_bytes: 17179869184", "memory_bytes: -17179869184", "a4000.memory_bytes", "greater than",
+         "memory_bytes"),
+        ("memory_bandwidth_gbps: 448", "memory_bandwidth_gbps: 4480", "a4000.memory_bandwidth_gbps",
+         "disagrees with bus_width_bits / 8 x memory_data_rate_gbps", "memory_bandwidth_gbps"),
+        ("memory_bandwidth_gbps: 448", "memory_bandwidth_gbps: 44.8", "a4000.memory_bandwidth_gbps", "-90%",
+         "memory_bandwidth_gbps"),
+        ('    source: "https://www.nvidia.com', '    sauce: "https://www.nvidia.com', "a4000.source",
+         "missing required key 'source'", 'id: "a4000"'),
+        ("memory_type:", "memroy_type:", "a4000.memroy_type", "unknown key 'memroy_type' (did you mean 'memory_type'?)",
+         "memroy_type"),
+        ("memory_bytes: 17179869184", "memory_bytes: 16", "a4000.memory_bytes", "looks like GiB", "memory_bytes: 16"),
+        ("fp16_tensor_tflops: 76.7", "fp16_tensor_tflops: 76700", "a4000.fp16_tensor_tflops", "", "fp16"),
+        ("fp16_tensor_tflops: 76.7", "fp16_tensor_tflops: 1534", "a4000.fp16_tensor_tflops", "plausible", "fp16"),
+        ("pcie_lanes: 16", "pcie_lanes: 12", "a4000.pcie_lanes", "", "pcie_lanes"),
+        ("pcie_gen: 4", "pcie_gen: 7", "a4000.pcie_gen", "", "pcie_gen"),
+        ("usable_memory_bytes: 17171480576", "usable_memory_bytes: 27171480576", "a4000", "exceeds memory_bytes",
+         'id: "a4000"'),
+        ('    source: "https://www.nvidia.com', '    source: "www.nvidia.com', "a4000.source", "pattern", "source"),
+        ('backend: "cuda"', 'backend: "metal"', "a4000.backend", "not a llama.cpp backend for nvidia", "backend"),
+    ],
+)
+def test_broken_gpu_entry_is_named(hw_copy: Path, old: str, new: str, field: str, message: str, on_line: str) -> None:
+    path = hw_copy / WORKSTATION
+    edit_entry(path, "a4000", old, new)
+    problems = validate_paths([hw_copy])
+    assert problems, "expected a problem"
+    mine = [p for p in problems if p.field == field]
+    assert mine, "\n".join(map(str, problems))
+    assert message in mine[0].message
+    assert mine[0].file == path and on_line in line_text(mine[0])
+    assert PROBLEM_LINE.match(str(mine[0])), str(mine[0])
+
+
+def test_duplicate_id_across_files(hw_copy: Path) -> None:
+    edit_entry(hw_copy / "gpus" / "nvidia-geforce.yaml", "rtx-4090", 'id: "rtx-4090"', 'id: "a4000"')
+    problems = validate_paths([hw_copy])
+    dup = [p for p in problems if "duplicate id 'a4000'" in p.message]
+    assert len(dup) == 1
+    names = {dup[0].file.name, Path(dup[0].message.split("also at ")[1].split(":")[0]).name}
+    assert names == {"nvidia-geforce.yaml", "nvidia-workstation.yaml"}  # both places are named
+    assert 'id: "a4000"' in line_text(dup[0])
+
+
+def test_alias_naming_two_gpus(hw_copy: Path) -> None:
+    edit_entry(hw_copy / WORKSTATION, "a4000", 'aliases: ["rtx-a4000"', 'aliases: ["RTX 4090", "rtx-a4000"')
+    problems = validate_paths([hw_copy])
+    assert any("'RTX 4090' also names rtx-4090" in p.message for p in problems), problems
+
+
+def test_missing_source_in_system_tables(hw_copy: Path) -> None:
+    path = hw_copy / "storage.yaml"
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace('    source: "https://www.tomshardware.com', '    # source: "x', 1), encoding="utf-8")
+    problems = validate_paths([path])
+    assert [str(p) for p in problems if p.field == "sata-ssd.source"]
+
+
+def test_bad_pcie_and_memory_tables(hw_copy: Path) -> None:
+    ic = hw_copy / "interconnects.yaml"
+    ic.write_text(ic.read_text().replace("per_direction_gbps: 31.51", "per_direction_gbps: 315.1", 1))
+    mem = hw_copy / "memory.yaml"
+    mem.write_text(mem.read_text().replace("per_channel_gbps: 25.6", "per_channel_gbps: 2.56", 1))
+    fields = {p.field for p in validate_paths([hw_copy])}
+    assert {"pcie-4-x16.per_direction_gbps", "ddr4-3200.per_channel_gbps"} <= fields
+
+
+def test_unknown_top_level_and_malformed_yaml(tmp_path: Path) -> None:
+    (tmp_path / "what.yaml").write_text("gpu:\n  - id: x\n", encoding="utf-8")
+    (tmp_path / "broken.yaml").write_text("gpus:\n  - id: [unclosed\n", encoding="utf-8")
+    problems = validate_paths([tmp_path])
+    messages = {p.file.name: str(p) for p in problems}
+    assert "cannot tell what this file is" in messages["what.yaml"]
+    assert "malformed YAML" in messages["broken.yaml"] and re.search(r"broken\.yaml:\d+:", messages["broken.yaml"])
+    assert validate_paths([tmp_path / "nope.yaml"])[0].message == "not found"
+
+
+# --- model_db ---------------------------------------------------------------------------------
+
+
+@pytest.fixture()
+def model_copy(tmp_path: Path) -> Path:
+    target = tmp_path / "model_db"
+    shutil.copytree(packaged_dir("model_db"), target)
+    return target
+
+
+def test_model_db_copy_passes(model_copy: Path) -> None:
+    assert validate_paths([model_copy]) == []
+
+
+def test_model_duplicate_id_and_file_name(model_copy: Path) -> None:
+    shutil.copy(model_copy / "gemma-2-9b.yaml", model_copy / "gemma-2-9b-copy.yaml")
+    problems = validate_paths([model_copy])
+    assert any("duplicate id 'gemma-2-9b'" in p.message for p in problems)
+    assert any("differs from the file name gemma-2-9b-copy.yaml" in p.message for p in problems)
+
+
+def test_model_bad_layer_types_and_key(model_copy: Path) -> None:
+    path = model_copy / "gemma-3-1b.yaml"
+    text = path.read_text(encoding="utf-8")
+    assert "num_hidden_layers: 26" in text
+    text = text.replace("num_hidden_layers: 26", "num_hidden_layers: 27")
+    text = text.replace("\nlicense:", "\nlicence: x\nlicense:")
+    path.write_text(text, encoding="utf-8")
+    problems = [str(p) for p in validate_paths([path])]
+    assert any("layer_types has 26 entries for 27 layers" in p for p in problems), problems
+    assert any(re.search(r"gemma-3-1b\.yaml:\d+: licence: unknown key 'licence'", p) for p in problems), problems
+
+
+# --- machine files and the command ------------------------------------------------------------
+
+
+def test_machine_file_checks(tmp_path: Path) -> None:
+    path = tmp_path / "box.yaml"
+    path.write_text("name: box\ngpus: [a4000, rtx-9999]\ndisk: tape\nram_gb: 64\n", encoding="utf-8")
+    problems = [str(p) for p in validate_paths([path])]
+    assert any("box.yaml:2: gpus[1]: unknown GPU 'rtx-9999'" in p for p in problems), problems
+    assert any("box.yaml:3: disk: unknown storage class 'tape'" in p for p in problems), problems
+    path.write_text("name: box\ngpus: [a4000]\ndisk: nvme-gen4\n", encoding="utf-8")
+    assert validate_paths([path]) == []
+
+
+def _app() -> typer.Typer:
+    app = typer.Typer()
+    app.add_typer(db_app, name="db")
+    app.command("noop")(lambda: None)
+    return app
+
+
+def test_validate_command(hw_copy: Path) -> None:
+    runner = CliRunner()
+    ok = runner.invoke(_app(), ["db", "validate"])
+    assert ok.exit_code == 0, ok.output
+    assert ok.stdout.strip().count("\n") == 0 and "ok" in ok.stdout
+    edit_entry(hw_copy / WORKSTATION, "a4000", "memory_bandwidth_gbps: 448", "memory_bandwidth_gbps: 4480")
+    edit_entry(hw_copy / WORKSTATION, "a6000", "tdp_w: 300", "tdp_w: 30000")
+    bad = runner.invoke(_app(), ["db", "validate", str(hw_copy)])
+    assert bad.exit_code == 1
+    lines = bad.stdout.strip().splitlines()
+    assert len(lines) == 2 and all(PROBLEM_LINE.match(line) for line in lines), bad.stdout
+    assert "a4000.memory_bandwidth_gbps" in bad.stdout and "a6000.tdp_w" in bad.stdout
