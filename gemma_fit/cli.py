@@ -22,7 +22,6 @@ from .model_db import ResolvedModel, entry_spec, load_model_db, resolve_model
 from .model_entry import GENERATION_ORDER
 from .render import render_check
 from .settings import RunSettings
-from .synth import write_synthetic_gguf
 from .tensor_plan import build_plan
 from .units import fmt_bytes
 
@@ -136,6 +135,8 @@ def synth(
     quant: QuantOpt = "Q4_K_M",
 ) -> None:
     """Write a zero-weight GGUF of the model's exact layout (sparse: no disk space, no download)."""
+    from .synth import write_synthetic_gguf  # imports gguf and numpy: only when writing
+
     resolved = _resolve(model)
     plan = build_plan(resolved.spec, quant)
     size = write_synthetic_gguf(plan, out)

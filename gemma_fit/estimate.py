@@ -14,7 +14,7 @@ from .compute_buffer import ComputePhases, compute_phases
 from .db_files import read_packaged_yaml
 from .kv_cache import KVCacheLayout, kv_cache_layout
 from .model_spec import ModelSpec
-from .placement import CPU, Placement, place_layers, weights_by_device
+from .placement import CPU, Placement, place_layers, plan_layout, weights_by_device
 from .settings import RunSettings
 from .tensor_plan import TensorPlan
 
@@ -119,11 +119,8 @@ def _host_inputs(model: ModelSpec, phases: ComputePhases, n_tokens: int) -> int:
 def _largest_host_layer_weights(plan: TensorPlan, placement: Placement) -> int:
     """With layers left on the CPU, llama.cpp still runs their big-batch matmuls on the GPU
     (op_offload) and copies the weights into the GPU compute buffer, one layer split at a time."""
-    per_layer: dict[int, int] = {}
-    for t in plan.tensors:
-        if t.role == "layer" and t.layer is not None and placement.layer_device[t.layer] == CPU:
-            per_layer[t.layer] = per_layer.get(t.layer, 0) + t.n_bytes
-    return max(per_layer.values(), default=0)
+    layers = plan_layout(plan).layers
+    return max((g.n_bytes for il, g in enumerate(layers) if placement.layer_device[il] == CPU), default=0)
 
 
 def _compute_split(model: ModelSpec, plan: TensorPlan, placement: Placement, phases: ComputePhases,
@@ -155,12 +152,25 @@ def cpu_only_weights_bytes(plan: TensorPlan) -> int:
     return plan.tensor_data_bytes + (names["token_embd.weight"].n_bytes if own_output else 0)
 
 
+@dataclass(frozen=True)
+class ContextTerms:
+    """What depends on the settings but not on the placement: computed once per settings."""
+
+    kv: KVCacheLayout
+    phases: ComputePhases
+
+
+def context_terms(model: ModelSpec, s: RunSettings) -> ContextTerms:
+    kv = kv_cache_layout(model, s)
+    return ContextTerms(kv, compute_phases(model, s, kv))
+
+
 def estimate_memory(plan: TensorPlan, s: RunSettings, devices: tuple[Device, ...], n_gpu_layers: int,
-                    host_capacity: int | None) -> MemoryEstimate:
+                    host_capacity: int | None, terms: ContextTerms | None = None) -> MemoryEstimate:
     model = plan.model
     placement = place_layers(model.n_layer, n_gpu_layers, [d.capacity_bytes for d in devices])
-    kv = kv_cache_layout(model, s)
-    phases = compute_phases(model, s, kv)
+    terms = terms or context_terms(model, s)
+    kv, phases = terms.kv, terms.phases
     weights = weights_by_device(plan, placement)
     kv_dev, kv_host = _kv_by_device(model, kv, placement, s, len(devices))
     n_tokens = min(s.resolved_ctx(model), s.ubatch)
@@ -182,14 +192,24 @@ def estimate_memory(plan: TensorPlan, s: RunSettings, devices: tuple[Device, ...
 def auto_gpu_layers(plan: TensorPlan, s: RunSettings, devices: tuple[Device, ...],
                     host_capacity: int | None) -> int:
     """The most layers (output layer first) whose device memory fits: llama.cpp's -ngl auto."""
-    n_max = plan.model.n_layer + 1
     if not devices:
         return 0
-    for n in range(n_max, -1, -1):
-        est = estimate_memory(plan, s, devices, n, host_capacity)
-        if all(d.headroom_bytes >= 0 for d in est.devices):
-            return n
-    return 0
+    terms = context_terms(plan.model, s)
+
+    def fits(n: int) -> bool:
+        est = estimate_memory(plan, s, devices, n, host_capacity, terms)
+        return all(d.headroom_bytes >= 0 for d in est.devices)
+
+    lo, hi = 0, plan.model.n_layer + 1
+    if fits(hi):
+        return hi
+    while lo < hi:  # device memory grows with every layer offloaded: bisect
+        mid = (lo + hi + 1) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def max_ctx_fit(plan: TensorPlan, s: RunSettings, devices: tuple[Device, ...], n_gpu_layers: int,
@@ -205,6 +225,8 @@ def max_ctx_fit(plan: TensorPlan, s: RunSettings, devices: tuple[Device, ...], n
     lo, hi = 0, model.n_ctx_train // step
     if hi == 0 or not fits(step):
         return 0
+    if fits(hi * step):
+        return hi * step
     while lo < hi:  # memory grows with the context: bisect on multiples of `step`
         mid = (lo + hi + 1) // 2
         if fits(mid * step):

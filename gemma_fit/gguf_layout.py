@@ -9,12 +9,32 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from enum import IntEnum
+from functools import cache
 from typing import Any
-
-from gguf import GGUFValueType
 
 from .model_spec import ModelSpec
 from .tensor_plan import TensorPlan
+
+
+class GGUFValueType(IntEnum):
+    """Value types of GGUF metadata (the GGUF v3 spec; the same numbers as gguf.GGUFValueType).
+    Own copy so that sizing a file does not import the gguf package and numpy."""
+
+    UINT8 = 0
+    INT8 = 1
+    UINT16 = 2
+    INT16 = 3
+    UINT32 = 4
+    INT32 = 5
+    FLOAT32 = 6
+    BOOL = 7
+    STRING = 8
+    ARRAY = 9
+    UINT64 = 10
+    INT64 = 11
+    FLOAT64 = 12
+
 
 GGUF_ALIGNMENT = 32
 GGUF_FIXED_HEADER_BYTES = 4 + 4 + 8 + 8  # magic, version, n_tensors, n_kv
@@ -194,11 +214,13 @@ def kv_bytes(kv: KV) -> int:
     return n + _SCALAR_SIZE[kv.vtype]
 
 
+@cache
 def tensor_info_bytes(plan: TensorPlan) -> int:
     """name string, n_dims, dims, type, offset for each tensor."""
     return sum(_string_bytes(t.name) + 4 + 8 * len(t.shape) + 4 + 8 for t in plan.tensors)
 
 
+@cache
 def tensor_data_padded_bytes(plan: TensorPlan) -> int:
     return sum(pad(t.n_bytes) for t in plan.tensors)
 
@@ -226,11 +248,16 @@ def pack_f32(x: float) -> float:
 _GENERATION_BY_ARCH = {"gemma": "1", "gemma2": "2", "gemma3": "3", "gemma3n": "3n", "gemma4": "4"}
 
 
-def real_metadata_bytes(arch: str, n_vocab: int) -> int:
-    """Estimated metadata size of a real file (model_db/llamacpp/gguf_metadata.yaml)."""
+@cache
+def _metadata_table() -> dict[str, Any]:
     from .db_files import read_packaged_yaml
 
-    data = read_packaged_yaml("llamacpp/gguf_metadata.yaml")
+    return read_packaged_yaml("llamacpp/gguf_metadata.yaml")
+
+
+def real_metadata_bytes(arch: str, n_vocab: int) -> int:
+    """Estimated metadata size of a real file (model_db/llamacpp/gguf_metadata.yaml)."""
+    data = _metadata_table()
     gen = data["generations"][_GENERATION_BY_ARCH[arch]]
     return int(gen["metadata_bytes"]) + max(0, n_vocab - int(gen["n_tokens"])) * int(data["extra_token_bytes"])
 

@@ -8,7 +8,9 @@ src/llama-kv-cache-iswa.cpp (the sliding-window cache size).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
+from .ggml import ggml_type
 from .model_spec import LayerSpec, ModelSpec
 from .settings import RunSettings, pad_to
 
@@ -40,8 +42,22 @@ def _v_width(model: ModelSpec, layer: LayerSpec, v_transposed: bool) -> int:
     # With V transposed (flash attention off) and V widths that differ between layers (Gemma 4),
     # every V row is padded to the widest one (llama-kv-cache.cpp, TAG_V_CACHE_VARIABLE).
     if v_transposed:
-        return max(x.n_embd_v_gqa for x in model.layers)
+        return model.max_n_embd_v_gqa
     return layer.n_embd_v_gqa
+
+
+@cache
+def _cell_bytes(model: ModelSpec, type_k: str, type_v: str, v_trans: bool) -> tuple[tuple[int, bool, int], ...]:
+    """(layer, in the SWA cache, K+V bytes per cell) for every cache-owning layer."""
+    tk, tv = ggml_type(type_k), ggml_type(type_v)
+    out = []
+    for layer in model.layers:
+        if not layer.has_kv:
+            continue  # reuses an earlier layer's cache (Gemma 3n / 4 KV sharing)
+        k = tk.row_bytes(layer.n_embd_k_gqa)
+        v = tv.row_bytes(_v_width(model, layer, v_trans))
+        out.append((layer.index, layer.is_swa and model.has_swa, k + v))
+    return tuple(out)
 
 
 def kv_cache_layout(model: ModelSpec, s: RunSettings) -> KVCacheLayout:
@@ -49,12 +65,8 @@ def kv_cache_layout(model: ModelSpec, s: RunSettings) -> KVCacheLayout:
     swa = swa_cells(model, s) if model.has_swa else 0
     streams = s.n_streams
     v_trans = s.flash_attn == "off"
-    per_layer = {}
-    for layer in model.layers:
-        if not layer.has_kv:
-            continue  # reuses an earlier layer's cache (Gemma 3n / 4 KV sharing)
-        cells = swa if layer.is_swa and model.has_swa else base
-        k = s.type_k.row_bytes(layer.n_embd_k_gqa)
-        v = s.type_v.row_bytes(_v_width(model, layer, v_trans))
-        per_layer[layer.index] = (k + v) * cells * streams
+    per_layer = {
+        il: per_cell * (swa if in_swa else base) * streams
+        for il, in_swa, per_cell in _cell_bytes(model, s.cache_type_k, s.cache_type_v, v_trans)
+    }
     return KVCacheLayout(base, swa, streams, v_trans, per_layer)

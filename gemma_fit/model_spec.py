@@ -7,6 +7,7 @@ reads (src/models/gemma*.cpp), so one function serves model_db entries and users
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from .errors import BadInput
 from .model_entry import HFTextConfig
@@ -54,7 +55,7 @@ class LayerSpec:
         return self.n_head_kv * self.head_dim
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=True)
 class ModelSpec:
     """Everything about a model that decides tensors, memory and speed. Immutable."""
 
@@ -85,13 +86,24 @@ class ModelSpec:
     def n_layer(self) -> int:
         return len(self.layers)
 
-    @property
+    @cached_property
     def n_layer_kv_from_start(self) -> int:
         return sum(1 for layer in self.layers if layer.has_kv)
 
-    @property
+    @cached_property
+    def max_n_embd_v_gqa(self) -> int:
+        return max(layer.n_embd_v_gqa for layer in self.layers)
+
+    @cached_property
     def has_swa(self) -> bool:
         return self.n_swa > 0 and any(layer.is_swa for layer in self.layers)
+
+    @cached_property
+    def _hash(self) -> int:
+        return hash((self.id, self.arch, self.n_embd, self.n_vocab, self.layers))
+
+    def __hash__(self) -> int:  # hashed often (cache keys): compute once
+        return self._hash
 
     @property
     def gqa_layer0(self) -> int:

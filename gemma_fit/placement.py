@@ -12,10 +12,10 @@ Rules from llama.cpp src/llama-model.cpp (load_tensors) and src/llama-model-load
 
 from __future__ import annotations
 
+import struct
 from bisect import bisect_right
 from dataclasses import dataclass
-
-import numpy as np
+from functools import cache
 
 from .tensor_plan import TensorPlan, TensorSpec
 
@@ -37,25 +37,38 @@ class Placement:
         return self.layer_device[t.layer if t.layer is not None else 0]
 
 
+def f32(x: float) -> float:
+    """Round to float32, the precision llama.cpp computes split points in."""
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
 def split_points(free_bytes: list[int]) -> list[float]:
     """Cumulative, normalized split points in float32, as llama.cpp computes them."""
-    sums = np.cumsum(np.array(free_bytes, dtype=np.float32), dtype=np.float32)
-    return [float(x) for x in (sums / sums[-1]).astype(np.float32)]
+    sums, total = [], 0.0
+    for b in free_bytes:
+        total = f32(total + f32(float(b)))
+        sums.append(total)
+    return [f32(x / total) for x in sums]
 
 
 def place_layers(n_layer: int, n_gpu_layers: int, free_bytes: list[int]) -> Placement:
     """Assign the repeating layers and the output layer to devices (llama-model.cpp)."""
+    return _place_layers(n_layer, n_gpu_layers, tuple(free_bytes))
+
+
+@cache
+def _place_layers(n_layer: int, n_gpu_layers: int, free_bytes: tuple[int, ...]) -> Placement:
     n_devices = len(free_bytes)
     if n_devices == 0:
         return Placement(0, tuple([CPU] * n_layer), CPU, 0)
     i_gpu_start = max(n_layer + 1 - n_gpu_layers, 0)
     act = min(n_gpu_layers, n_layer + 1)
-    splits = split_points(free_bytes)
+    splits = split_points(list(free_bytes))
 
     def device(il: int) -> int:
         if il < i_gpu_start or il - i_gpu_start >= act:
             return CPU
-        frac = float(np.float32(il - i_gpu_start) / np.float32(act))
+        frac = f32(f32(float(il - i_gpu_start)) / f32(float(act)))
         return min(bisect_right(splits, frac), n_devices - 1)
 
     layers = tuple(device(il) for il in range(n_layer))
@@ -65,34 +78,80 @@ def place_layers(n_layer: int, n_gpu_layers: int, free_bytes: list[int]) -> Plac
 @dataclass(frozen=True)
 class WeightsByDevice:
     device_bytes: tuple[int, ...]  # per GPU: model buffer bytes
-    host_bytes: int  # weights left on the host (tensor bytes; mapped span for mmap below)
+    host_bytes: int  # weights left on the host (tensor bytes)
     host_mapped_span_bytes: int  # with mmap: first to last byte of the host tensors in the file
 
 
-def _file_offsets(plan: TensorPlan) -> list[tuple[int, int]]:
+@dataclass(frozen=True)
+class _Group:
+    n_bytes: int
+    start: int  # first byte in the file's data section
+    end: int  # last byte + 1
+
+
+@dataclass(frozen=True)
+class PlanLayout:
+    """A plan's weights grouped the way placement moves them: input, output, each layer."""
+
+    input: _Group
+    output: _Group
+    layers: tuple[_Group, ...]
+    output_duplicate_bytes: int  # the tied output matrix's own copy when the output is on a GPU
+
+
+def _group(ranges: list[tuple[int, int, int]]) -> _Group:
+    if not ranges:
+        return _Group(0, 0, 0)
+    return _Group(sum(r[0] for r in ranges), min(r[1] for r in ranges), max(r[2] for r in ranges))
+
+
+_LAYOUTS: dict[int, tuple[TensorPlan, PlanLayout]] = {}
+
+
+def plan_layout(plan: TensorPlan) -> PlanLayout:
+    """Cached per plan object (plans are built once per model and quant)."""
+    hit = _LAYOUTS.get(id(plan))
+    if hit is not None and hit[0] is plan:
+        return hit[1]
+    layout = _plan_layout(plan)
+    _LAYOUTS[id(plan)] = (plan, layout)
+    return layout
+
+
+def _plan_layout(plan: TensorPlan) -> PlanLayout:
     from .gguf_layout import pad
 
-    out, pos = [], 0
+    inputs, outputs = [], []
+    layers: list[list[tuple[int, int, int]]] = [[] for _ in range(plan.model.n_layer)]
+    pos = 0
     for t in plan.tensors:
-        out.append((pos, pos + t.n_bytes))
+        rng = (t.n_bytes, pos, pos + t.n_bytes)
         pos += pad(t.n_bytes)
-    return out
+        if t.role == "input":
+            inputs.append(rng)
+        elif t.role == "output":
+            outputs.append(rng)
+        else:
+            layers[t.layer if t.layer is not None else 0].append(rng)
+    names = plan.by_name()
+    dup = 0 if "output.weight" in names else names["token_embd.weight"].n_bytes
+    return PlanLayout(_group(inputs), _group(outputs), tuple(_group(x) for x in layers), dup)
 
 
 def weights_by_device(plan: TensorPlan, placement: Placement) -> WeightsByDevice:
+    lay = plan_layout(plan)
     dev = [0] * placement.n_devices
-    host = 0
-    host_ranges = []
-    for t, rng in zip(plan.tensors, _file_offsets(plan), strict=True):
-        d = placement.device_of(t)
+    host = [lay.input]
+    for il, group in enumerate(lay.layers):
+        d = placement.layer_device[il]
         if d == CPU:
-            host += t.n_bytes
-            host_ranges.append(rng)
+            host.append(group)
         else:
-            dev[d] += t.n_bytes
-    names = {t.name for t in plan.tensors}
-    if "output.weight" not in names and placement.output_device != CPU:
-        # tied output: a second copy of token_embd on the output layer's GPU
-        dev[placement.output_device] += plan.by_name()["token_embd.weight"].n_bytes
-    span = max(e for _, e in host_ranges) - min(s for s, _ in host_ranges) if host_ranges else 0
-    return WeightsByDevice(tuple(dev), host, span)
+            dev[d] += group.n_bytes
+    if placement.output_device == CPU:
+        host.append(lay.output)
+    else:
+        dev[placement.output_device] += lay.output.n_bytes + lay.output_duplicate_bytes
+    used = [g for g in host if g.n_bytes]
+    span = max(g.end for g in used) - min(g.start for g in used) if used else 0
+    return WeightsByDevice(tuple(dev), sum(g.n_bytes for g in host), span)

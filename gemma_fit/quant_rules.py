@@ -10,6 +10,7 @@ exactly as llama-quantize walks them. No imatrix, no --pure, no overrides: the d
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 from .ggml import FileType, GGMLType, ggml_type
 from .model_spec import ModelSpec
@@ -26,6 +27,7 @@ _FALLBACK = {
 }
 
 
+@cache
 def category(name: str) -> str:
     """llama-quantize's tensor category, by name substring, in its order of tests."""
     if name == "output.weight":
@@ -48,6 +50,7 @@ def category(name: str) -> str:
     return "other"
 
 
+@cache
 def allows_quantization(name: str, shape: tuple[int, ...]) -> bool:
     """Tensors llama-quantize leaves in their source type (tensor_allows_quantization)."""
     if len(shape) < 2 or not name.endswith("weight") or "_norm.weight" in name:

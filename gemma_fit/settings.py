@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Literal
 
 from .errors import BadInput
@@ -35,11 +36,11 @@ class RunSettings:
     kv_offload: bool = True
     n_outputs_max: int = 0  # 0 = n_batch (llama-cli, llama-bench); llama-server uses n_parallel
 
-    @property
+    @cached_property
     def type_k(self) -> GGMLType:
         return ggml_type(self.cache_type_k)
 
-    @property
+    @cached_property
     def type_v(self) -> GGMLType:
         return ggml_type(self.cache_type_v)
 

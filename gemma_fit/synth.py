@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from gguf import GGMLQuantizationType, GGUFWriter
+from gguf import GGMLQuantizationType, GGUFValueType, GGUFWriter
 
 from .errors import BadInput
 from .gguf_layout import pad, synth_file_bytes, synth_metadata
@@ -24,7 +24,8 @@ def _writer_for(plan: TensorPlan, path: Path) -> GGUFWriter:
     for kv in synth_metadata(plan):
         if kv.key == "general.architecture":
             continue  # GGUFWriter adds it from `arch`
-        writer.add_key_value(kv.key, kv.value, kv.vtype, kv.subtype)
+        sub = GGUFValueType(int(kv.subtype)) if kv.subtype is not None else None
+        writer.add_key_value(kv.key, kv.value, GGUFValueType(int(kv.vtype)), sub)
     for t in plan.tensors:
         # numpy order is the reverse of ggml's; a non-uint8 dtype keeps the shape as given
         writer.add_tensor_info(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 
 from .ggml import FileType, GGMLType, file_type, ggml_type
 from .model_spec import LayerSpec, ModelSpec
@@ -37,7 +37,7 @@ class TensorSpec:
             n *= d
         return n
 
-    @property
+    @cached_property
     def n_bytes(self) -> int:
         return self.type.tensor_bytes(self.shape)
 
@@ -48,19 +48,30 @@ class TensorPlan:
     ftype: FileType
     tensors: tuple[TensorSpec, ...]
 
-    @property
+    @cached_property
     def n_params(self) -> int:
         return sum(t.n_elements for t in self.tensors)
 
-    @property
+    @cached_property
     def tensor_data_bytes(self) -> int:
         return sum(t.n_bytes for t in self.tensors)
+
+    @cached_property
+    def _hash(self) -> int:
+        return hash((self.model, self.ftype.name))
+
+    def __hash__(self) -> int:  # a plan is fixed by its model and file type; hashed as a cache key
+        return self._hash
 
     def type_counts(self) -> dict[str, int]:
         return dict(Counter(t.type.name for t in self.tensors))
 
-    def by_name(self) -> dict[str, TensorSpec]:
+    @cached_property
+    def _by_name(self) -> dict[str, TensorSpec]:
         return {t.name: t for t in self.tensors}
+
+    def by_name(self) -> dict[str, TensorSpec]:
+        return self._by_name
 
 
 @dataclass(frozen=True)
@@ -171,12 +182,14 @@ def _full_name(base: str, il: int) -> str:
     return f"blk.{il}.{base}" if "." in base else f"blk.{il}.{base}.weight"
 
 
-def raw_tensors(m: ModelSpec) -> list[_Raw]:
+@cache
+def raw_tensors(m: ModelSpec) -> tuple[_Raw, ...]:
+    """Names, shapes and placement roles, in file order (independent of the file type)."""
     out = _global_tensors(m)
     for lay in m.layers:
         parts = _attention(m, lay) + _ffn(m, lay) + _per_layer_extras(m)
         out += [_Raw(_full_name(b, lay.index), s, lay.index, "layer") for b, s in parts]
-    return sorted(out, key=_layer_order)
+    return tuple(sorted(out, key=_layer_order))
 
 
 def converter_type(name: str, shape: tuple[int, ...], base: GGMLType) -> GGMLType:
@@ -190,13 +203,18 @@ def converter_type(name: str, shape: tuple[int, ...], base: GGMLType) -> GGMLTyp
 
 
 @cache
+def _bf16_sources(model: ModelSpec) -> tuple[tuple[str, tuple[int, ...], GGMLType], ...]:
+    """(name, shape, type in a BF16 conversion) for every tensor: what llama-quantize starts from."""
+    bf16 = ggml_type("BF16")
+    return tuple((r.name, r.shape, converter_type(r.name, r.shape, bf16)) for r in raw_tensors(model))
+
+
+@cache
 def build_plan(model: ModelSpec, quant: str) -> TensorPlan:
     """Every tensor of `model` in a llama-quantize'd file of type `quant`, from a BF16 conversion."""
     ftype = file_type(quant)
     raws = raw_tensors(model)
-    bf16 = ggml_type("BF16")
-    source = [converter_type(r.name, r.shape, bf16) for r in raws]
-    types = choose_types(model, [(r.name, r.shape, s) for r, s in zip(raws, source, strict=True)], ftype)
+    types = choose_types(model, list(_bf16_sources(model)), ftype)
     tensors = tuple(
         TensorSpec(r.name, r.shape, t, r.layer, r.role) for r, t in zip(raws, types, strict=True)
     )

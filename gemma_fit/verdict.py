@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, replace
 
-from .estimate import Device, MemoryEstimate, auto_gpu_layers, estimate_memory, max_ctx_fit
+from .estimate import Device, MemoryEstimate, auto_gpu_layers, context_terms, estimate_memory, max_ctx_fit
 from .ggml import CONTRACT_QUANTS
 from .model_spec import ModelSpec
 from .settings import RunSettings
@@ -71,9 +71,10 @@ def _quant_that_fits(model: ModelSpec, s: RunSettings, devices: tuple[Device, ..
                      host_capacity: int | None) -> str | None:
     """The largest (best quality) file type whose model fits entirely at these settings."""
     plans = sorted((build_plan(model, q) for q in CONTRACT_QUANTS), key=lambda p: -p.tensor_data_bytes)
+    terms = context_terms(model, s)  # the KV cache and compute buffer do not depend on the quant
+    n_all = model.n_layer + 1 if devices else 0
     for plan in plans:
-        n_all = model.n_layer + 1 if devices else 0
-        if estimate_memory(plan, s, devices, n_all, host_capacity).fits():
+        if estimate_memory(plan, s, devices, n_all, host_capacity, terms).fits():
             return plan.ftype.name
     return None
 
