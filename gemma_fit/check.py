@@ -11,6 +11,7 @@ from .gguf_layout import estimated_file_bytes
 from .hardware_select import Hardware
 from .model_db import ResolvedModel
 from .settings import RunSettings, validate
+from .speed import Performance, SpeedInputError, predict_performance
 from .tensor_plan import TensorPlan, build_plan
 from .verdict import Verdict, decide, with_parallel_outputs
 
@@ -25,6 +26,8 @@ class CheckResult:
     settings: RunSettings
     verdict: Verdict
     file_size_bytes: int
+    performance: Performance | None
+    speed_error: str | None
 
     def assumptions(self) -> list[str]:
         out = [
@@ -40,11 +43,36 @@ class CheckResult:
         return out
 
 
-def run_check(resolved: ResolvedModel, quant: str, settings: RunSettings, hardware: Hardware) -> CheckResult:
+def run_check(resolved: ResolvedModel, quant: str, settings: RunSettings, hardware: Hardware,
+              prompt_tokens: int = 512, with_speed: bool = True) -> CheckResult:
     s = with_parallel_outputs(validate(settings, resolved.spec))
     plan = build_plan(resolved.spec, quant)
     verdict = decide(plan, s, hardware.devices, hardware.host_capacity_bytes)
-    return CheckResult(resolved, plan, hardware, s, verdict, estimated_file_bytes(plan))
+    perf, speed_error = None, None
+    if with_speed and verdict.verdict != "no-go":
+        machine = hardware.machine
+        try:
+            perf = predict_performance(
+                plan, verdict.estimate, hardware.gpus, prompt_tokens,
+                ram_bandwidth_gbps=machine.ram_bandwidth_gbps if machine else None,
+                disk_read_gbps=machine.disk.sequential_read_gbps if machine and machine.disk else None,
+            )
+        except SpeedInputError as exc:
+            speed_error = str(exc)
+    return CheckResult(resolved, plan, hardware, s, verdict, estimated_file_bytes(plan), perf, speed_error)
+
+
+def _performance_json(r: CheckResult) -> dict[str, Any] | None:
+    p = r.performance
+    if p is None:
+        return None
+    return {"decode_tokens_per_s": round(p.decode_tokens_per_s, 2),
+            "prefill_tokens_per_s": round(p.prefill_tokens_per_s, 1),
+            "ttft_s": round(p.ttft_s, 3), "load_s": round(p.load_s, 2),
+            "bottleneck": p.bottleneck,
+            "prompt_tokens": p.prompt_tokens,
+            "decode_time_by_device_s": {k: round(v, 6) for k, v in p.decode_time_by_device_s.items()},
+            "notes": list(p.notes)}
 
 
 def _device_json(d: DeviceMemory) -> dict[str, Any]:
@@ -77,6 +105,8 @@ def check_json(r: CheckResult) -> dict[str, Any]:
         "reasons": list(v.reasons),
         "max_ctx_fit": v.max_ctx_fit,
         "suggestion": v.suggestion,
+        "performance": _performance_json(r),
+        "speed_error": r.speed_error,
         "llama_server_command": v.server_command,
         "assumptions": r.assumptions(),
     }

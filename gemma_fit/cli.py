@@ -109,6 +109,7 @@ def check(
     swa_full: Annotated[bool, typer.Option("--swa-full", help="Full-size sliding-window cache.")] = False,
     kv_unified: Annotated[bool, typer.Option("--kv-unified", help="One KV pool shared by all sequences.")] = False,
     hardware: HardwareOpt = None,
+    prompt_tokens: Annotated[int, typer.Option("--prompt-tokens", help="Prompt length for speed and TTFT.")] = 512,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
 ) -> None:
     """The go/no-go answer for one model, quant, context and hardware."""
@@ -119,7 +120,11 @@ def check(
         flash_attn=flash_attn.lower(), cache_type_k=cache_type_k, cache_type_v=cache_type_v,  # type: ignore[arg-type]
         n_gpu_layers=_parse_ngl(n_gpu_layers), swa_full=swa_full,
     )
-    result = run_check(resolved, quant, settings, hw)
+    if prompt_tokens < 1:
+        raise BadInput(f"--prompt-tokens {prompt_tokens} is impossible (at least 1)")
+    result = run_check(resolved, quant, settings, hw, prompt_tokens=prompt_tokens)
+    if result.speed_error:
+        print(f"gemma-fit: speed not predicted: {result.speed_error}", file=sys.stderr)
     doc = check_json(result)
     if as_json:
         print(json.dumps(doc, indent=2))

@@ -75,6 +75,7 @@ class GPUSpec:
     tdp_w: float | None
     source: str
     cuda_total_bytes: int | None = None  # CUDA's own total where published (can be below usable_memory_bytes)
+    int8_tensor_tops: float | None = None  # dense INT8 tensor throughput (llama.cpp's MMQ kernels use it)
     logical_devices: int = 1  # devices software sees on this card (MI250X: 2)
 
 
@@ -87,6 +88,7 @@ def spec_from_entry(entry: GPUEntry) -> GPUSpec:
         compute_capability=entry.compute_capability, pcie_gen=entry.pcie_gen, pcie_lanes=entry.pcie_lanes,
         nvlink_gbps=entry.nvlink_gbps, tdp_w=entry.tdp_w, source=entry.source,
         cuda_total_bytes=entry.cuda_total_bytes, logical_devices=entry.logical_devices,
+        int8_tensor_tops=entry.int8_tensor_tops,
     )
 
 

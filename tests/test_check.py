@@ -123,3 +123,36 @@ def test_exit_status_follows_the_verdict(args: list[str], code: int) -> None:
     proc = subprocess.run([*CLI, "check", *args, "--json"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == code, proc.stderr
     assert json.loads(proc.stdout)["verdict"] == {0: "go", 3: "offload", 4: "no-go"}[code]
+
+
+def test_performance_block_is_present_and_sane() -> None:
+    doc = check("9b", ["a4000"], "Q5_K_M")
+    perf = doc["performance"]
+    assert {"decode_tokens_per_s", "prefill_tokens_per_s", "ttft_s", "load_s", "bottleneck"} <= set(perf)
+    # A4000: 448 GB/s; Gemma 2 9B Q5_K_M reads ~6.2 GiB per token -> at most ~70 tok/s at 100% bandwidth
+    assert 20 < perf["decode_tokens_per_s"] < 70
+    assert perf["prefill_tokens_per_s"] > perf["decode_tokens_per_s"]
+    assert "bandwidth" in perf["bottleneck"]
+
+
+def test_moe_decodes_faster_than_dense_of_same_size() -> None:
+    moe = check("gemma-4-26B-A4B", ["h100-sxm"])["performance"]["decode_tokens_per_s"]
+    dense = check("gemma-4-31B", ["h100-sxm"])["performance"]["decode_tokens_per_s"]
+    assert moe > 2.5 * dense  # only 8 of 128 experts are read per token
+
+
+def test_offloaded_layers_slow_decode_and_are_named() -> None:
+    full = check("gemma-3-27b", ["rtx-4090"])["performance"]
+    part = check("gemma-3-27b", ["rtx-3060-12gb"])
+    assert part["verdict"] == "offload"
+    assert part["performance"]["decode_tokens_per_s"] < full["decode_tokens_per_s"] / 3
+    assert "CPU" in part["performance"]["bottleneck"]
+
+
+def test_prompt_longer_than_context_keeps_the_memory_verdict() -> None:
+    proc = subprocess.run([*CLI, "check", "--gpu", "a4000", "--model", "9b", "--ctx", "2048",
+                           "--prompt-tokens", "4096", "--json"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0
+    doc = json.loads(proc.stdout)
+    assert doc["verdict"] == "go" and doc["performance"] is None
+    assert "longer than the context" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
