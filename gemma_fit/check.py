@@ -44,9 +44,10 @@ class CheckResult:
 
 
 def run_check(resolved: ResolvedModel, quant: str, settings: RunSettings, hardware: Hardware,
-              prompt_tokens: int = 512, with_speed: bool = True) -> CheckResult:
+              prompt_tokens: int = 512, with_speed: bool = True, plan: TensorPlan | None = None) -> CheckResult:
+    """`plan` replaces the database plan when the tensors come from a real GGUF header."""
     s = with_parallel_outputs(validate(settings, resolved.spec))
-    plan = build_plan(resolved.spec, quant)
+    plan = plan or build_plan(resolved.spec, quant)
     verdict = decide(plan, s, hardware.devices, hardware.host_capacity_bytes)
     perf, speed_error = None, None
     if with_speed and verdict.verdict != "no-go":

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -20,7 +22,7 @@ from .gguf_layout import estimated_file_bytes
 from .hardware_select import select_hardware
 from .model_db import ResolvedModel, entry_spec, load_model_db, resolve_model
 from .model_entry import GENERATION_ORDER
-from .render import render_check
+from .render import render_check, render_smoke
 from .settings import RunSettings
 from .tensor_plan import build_plan
 from .units import fmt_bytes
@@ -147,6 +149,91 @@ def synth(
     size = write_synthetic_gguf(plan, out)
     print(f"wrote {out}: {resolved.spec.id} {plan.ftype.name}, {len(plan.tensors)} tensors, "
           f"{fmt_bytes(size)} apparent size (sparse)", file=sys.stderr)
+
+
+@app.command()
+def smoke(
+    gguf: Annotated[Path | None, typer.Option("--gguf", help="A real GGUF file to run.")] = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Model for a --synthetic run.")] = None,
+    quant: QuantOpt = "Q4_K_M",
+    synthetic: Annotated[bool, typer.Option("--synthetic", help="Run a zero-weight file of the layout.")] = False,
+    gpu: GpuOpt = None,
+    ctx: Annotated[int, typer.Option("--ctx", "-c")] = 4096,
+    ubatch: Annotated[int, typer.Option("--ubatch", "-ub")] = 512,
+    batch: Annotated[int, typer.Option("--batch", "-b")] = 2048,
+    parallel: Annotated[int, typer.Option("--parallel", "-np")] = 1,
+    flash_attn: Annotated[str, typer.Option("--flash-attn", "-fa")] = "auto",
+    cache_type_k: Annotated[str, typer.Option("--cache-type-k", "-ctk")] = "f16",
+    cache_type_v: Annotated[str, typer.Option("--cache-type-v", "-ctv")] = "f16",
+    n_gpu_layers: Annotated[str, typer.Option("--n-gpu-layers", "-ngl")] = "auto",
+    swa_full: Annotated[bool, typer.Option("--swa-full")] = False,
+    prompt_tokens: Annotated[int, typer.Option("--prompt-tokens")] = 128,
+    n_predict: Annotated[int, typer.Option("--n-predict", "-n")] = 16,
+    threads: Annotated[int, typer.Option("--threads", "-t")] = max(1, (os.cpu_count() or 2)),
+    llama_bin: Annotated[Path | None, typer.Option("--llama-bin", help="Folder with llama.cpp binaries.")] = None,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds before giving up on llama.cpp.")] = 600,
+    record: Annotated[bool, typer.Option("--record", help="Append the comparison to benchmarks/data.")] = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Run llama.cpp and set measured memory and speed beside the estimate."""
+    from . import smoke as sm
+
+    if (gguf is None) == (not synthetic):
+        raise BadInput("give --gguf FILE, or --model ID --synthetic")
+    if synthetic and not model:
+        raise BadInput("--synthetic needs --model")
+    exe = sm.find_llama_bin(llama_bin)
+    hw = select_hardware(gpu or ["cpu"], None, _state["hardware_db"])
+    settings = RunSettings(
+        n_ctx=ctx, n_batch=batch, n_ubatch=ubatch, n_parallel=parallel, flash_attn=flash_attn.lower(),  # type: ignore[arg-type]
+        cache_type_k=cache_type_k, cache_type_v=cache_type_v, n_gpu_layers=_parse_ngl(n_gpu_layers),
+        swa_full=swa_full, n_outputs_max=batch,  # llama-completion reserves logits for every ubatch token
+    )
+    if gguf is not None:
+        resolved, plan = _gguf_model(gguf)
+        source = contextlib.nullcontext(gguf)
+    else:
+        resolved = _resolve(model or "")
+        plan = build_plan(resolved.spec, quant)
+        source = sm.synthetic_file(plan)
+    result = run_check(resolved, plan.ftype.name, settings, hw, prompt_tokens=prompt_tokens, plan=plan)
+    est = check_json(result)
+    with source as path:
+        args = sm.llama_args(exe, Path(path), result.verdict.estimate.n_ctx, result.settings,
+                             result.verdict.n_gpu_layers, prompt_tokens, n_predict, threads, not hw.gpus)
+        measured = sm.run_llama(args, timeout)
+    mem = sm.measured_memory(measured, len(hw.gpus))
+    doc = {"schema": "gemma-fit.smoke/1", "model": est["model"], "settings": est["settings"],
+           "estimate": est["memory"],
+           "measured": {**mem, "decode_tokens_per_s": measured.decode_tokens_per_s,
+                        "prefill_tokens_per_s": measured.prefill_tokens_per_s},
+           "estimated_speed": est["performance"], "error_pct": sm.error_pct(est["memory"], mem),
+           "llama_cpp_command": [Path(args[0]).name, *args[1:-2], "-p", f"<{prompt_tokens} tokens>"]}
+    if record:
+        _record_smoke(doc)
+    if as_json:
+        print(json.dumps(doc, indent=2))
+    else:
+        render_smoke(_out(), doc)
+
+
+def _record_smoke(doc: dict[str, object]) -> None:
+    """Append to the repo's calibration store (GEMMA_FIT_SMOKE_RECORDS overrides the file)."""
+    default = Path(__file__).resolve().parent.parent / "benchmarks" / "data" / "smoke_records.jsonl"
+    path = Path(os.environ.get("GEMMA_FIT_SMOKE_RECORDS") or default)
+    if not path.parent.is_dir():
+        raise BadInput(f"--record needs a source checkout (no {path.parent})")
+    with path.open("a", encoding="utf-8") as f:
+        f.write(json.dumps(doc, sort_keys=True) + "\n")
+
+
+def _gguf_model(path: Path) -> tuple[ResolvedModel, object]:
+    from .gguf_reader import read_gguf_header
+    from .model_from_gguf import plan_from_gguf, spec_from_gguf
+
+    header = read_gguf_header(path)
+    spec = spec_from_gguf(header)
+    return ResolvedModel(spec, None, f"from {path}"), plan_from_gguf(header, spec)
 
 
 @list_app.command("models")

@@ -60,3 +60,28 @@ def render_check(out: Console, doc: dict[str, Any]) -> None:
                   f"prefill {perf['prefill_tokens_per_s']:.0f} tok/s, time to first token {perf['ttft_s']:.2f} s, "
                   f"load {perf['load_s']:.1f} s; bottleneck: {perf['bottleneck']}")
     out.print(f"  run it: [bold]{doc['llama_server_command']}[/bold]")
+
+
+def render_smoke(out: Console, doc: dict[str, Any]) -> None:
+    m = doc["model"]
+    out.print(f"[bold]smoke[/bold] {m['id']} {m['quant']}: llama.cpp measured vs gemma-fit's estimate")
+    table = Table("device", "term", "estimate", "measured", "error", title_justify="left")
+    est_devs = doc["estimate"]["devices"] or [doc["estimate"]["host"]]
+    mea_devs = doc["measured"]["devices"] or [doc["measured"]["host"]]
+    names = [d.get("name", "host") for d in doc["estimate"]["devices"]] or ["host"]
+    for name, e, me in zip(names, est_devs, mea_devs, strict=False):
+        for term in ("weights_bytes", "kv_cache_bytes", "compute_bytes", "total_bytes"):
+            ev, mv = e.get(term), me.get(term)
+            err = f"{100 * (ev - mv) / mv:+.1f}%" if ev is not None and mv else "-"
+            table.add_row(name, _LABEL[term], _cell(ev), _cell(mv), err)
+    out.print(table)
+    mes = doc["measured"]
+    est = doc.get("estimated_speed") or {}
+    if mes.get("decode_tokens_per_s") is not None:
+        out.print(f"  decode: measured {mes['decode_tokens_per_s']:.1f} tok/s"
+                  + (f", estimated {est['decode_tokens_per_s']:.1f}" if est else ""))
+    if mes.get("prefill_tokens_per_s") is not None:
+        out.print(f"  prefill: measured {mes['prefill_tokens_per_s']:.1f} tok/s"
+                  + (f", estimated {est['prefill_tokens_per_s']:.1f}" if est else ""))
+    host = doc["measured"]["host"]
+    out.print(f"  peak RSS of llama.cpp: {_cell(host.get('peak_rss_bytes'))}")
