@@ -16,6 +16,7 @@ from rich.table import Table
 from . import LLAMA_CPP_COMMIT, __version__
 from .check import check_json, run_check
 from .cli_hw import db_app, list_gpus, probe_command
+from .cli_report import report_command, write_check_html
 from .errors import EXIT_BAD_INPUT, EXIT_NO_GO, EXIT_OFFLOAD, EXIT_OK, BadInput, GemmaFitError
 from .ggml import CONTRACT_QUANTS, file_type
 from .gguf_layout import estimated_file_bytes
@@ -36,6 +37,7 @@ list_app = typer.Typer(no_args_is_help=True, help="What the databases hold.")
 app.add_typer(list_app, name="list")
 app.command("probe", help="What this machine has: GPUs (NVML), RAM, CPU, disks.")(probe_command)
 app.add_typer(db_app, name="db")
+app.command("report", help="The verdict over several GPUs, models, quants and contexts.")(report_command)
 list_app.command("gpus", help="Every GPU in the hardware database.")(list_gpus)
 
 EXIT_BY_VERDICT = {"go": EXIT_OK, "tight": EXIT_OK, "offload": EXIT_OFFLOAD, "no-go": EXIT_NO_GO}
@@ -113,6 +115,7 @@ def check(
     hardware: HardwareOpt = None,
     prompt_tokens: Annotated[int, typer.Option("--prompt-tokens", help="Prompt length for speed and TTFT.")] = 512,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
+    html: Annotated[Path | None, typer.Option("--html", help="Write a self-contained HTML report here.")] = None,
 ) -> None:
     """The go/no-go answer for one model, quant, context and hardware."""
     resolved = _resolve(model)
@@ -128,6 +131,8 @@ def check(
     if result.speed_error:
         print(f"gemma-fit: speed not predicted: {result.speed_error}", file=sys.stderr)
     doc = check_json(result)
+    if html is not None:
+        write_check_html(doc, resolved, quant, settings, html, hardware=hw)
     if as_json:
         print(json.dumps(doc, indent=2))
     else:

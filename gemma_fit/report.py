@@ -1,0 +1,262 @@
+"""`gemma-fit report`: the check over a matrix of hardware x model x quant x context, as one document.
+
+Pure: no printing, no files. Every model, quant and hardware configuration is resolved once and reused
+for all its cells; each cell carries the summary figures and the full `gemma-fit.check/1` document.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from . import LLAMA_CPP_COMMIT
+from .check import check_json, run_check
+from .errors import BadInput
+from .ggml import CONTRACT_QUANTS, file_type
+from .hardware_db import GPUSpec, load_gpu_entries, load_gpus
+from .hardware_select import Hardware, select_hardware
+from .model_db import ResolvedModel, entry_spec, load_model_db, resolve_model
+from .model_entry import GENERATION_ORDER
+from .settings import RunSettings, validate
+
+SCHEMA = "gemma-fit.report/1"
+LLAMA_CPP_LABEL = f"{LLAMA_CPP_COMMIT} (Oct 2026)"
+VERDICT_ORDER = {"go": 0, "tight": 1, "offload": 2, "no-go": 3, "error": 4}
+VERDICTS = ("go", "tight", "offload", "no-go", "error")
+RANKING_SORT = ("verdict (go, tight, offload, no-go), then estimated decode speed where the performance model "
+                "gives one, then memory bandwidth (what bounds decode speed), then headroom; price is not considered")
+WHAT_TO_BUY_MAX_COMBOS = 12  # a ranking of every database GPU per (model, quant, context): only for small reports
+
+ProgressFn = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class HardwareConfig:
+    key: str  # what the user typed, normalised: ids joined by '+', or 'file:<machine name>'
+    hardware: Hardware
+
+
+def settings_json(s: RunSettings) -> dict[str, Any]:
+    """The settings shared by every cell (the context varies per cell)."""
+    return {"n_ubatch": s.n_ubatch, "n_batch": s.n_batch, "n_parallel": s.n_parallel, "flash_attn": s.flash_attn,
+            "cache_type_k": s.cache_type_k.lower(), "cache_type_v": s.cache_type_v.lower(),
+            "n_gpu_layers": "auto" if s.n_gpu_layers is None else s.n_gpu_layers, "swa_full": s.swa_full,
+            "kv_unified": s.kv_unified}
+
+
+def min_headroom(doc: dict[str, Any]) -> int | None:
+    """The smallest headroom over the devices; on a CPU-only config, the host's (None when unknown)."""
+    devices = doc["memory"]["devices"]
+    if devices:
+        return min(int(d["headroom_bytes"]) for d in devices)
+    host = doc["memory"]["host"]
+    if host.get("capacity_bytes") is None:
+        return None
+    return int(host["capacity_bytes"]) - int(host["total_bytes"])
+
+
+def decode_speed(doc: dict[str, Any]) -> float | None:
+    perf = doc.get("performance") or {}
+    value = perf.get("decode_tokens_per_s")
+    return None if value is None else float(value)
+
+
+def expand_models(names: Sequence[str], extra: tuple[Path, ...] = ()) -> list[ResolvedModel]:
+    """Resolve each name once ('all' = every model in the database), first occurrence wins."""
+    out: dict[str, ResolvedModel] = {}
+    for name in names:
+        if name.strip().lower() == "all":
+            entries = sorted(load_model_db(extra).values(),
+                             key=lambda e: (GENERATION_ORDER[e.generation], entry_spec(e).n_embd, e.id))
+            for e in entries:
+                out.setdefault(e.id, ResolvedModel(entry_spec(e), e, f"model {e.id}"))
+            continue
+        resolved = resolve_model(name, extra)
+        out.setdefault(resolved.spec.id, resolved)
+    if not out:
+        raise BadInput("give at least one --model (an id, an alias such as 9b, or 'all')")
+    return list(out.values())
+
+
+def expand_quants(names: Sequence[str]) -> list[str]:
+    out: list[str] = []
+    for name in names or ["Q4_K_M"]:
+        for q in CONTRACT_QUANTS if name.strip().lower() == "all" else [file_type(name.strip()).name]:
+            if q not in out:
+                out.append(q)
+    return out
+
+
+def expand_contexts(contexts: Sequence[int]) -> list[int]:
+    out: list[int] = []
+    for c in contexts or [4096]:
+        if c not in out:
+            out.append(int(c))
+    return out
+
+
+def hardware_configs(gpus: Sequence[Sequence[str]], hardware_files: Sequence[Path],
+                     extra: tuple[Path, ...] = ()) -> list[HardwareConfig]:
+    """One config per GPU list (several ids = one multi-GPU machine) and per machine file."""
+    out: dict[str, HardwareConfig] = {}
+    for names in gpus:
+        names = [p.strip() for n in names for p in n.split("+") if p.strip()]  # 'a+b' is one two-GPU machine
+        hw = select_hardware(names, None, extra)
+        key = "+".join(g.id for g in hw.gpus) if hw.gpus else names[0].lower()
+        out.setdefault(key, HardwareConfig(key, hw))
+    for path in hardware_files:
+        hw = select_hardware([], Path(path), extra)
+        key = f"file:{hw.label}"
+        out.setdefault(key, HardwareConfig(key, hw))
+    if not out:
+        raise BadInput("give at least one --gpu (a GPU id, ids joined by '+' for one machine) or --hardware FILE")
+    return list(out.values())
+
+
+def _cell(cfg: HardwareConfig, model: ResolvedModel, quant: str, ctx: int, settings: RunSettings,
+          ) -> dict[str, Any]:
+    base = {"hardware": cfg.key, "model": model.spec.id, "quant": quant, "ctx": ctx}
+    try:
+        doc = check_json(run_check(model, quant, settings.with_ctx(ctx), cfg.hardware))
+    except BadInput as exc:  # e.g. --n-gpu-layers beyond this model's layers: the other cells still count
+        return {**base, "n_ctx": None, "verdict": "error", "error": str(exc), "min_headroom_bytes": None,
+                "max_ctx_fit": None, "n_gpu_layers": None, "n_layers_total": None, "decode_tokens_per_s": None,
+                "check": None}
+    return {**base, "n_ctx": doc["settings"]["n_ctx"], "verdict": doc["verdict"],
+            "min_headroom_bytes": min_headroom(doc), "max_ctx_fit": doc["max_ctx_fit"],
+            "n_gpu_layers": doc["settings"]["n_gpu_layers"], "n_layers_total": doc["settings"]["n_layers_total"],
+            "decode_tokens_per_s": decode_speed(doc), "check": doc}
+
+
+def _gpu_sources(spec: GPUSpec, extra: tuple[Path, ...]) -> list[str]:
+    entry = load_gpu_entries(extra).get(spec.id)
+    urls = [spec.source] + (list(entry.sources) if entry is not None and entry.name == spec.name else [])
+    return list(dict.fromkeys(u for u in urls if u))
+
+
+def sources(models: Sequence[ResolvedModel], gpus: Sequence[GPUSpec], extra_hw: tuple[Path, ...] = ()
+            ) -> list[dict[str, Any]]:
+    """Where the numbers come from: the database entries' source URLs, and the llama.cpp rules."""
+    out: list[dict[str, Any]] = [{
+        "what": f"llama.cpp {LLAMA_CPP_LABEL}",
+        "detail": "allocation rules (quant mixes, KV cache, compute buffer, layer placement) of the llama.cpp tree "
+                  "vendored in llama-cpp-python 0.3.36",
+        "urls": ["https://github.com/ggml-org/llama.cpp"],
+    }]
+    seen: set[str] = set()
+    for m in models:
+        if m.spec.id in seen:
+            continue
+        seen.add(m.spec.id)
+        e = m.entry
+        if e is None:
+            out.append({"what": f"model {m.spec.id}", "detail": m.how, "urls": []})
+            continue
+        urls = list(dict.fromkeys([e.source, *e.corroborating_sources, e.license_url]))
+        out.append({"what": f"model {e.id} ({e.name})", "detail": f"{e.verification}; licence {e.license}",
+                    "urls": urls})
+    for g in gpus:
+        if f"gpu:{g.id}:{g.name}" in seen:
+            continue
+        seen.add(f"gpu:{g.id}:{g.name}")
+        out.append({"what": f"GPU {g.id} ({g.name})",
+                    "detail": f"{g.usable_memory_bytes:,} bytes usable"
+                              + (f", {g.memory_bandwidth_gbps:g} GB/s" if g.memory_bandwidth_gbps else ""),
+                    "urls": _gpu_sources(g, extra_hw)})
+    return out
+
+
+def gpu_ranking(resolved: ResolvedModel, quant: str, settings: RunSettings, extra_dirs: tuple[Path, ...] = (),
+                gpus: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """Every database GPU (or those named) on its own, for one model, quant and settings, with as many layers on
+    the GPU as fit (--n-gpu-layers auto); sorted by RANKING_SORT."""
+    settings = replace(settings, n_gpu_layers=None)
+    table = load_gpus(tuple(extra_dirs))
+    if gpus is None:
+        specs = list(table.values())
+    else:
+        specs = [select_hardware([g], None, tuple(extra_dirs)).gpus[0] for g in gpus]
+    rows = []
+    for g in specs:
+        hw = Hardware(g.name, (g,), None, None)
+        doc = check_json(run_check(resolved, quant, settings, hw))
+        dev = doc["memory"]["devices"][0]
+        rows.append({
+            "id": g.id, "name": g.name, "vendor": g.vendor, "backend": g.backend,
+            "capacity_bytes": dev["capacity_bytes"], "memory_bandwidth_gbps": g.memory_bandwidth_gbps,
+            "verdict": doc["verdict"], "headroom_bytes": dev["headroom_bytes"], "max_ctx_fit": doc["max_ctx_fit"],
+            "n_gpu_layers": doc["settings"]["n_gpu_layers"], "n_layers_total": doc["settings"]["n_layers_total"],
+            "decode_tokens_per_s": decode_speed(doc), "source": g.source,
+        })
+
+    def key(r: dict[str, Any]) -> tuple[Any, ...]:
+        decode = r["decode_tokens_per_s"]
+        return (VERDICT_ORDER[r["verdict"]], -(decode if decode is not None else -1.0),
+                -(r["memory_bandwidth_gbps"] or 0.0), -r["headroom_bytes"], r["id"])
+
+    rows.sort(key=key)
+    for i, r in enumerate(rows, 1):
+        r["rank"] = i
+    return rows
+
+
+def run_report(models: Sequence[str], quants: Sequence[str], gpus: Sequence[Sequence[str]], contexts: Sequence[int],
+               settings: RunSettings, hardware_files: Sequence[Path] = (), model_dirs: tuple[Path, ...] = (),
+               hardware_dirs: tuple[Path, ...] = (), what_to_buy: bool = False,
+               progress: ProgressFn | None = None) -> dict[str, Any]:
+    """The matrix: one cell per (hardware, model, quant, context), in that nesting order.
+
+    `what_to_buy` adds, for each (model, quant, context) when there are at most WHAT_TO_BUY_MAX_COMBOS of
+    them, a ranking of every GPU in the hardware database. `progress(done, total)` is called as cells finish.
+    """
+    model_dirs, hardware_dirs = tuple(model_dirs), tuple(hardware_dirs)
+    resolved = expand_models(models, model_dirs)
+    quant_names = expand_quants(quants)
+    ctxs = expand_contexts(contexts)
+    configs = hardware_configs(gpus, hardware_files, hardware_dirs)
+    for c in ctxs:  # impossible settings are bad input, not a cell (-ngl depends on the model: checked per cell)
+        validate(replace(settings, n_ctx=c, n_gpu_layers=None), resolved[0].spec)
+    total = len(configs) * len(resolved) * len(quant_names) * len(ctxs)
+    cells: list[dict[str, Any]] = []
+    step = max(1, total // 100)
+    for cfg in configs:
+        for model in resolved:
+            for quant in quant_names:
+                for ctx in ctxs:
+                    cells.append(_cell(cfg, model, quant, ctx, settings))
+                    if progress is not None and (len(cells) % step == 0 or len(cells) == total):
+                        progress(len(cells), total)
+    summary = {v: 0 for v in VERDICTS}
+    for cell in cells:
+        summary[cell["verdict"]] += 1
+    all_gpus = [g for cfg in configs for g in cfg.hardware.gpus]
+    report: dict[str, Any] = {
+        "schema": SCHEMA,
+        "llama_cpp": LLAMA_CPP_LABEL,
+        "settings": settings_json(settings),
+        "hardware": [{"key": c.key, "name": c.hardware.label, "gpus": [g.id for g in c.hardware.gpus],
+                      "capacity_bytes": sum(g.usable_memory_bytes for g in c.hardware.gpus)
+                      if c.hardware.gpus else c.hardware.host_capacity_bytes} for c in configs],
+        "models": [{"id": m.spec.id, "name": m.spec.name, "resolved": m.how, "arch": m.spec.arch,
+                    "n_ctx_train": m.spec.n_ctx_train} for m in resolved],
+        "quants": quant_names,
+        "contexts": ctxs,
+        "summary": summary,
+        "cells": cells,
+        "sources": sources(resolved, all_gpus, hardware_dirs),
+    }
+    if what_to_buy:
+        combos = [(m, q, c) for m in resolved for q in quant_names for c in ctxs]
+        if len(combos) > WHAT_TO_BUY_MAX_COMBOS:
+            report["what_to_buy_note"] = (f"what to buy is left out: {len(combos)} model/quant/context combinations "
+                                          f"(at most {WHAT_TO_BUY_MAX_COMBOS}); narrow --model, --quant or --ctx")
+        else:
+            report["what_to_buy_sort"] = RANKING_SORT
+            report["what_to_buy"] = [
+                {"model": m.spec.id, "quant": q, "ctx": c,
+                 "ranking": gpu_ranking(m, q, replace(settings, n_ctx=c), hardware_dirs)}
+                for m, q, c in combos
+            ]
+    return report
