@@ -78,8 +78,8 @@ def _performance_json(r: CheckResult) -> dict[str, Any] | None:
 
 def _device_json(d: DeviceMemory) -> dict[str, Any]:
     return {"id": d.id, "name": d.name, "weights_bytes": d.weights_bytes, "kv_cache_bytes": d.kv_cache_bytes,
-            "compute_bytes": d.compute_bytes, "overhead_bytes": d.overhead_bytes, "total_bytes": d.total_bytes,
-            "capacity_bytes": d.capacity_bytes, "headroom_bytes": d.headroom_bytes}
+            "compute_bytes": d.compute_bytes, "overhead_bytes": d.overhead_bytes, "mmproj_bytes": d.mmproj_bytes,
+            "total_bytes": d.total_bytes, "capacity_bytes": d.capacity_bytes, "headroom_bytes": d.headroom_bytes}
 
 
 def _host_json(h: HostMemory) -> dict[str, Any]:

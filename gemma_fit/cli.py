@@ -23,7 +23,7 @@ from .gguf_layout import estimated_file_bytes
 from .hardware_select import select_hardware
 from .model_db import ResolvedModel, entry_spec, load_model_db, resolve_model
 from .model_entry import GENERATION_ORDER
-from .render import render_check, render_smoke
+from .render import render_check, render_inspect, render_smoke
 from .settings import RunSettings
 from .tensor_plan import build_plan
 from .units import fmt_bytes
@@ -97,40 +97,51 @@ GpuOpt = Annotated[list[str] | None, typer.Option("--gpu", "-g", help="GPU id (r
 HardwareOpt = Annotated[Path | None, typer.Option("--hardware", help="Machine file (YAML): GPUs, RAM, disk.")]
 
 
-@app.command()
-def check(
-    model: ModelOpt,
-    gpu: GpuOpt = None,
-    quant: QuantOpt = "Q4_K_M",
-    ctx: Annotated[int, typer.Option("--ctx", "-c", help="Context size; 0 = the model's trained context.")] = 4096,
-    ubatch: Annotated[int, typer.Option("--ubatch", "-ub", help="Physical batch (n_ubatch).")] = 512,
-    batch: Annotated[int, typer.Option("--batch", "-b", help="Logical batch (n_batch).")] = 2048,
-    parallel: Annotated[int, typer.Option("--parallel", "-np", help="Parallel sequences (slots).")] = 1,
-    flash_attn: Annotated[str, typer.Option("--flash-attn", "-fa", help="auto, on or off.")] = "auto",
-    cache_type_k: Annotated[str, typer.Option("--cache-type-k", "-ctk")] = "f16",
-    cache_type_v: Annotated[str, typer.Option("--cache-type-v", "-ctv")] = "f16",
-    n_gpu_layers: Annotated[str, typer.Option("--n-gpu-layers", "-ngl", help="Number or 'auto'.")] = "auto",
-    swa_full: Annotated[bool, typer.Option("--swa-full", help="Full-size sliding-window cache.")] = False,
-    kv_unified: Annotated[bool, typer.Option("--kv-unified", help="One KV pool shared by all sequences.")] = False,
-    hardware: HardwareOpt = None,
-    prompt_tokens: Annotated[int, typer.Option("--prompt-tokens", help="Prompt length for speed and TTFT.")] = 512,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
-    html: Annotated[Path | None, typer.Option("--html", help="Write a self-contained HTML report here.")] = None,
-) -> None:
-    """The go/no-go answer for one model, quant, context and hardware."""
-    resolved = _resolve(model)
-    hw = select_hardware(gpu or [], hardware, _state["hardware_db"])
-    settings = RunSettings(
+CtxOpt = Annotated[int, typer.Option("--ctx", "-c", help="Context size; 0 = the model's trained context.")]
+UbatchOpt = Annotated[int, typer.Option("--ubatch", "-ub", help="Physical batch (n_ubatch).")]
+BatchOpt = Annotated[int, typer.Option("--batch", "-b", help="Logical batch (n_batch).")]
+ParallelOpt = Annotated[int, typer.Option("--parallel", "-np", help="Parallel sequences (slots).")]
+FlashOpt = Annotated[str, typer.Option("--flash-attn", "-fa", help="auto, on or off.")]
+CtkOpt = Annotated[str, typer.Option("--cache-type-k", "-ctk", help="K cache type (f16, q8_0, ...).")]
+CtvOpt = Annotated[str, typer.Option("--cache-type-v", "-ctv", help="V cache type (f16, q8_0, ...).")]
+NglOpt = Annotated[str, typer.Option("--n-gpu-layers", "-ngl", help="Number or 'auto'.")]
+SwaOpt = Annotated[bool, typer.Option("--swa-full", help="Full-size sliding-window cache.")]
+UnifiedOpt = Annotated[bool, typer.Option("--kv-unified", help="One KV pool shared by all sequences.")]
+PromptOpt = Annotated[int, typer.Option("--prompt-tokens", help="Prompt length for speed and TTFT.")]
+MmprojOpt = Annotated[Path | None, typer.Option("--mmproj", help="Multimodal projector GGUF loaded beside it.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")]
+HtmlOpt = Annotated[Path | None, typer.Option("--html", help="Write a self-contained HTML report here.")]
+
+
+def _settings(ctx: int, batch: int, ubatch: int, parallel: int, kv_unified: bool, flash_attn: str, ctk: str,
+              ctv: str, ngl: str, swa_full: bool, mmproj: Path | None) -> RunSettings:
+    mmproj_bytes = 0
+    if mmproj is not None:
+        from .gguf_reader import read_gguf_header
+        from .model_from_gguf import is_mmproj
+        from .model_from_gguf import mmproj_bytes as projector_bytes
+
+        header = read_gguf_header(mmproj)
+        if not is_mmproj(header):
+            raise BadInput(f"{mmproj}: not a multimodal projector (general.architecture is not 'clip')")
+        mmproj_bytes = projector_bytes(header)
+    return RunSettings(
         n_ctx=ctx, n_batch=batch, n_ubatch=ubatch, n_parallel=parallel, kv_unified=kv_unified,
-        flash_attn=flash_attn.lower(), cache_type_k=cache_type_k, cache_type_v=cache_type_v,  # type: ignore[arg-type]
-        n_gpu_layers=_parse_ngl(n_gpu_layers), swa_full=swa_full,
+        flash_attn=flash_attn.lower(), cache_type_k=ctk, cache_type_v=ctv,  # type: ignore[arg-type]
+        n_gpu_layers=_parse_ngl(ngl), swa_full=swa_full, mmproj_bytes=mmproj_bytes,
     )
+
+
+def _run_and_print(resolved: ResolvedModel, plan: object, settings: RunSettings, hw: object, prompt_tokens: int,
+                   as_json: bool, html: Path | None, extra: dict[str, object] | None = None) -> None:
     if prompt_tokens < 1:
         raise BadInput(f"--prompt-tokens {prompt_tokens} is impossible (at least 1)")
-    result = run_check(resolved, quant, settings, hw, prompt_tokens=prompt_tokens)
+    quant = plan.ftype.name  # type: ignore[attr-defined]
+    result = run_check(resolved, quant, settings, hw,  # type: ignore[arg-type]
+                       prompt_tokens=prompt_tokens, plan=plan)  # type: ignore[arg-type]
     if result.speed_error:
         print(f"gemma-fit: speed not predicted: {result.speed_error}", file=sys.stderr)
-    doc = check_json(result)
+    doc = {**check_json(result), **(extra or {})}
     if html is not None:
         write_check_html(doc, resolved, quant, settings, html, hardware=hw)
     if as_json:
@@ -138,6 +149,86 @@ def check(
     else:
         render_check(_out(), doc)
     raise typer.Exit(EXIT_BY_VERDICT[result.verdict.verdict])
+
+
+@app.command()
+def check(
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Model id, alias or config.json.")] = None,
+    gpu: GpuOpt = None,
+    quant: QuantOpt = "Q4_K_M",
+    gguf: Annotated[Path | None, typer.Option("--gguf", help="Estimate from a real GGUF file's header.")] = None,
+    ctx: CtxOpt = 4096,
+    ubatch: UbatchOpt = 512,
+    batch: BatchOpt = 2048,
+    parallel: ParallelOpt = 1,
+    flash_attn: FlashOpt = "auto",
+    cache_type_k: CtkOpt = "f16",
+    cache_type_v: CtvOpt = "f16",
+    n_gpu_layers: NglOpt = "auto",
+    swa_full: SwaOpt = False,
+    kv_unified: UnifiedOpt = False,
+    hardware: HardwareOpt = None,
+    mmproj: MmprojOpt = None,
+    prompt_tokens: PromptOpt = 512,
+    as_json: JsonOpt = False,
+    html: HtmlOpt = None,
+) -> None:
+    """The go/no-go answer for one model, quant, context and hardware."""
+    if (model is None) == (gguf is None):
+        raise BadInput("give --model ID (with --quant) or --gguf FILE")
+    hw = select_hardware(gpu or [], hardware, _state["hardware_db"])
+    settings = _settings(ctx, batch, ubatch, parallel, kv_unified, flash_attn, cache_type_k, cache_type_v,
+                         n_gpu_layers, swa_full, mmproj)
+    if gguf is not None:
+        resolved, plan = _gguf_model(gguf)
+    else:
+        resolved = _resolve(model or "")
+        plan = build_plan(resolved.spec, quant)
+    _run_and_print(resolved, plan, settings, hw, prompt_tokens, as_json, html)
+
+
+@app.command()
+def inspect(
+    file: Annotated[Path, typer.Argument(help="A GGUF file (the first shard of a split model).")],
+    gpu: GpuOpt = None,
+    hardware: HardwareOpt = None,
+    ctx: CtxOpt = 4096,
+    ubatch: UbatchOpt = 512,
+    batch: BatchOpt = 2048,
+    parallel: ParallelOpt = 1,
+    flash_attn: FlashOpt = "auto",
+    cache_type_k: CtkOpt = "f16",
+    cache_type_v: CtvOpt = "f16",
+    n_gpu_layers: NglOpt = "auto",
+    swa_full: SwaOpt = False,
+    kv_unified: UnifiedOpt = False,
+    mmproj: MmprojOpt = None,
+    prompt_tokens: PromptOpt = 512,
+    as_json: JsonOpt = False,
+    html: HtmlOpt = None,
+) -> None:
+    """What a GGUF holds (header only) and, with --gpu or --hardware, what it needs there."""
+    from .gguf_reader import read_gguf_header
+    from .model_from_gguf import plan_from_gguf, spec_from_gguf
+
+    header = read_gguf_header(file)
+    spec = spec_from_gguf(header)
+    plan = plan_from_gguf(header, spec)
+    info = {"schema": "gemma-fit.inspect/1", "file": str(file), "arch": spec.arch, "n_params": plan.n_params,
+            "file_size_bytes": header.file_bytes, "tensor_types": plan.type_counts(), "n_ctx_train": spec.n_ctx_train,
+            "n_layers": spec.n_layer, "n_tensors": len(plan.tensors), "file_type": plan.ftype.name,
+            "shards": len(header.shards), "name": spec.name}
+    if not gpu and hardware is None:
+        if as_json:
+            print(json.dumps(info, indent=2))
+        else:
+            render_inspect(_out(), info)
+        return
+    hw = select_hardware(gpu or [], hardware, _state["hardware_db"])
+    settings = _settings(ctx, batch, ubatch, parallel, kv_unified, flash_attn, cache_type_k, cache_type_v,
+                         n_gpu_layers, swa_full, mmproj)
+    resolved = ResolvedModel(spec, None, f"from {file}")
+    _run_and_print(resolved, plan, settings, hw, prompt_tokens, as_json, html, extra=info)
 
 
 @app.command()

@@ -41,10 +41,11 @@ class DeviceMemory:
     compute_bytes: int
     overhead_bytes: int
     capacity_bytes: int
+    mmproj_bytes: int = 0  # the multimodal projector's own model buffer (clip), main GPU only
 
     @property
     def total_bytes(self) -> int:
-        return self.weights_bytes + self.kv_cache_bytes + self.compute_bytes + self.overhead_bytes
+        return self.weights_bytes + self.kv_cache_bytes + self.compute_bytes + self.overhead_bytes + self.mmproj_bytes
 
     @property
     def headroom_bytes(self) -> int:
@@ -179,12 +180,14 @@ def estimate_memory(plan: TensorPlan, s: RunSettings, devices: tuple[Device, ...
         DeviceMemory(
             id=d.id, name=d.name, weights_bytes=weights.device_bytes[i], kv_cache_bytes=kv_dev[i],
             compute_bytes=comp_dev[i], overhead_bytes=runtime_overhead(d.backend).bytes,
-            capacity_bytes=d.capacity_bytes,
+            capacity_bytes=d.capacity_bytes, mmproj_bytes=s.mmproj_bytes if i == 0 else 0,
         )
         for i, d in enumerate(devices)
     )
     host_weights = weights.host_mapped_span_bytes if devices else cpu_only_weights_bytes(plan)
     output = model.n_vocab * max(1, s.n_parallel) * F32
+    if not devices:
+        host_weights += s.mmproj_bytes
     host = HostMemory(host_weights, kv_host, comp_host, output, host_capacity)
     return MemoryEstimate(s, s.resolved_ctx(model), placement, kv, phases, per_device, host)
 

@@ -85,3 +85,17 @@ def render_smoke(out: Console, doc: dict[str, Any]) -> None:
                   + (f", estimated {est['prefill_tokens_per_s']:.1f}" if est else ""))
     host = doc["measured"]["host"]
     out.print(f"  peak RSS of llama.cpp: {_cell(host.get('peak_rss_bytes'))}")
+
+
+def render_inspect(out: Console, info: dict[str, Any]) -> None:
+    out.print(f"[bold]{info['name']}[/bold] ({info['file']})")
+    table = Table(show_header=False, box=None)
+    table.add_row("architecture", info["arch"])
+    table.add_row("file type", info["file_type"])
+    table.add_row("parameters", f"{info['n_params']:,}")
+    table.add_row("file size", f"{fmt_bytes(info['file_size_bytes'])} ({info['shards']} file(s))")
+    table.add_row("layers / tensors", f"{info['n_layers']} / {info['n_tensors']}")
+    table.add_row("trained context", f"{info['n_ctx_train']:,} tokens")
+    table.add_row("tensor types", ", ".join(f"{k} {v}" for k, v in sorted(info["tensor_types"].items())))
+    out.print(table)
+    out.print("  add --gpu ID (or --hardware FILE) for what it needs there")

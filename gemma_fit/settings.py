@@ -35,6 +35,7 @@ class RunSettings:
     swa_full: bool = False
     kv_offload: bool = True
     n_outputs_max: int = 0  # 0 = n_batch (llama-cli, llama-bench); llama-server uses n_parallel
+    mmproj_bytes: int = 0  # a multimodal projector (--mmproj) loaded beside the model, on the main GPU
 
     @cached_property
     def type_k(self) -> GGMLType:

@@ -113,7 +113,7 @@ def _global_tensors(m: ModelSpec) -> list[_Raw]:
     full = [layer for layer in m.layers if not layer.is_swa]
     if m.arch == "gemma4" and full:
         # proportional RoPE factors, one global tensor shared by every full-attention layer
-        g.append(_Raw("rope_freqs.weight", (full[0].head_dim // 2,), None, "layer"))
+        g.append(_Raw("rope_freqs.weight", (full[0].head_dim // 2,), full[0].index, "layer"))
     return g
 
 

@@ -1,0 +1,204 @@
+"""Hugging Face transformers: `from_pretrained` + `generate` on one or more GPUs.
+
+Rules read from the transformers 5.24.0 wheel (PyPI):
+- src/transformers/cache_utils.py DynamicLayer: full-attention layers grow to every token seen;
+  DynamicSlidingWindowLayer.update keeps the last `sliding_window - 1` tokens (the concatenation with the
+  new tokens is transient); StaticLayer preallocates max_cache_len; StaticSlidingWindowLayer
+  preallocates min(sliding_window, max_cache_len). get_layer_types_and_kwargs: KV-shared layers
+  (kv_sharing_modes "reuse", Gemma 4) become DummyLayer and store nothing.
+- src/transformers/generation/utils.py: generate sets logits_to_keep=1 when the model supports it, so
+  prefill computes logits for the last position only; the logits are cast to fp32 (`.float()`) before
+  the logits processors and sampling. generate with cache_implementation="static" sets
+  max_cache_len = prompt + max_new_tokens.
+- src/transformers/integrations/bitsandbytes.py: Linear layers become Linear8bitLt / Linear4bit
+  (NF4, blocksize 64, no double quant unless asked); embeddings and the tied lm_head stay bf16.
+The caching allocator keeps freed blocks reserved, so nvidia-smi shows the peak, not the steady state.
+transformers does not offload layers unless device_map="auto" is given a max_memory smaller than the
+model (then accelerate runs the rest from CPU RAM, slowly): the verdict here is go / tight / no-go.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import BadInput
+from ..estimate import runtime_overhead
+from ..model_db import ResolvedModel
+from ..model_spec import ModelSpec
+from . import (
+    GIB,
+    EngineDevice,
+    EngineResult,
+    EngineSettings,
+    canonical_hf_quant,
+    fits_verdict,
+    hf_repo,
+    hf_weight_bytes,
+    kv_layers,
+    param_breakdown,
+    tower_params,
+    vision_activation_bytes,
+)
+
+VERSION = "transformers 5.24.0"
+LOGIT_COPIES = 3  # bf16 logits of the last position, their fp32 copy, the softmax probabilities
+UNSUPPORTED = {"nvfp4": "transformers has no NVFP4 loader for Gemma; use bf16, fp8, bnb-8bit or bnb-4bit"}
+
+
+def kv_bytes_per_token(spec: ModelSpec, sliding: bool, dtype_bytes: int = 2) -> int:
+    """K + V bytes per token over the KV-owning layers of one kind."""
+    return sum(2 * la.n_embd_k_gqa * dtype_bytes for la in kv_layers(spec) if (la.is_swa and spec.has_swa) == sliding)
+
+
+def kv_cache_bytes(spec: ModelSpec, batch: int, n_tokens: int, cache: str, dtype_bytes: int = 2) -> int:
+    """KV cache after `n_tokens` tokens (prompt + generated) for `batch` sequences.
+    dynamic: full layers hold n_tokens, sliding layers min(n_tokens, window - 1);
+    static: full layers hold max_cache_len = n_tokens, sliding layers min(window, n_tokens)."""
+    full = kv_bytes_per_token(spec, False, dtype_bytes) * n_tokens
+    if not spec.has_swa:
+        return batch * full
+    kept = min(n_tokens, spec.n_swa - 1) if cache == "dynamic" else min(n_tokens, spec.n_swa)
+    return batch * (full + kv_bytes_per_token(spec, True, dtype_bytes) * kept)
+
+
+def prefill_activation_bytes(spec: ModelSpec, batch: int, prompt: int, act_bytes: int = 2) -> int:
+    """Peak of one prefill forward (SDPA attention, no prompt x prompt matrix): per token the residual and
+    normed hidden states, q/k/v, the MLP gate, up and activation outputs of the widest layer (plus the
+    routed experts' intermediates for MoE), and the last position's logits (bf16, fp32, probabilities)."""
+    widest = max(spec.layers, key=lambda la: la.n_ff)
+    qkv = max((la.n_head + 2 * la.n_head_kv) * la.head_dim for la in spec.layers)
+    per_token = 2 * spec.n_embd + qkv + 3 * widest.n_ff
+    if spec.n_expert:
+        per_token += spec.n_expert_used * (3 * spec.n_ff_exp + spec.n_embd)
+    return batch * prompt * per_token * act_bytes + batch * spec.n_vocab * (2 + 4 + 4)
+
+
+def full_logits_bytes(spec: ModelSpec, batch: int, tokens: int) -> int:
+    """A plain forward (model(**inputs), no logits_to_keep) makes bf16 logits for every position plus an
+    fp32 copy in the loss / softmax: the trap that runs long prompts out of memory."""
+    return batch * tokens * spec.n_vocab * (2 + 4)
+
+
+def _snippet(resolved: ResolvedModel, quant: str, s: EngineSettings, multi_gpu: bool) -> str:
+    repo = hf_repo(resolved)
+    lines = ["import torch", "from transformers import AutoModelForCausalLM, AutoTokenizer"]
+    device_map = '"auto"' if multi_gpu else '"cuda"'
+    kwargs = [f'"{repo}"', f"device_map={device_map}"]
+    if quant in ("bf16", "fp16"):
+        kwargs.append(f"dtype=torch.{'bfloat16' if quant == 'bf16' else 'float16'}")
+    elif quant.startswith("bnb"):
+        lines[-1] = "from transformers import AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig"
+        q = "load_in_8bit=True" if quant == "bnb-8bit" else \
+            'load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.bfloat16'
+        kwargs.append(f"quantization_config=BitsAndBytesConfig({q})")
+    elif quant == "fp8":
+        lines[-1] = "from transformers import AutoModelForCausalLM, AutoTokenizer, FineGrainedFP8Config"
+        kwargs.append("quantization_config=FineGrainedFP8Config()")
+    else:
+        kwargs.append("dtype=torch.bfloat16  # a pre-quantized AWQ/GPTQ checkpoint carries its own config")
+    lines += [f'tok = AutoTokenizer.from_pretrained("{repo}")',
+              f"model = AutoModelForCausalLM.from_pretrained({', '.join(kwargs)})",
+              'inputs = tok(["..."] * %d, return_tensors="pt").to(model.device)' % s.batch_size,
+              f"out = model.generate(**inputs, max_new_tokens={s.max_new_tokens}, "
+              f"cache_implementation=\"{s.cache_implementation}\")"]
+    return "\n".join(lines)
+
+
+def estimate_transformers(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSettings,
+                          hardware: Any) -> EngineResult:
+    s = settings
+    quant = canonical_hf_quant(s.quant, "transformers")
+    if quant in UNSUPPORTED:
+        raise BadInput(f"--quant {quant} on --engine transformers: {UNSUPPORTED[quant]}")
+    if s.tensor_parallel_size != 1:
+        raise BadInput("--tensor-parallel-size is not modelled for transformers (tp_plan needs torchrun); "
+                       "several --gpu split layers with device_map=\"auto\", or use --engine vllm")
+    if s.cache_implementation not in ("dynamic", "static"):
+        raise BadInput(f"--cache-implementation {s.cache_implementation} must be dynamic or static")
+    if s.kv_cache_dtype not in ("auto", "bf16", "fp16"):
+        raise BadInput(f"--kv-cache-dtype {s.kv_cache_dtype}: transformers keeps the KV cache in the model dtype "
+                       "(auto); a quantized cache (QuantizedCache) is not modelled")
+    devices = tuple(hardware.devices)
+    if not devices:
+        raise BadInput("--engine transformers is modelled on GPUs only; use --engine llama.cpp for CPU")
+    if s.batch_size < 1 or s.prompt_tokens < 1 or s.max_new_tokens < 0:
+        raise BadInput("--batch-size and --prompt-tokens must be at least 1, --max-new-tokens at least 0")
+    n_tokens = s.max_model_len or (s.prompt_tokens + s.max_new_tokens)
+    prompt = min(s.prompt_tokens, n_tokens)
+    if n_tokens > spec.n_ctx_train:
+        raise BadInput(f"{n_tokens} tokens is beyond the model's {spec.n_ctx_train}")
+
+    towers = tower_params(resolved) if (s.mmproj or s.images_per_prompt) else 0
+    weights = hf_weight_bytes(spec, quant) + 2 * towers
+    kv = kv_cache_bytes(spec, s.batch_size, n_tokens, s.cache_implementation)
+    act = prefill_activation_bytes(spec, s.batch_size, prompt) + vision_activation_bytes(
+        resolved, s.images_per_prompt * s.batch_size)
+    # device_map="auto" (accelerate) fills GPUs in order; weights and KV are split in proportion to
+    # capacity here, activations land on the first GPU (embeddings and the first layers live there).
+    total_cap = sum(d.capacity_bytes for d in devices)
+    out = []
+    for i, d in enumerate(devices):
+        share = d.capacity_bytes / total_cap
+        out.append(EngineDevice(d.id, d.name, int(weights * share), int(kv * share), act if i == 0 else 0, 0,
+                                runtime_overhead(d.backend).bytes, d.capacity_bytes))
+    out_devices = tuple(out)
+    verdict = fits_verdict(out_devices)
+
+    def fits(n: int) -> bool:
+        kv_n = kv_cache_bytes(spec, s.batch_size, n, s.cache_implementation)
+        act_n = prefill_activation_bytes(spec, s.batch_size, min(s.prompt_tokens, n))
+        need = weights + kv_n + act_n + sum(runtime_overhead(d.backend).bytes for d in devices)
+        return need <= total_cap
+
+    max_fit = 0
+    if fits(256):
+        lo, hi = 1, spec.n_ctx_train // 256
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if fits(mid * 256) else (lo, mid - 1)
+        max_fit = lo * 256
+
+    reasons = []
+    worst = min(out_devices, key=lambda d: d.headroom_bytes)
+    if verdict == "no-go":
+        reasons.append(f"needs {worst.total_bytes / GIB:.1f} GiB on {worst.name}, has {worst.capacity_bytes / GIB:.1f}"
+                       " GiB; transformers does not offload layers by default (device_map=\"auto\" with max_memory "
+                       "runs the rest from CPU RAM, slowly)")
+    elif verdict == "tight":
+        reasons.append(f"{worst.headroom_bytes / GIB:.2f} GiB to spare on {worst.name}: allocator fragmentation can "
+                       "take that")
+    else:
+        reasons.append(f"{worst.headroom_bytes / GIB:.1f} GiB to spare on {worst.name}")
+    if spec.has_swa:
+        kept = spec.n_swa - 1 if s.cache_implementation == "dynamic" else spec.n_swa
+        reasons.append(f"{s.cache_implementation} cache: sliding layers hold at most {kept} tokens, full layers all "
+                       f"{n_tokens}")
+    shared = spec.n_layer - len(kv_layers(spec))
+    if shared:
+        reasons.append(f"{shared} KV-shared layers store no cache (DummyLayer)")
+    reasons.append(f"a plain forward over {n_tokens} tokens without logits_to_keep would add "
+                   f"{full_logits_bytes(spec, s.batch_size, n_tokens) / GIB:.1f} GiB of logits")
+
+    p = param_breakdown(spec)
+    extras = {
+        "transformers_version": VERSION,
+        "cache_implementation": s.cache_implementation,
+        "batch_size": s.batch_size,
+        "prompt_tokens": prompt,
+        "max_new_tokens": s.max_new_tokens,
+        "kv_cache_bytes": kv,
+        "generate_logits_bytes": s.batch_size * spec.n_vocab * (2 + 4 + 4),
+        "full_forward_logits_bytes": full_logits_bytes(spec, s.batch_size, n_tokens),
+        "tower_params": towers,
+        "n_params_active": p.active,
+        "offloads_layers": False,
+        "python": _snippet(resolved, quant, s, len(devices) > 1),
+    }
+    return EngineResult(
+        engine="transformers", resolved=resolved, quant=quant, settings=s, devices=out_devices, verdict=verdict,
+        reasons=tuple(reasons), command=extras["python"], n_params=p.total + towers, weights_total_bytes=weights,
+        max_ctx_fit=max_fit, n_ctx=n_tokens, hardware_label=getattr(hardware, "label", ""), extras=extras,
+        sources=(f"{VERSION} src/transformers/cache_utils.py DynamicSlidingWindowLayer, StaticSlidingWindowLayer",
+                 f"{VERSION} src/transformers/generation/utils.py logits_to_keep",
+                 f"{VERSION} src/transformers/integrations/bitsandbytes.py"),
+    )

@@ -1,0 +1,306 @@
+"""vLLM: the KV cache pool left after weights, activations and CUDA graphs, and what it holds.
+
+Rules read from the vLLM 0.33.0 sdist (PyPI), file by file:
+- vllm/v1/worker/gpu_worker.py determine_available_memory: available KV memory =
+  requested_memory - non_kv_cache_memory - cudagraph_memory_estimate, where
+  vllm/v1/worker/utils.py request_memory: requested_memory = ceil(total_memory x gpu_memory_utilization)
+  and vllm/utils/mem_utils.py memory_profiling: non_kv_cache_memory = total_consumed (weights +
+  non-torch memory: CUDA context, cuBLAS, NCCL) + transient_peak_headroom (torch peak of the profile run).
+  CUDA graph memory is subtracted by default (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1, vllm/envs.py).
+- vllm/config/cache.py: gpu_memory_utilization default 0.92, DEFAULT_BLOCK_SIZE 16.
+- vllm/engine/arg_utils.py get_batch_defaults (OPENAI_API_SERVER, i.e. `vllm serve`): >= 160 GiB GPUs
+  16384 tokens / 1024 seqs; >= 70 GiB and not A100: 8192 / 1024; otherwise 2048 / 256.
+- vllm/v1/core/kv_cache_planning.py _get_kv_cache_groups_uniform_page_size: layers grouped by spec
+  (full / sliding, head sizes); group size = the smallest type's layer count (the largest when
+  max < 1.5 x min); each type padded to whole groups. unify_kv_cache_spec_page_size: smaller pages get a
+  proportionally larger block_size so every page has the same bytes. get_kv_cache_config_from_groups:
+  num_blocks = available_memory // bytes_per_block, bytes_per_block = group size x page bytes.
+- vllm/v1/kv_cache_interface.py: page bytes = block_size x kv_heads x (head_size + head_size_v) x dtype
+  bytes; FullAttentionSpec.max_memory_usage_bytes = cdiv(max_model_len, block_size) pages;
+  SlidingWindowSpec.max_admission_blocks_per_request = cdiv(min(window - 1 + max_in_flight_tokens,
+  max_model_len), block_size) + 1 (the hybrid allocator frees blocks that leave the window).
+- vllm/config/vllm.py max_in_flight_tokens = max_concurrent_batches (2 with async scheduling, on by
+  default) x max_num_batched_tokens.
+- vllm/v1/core/kv_cache_utils.py get_max_concurrency_for_kv_cache_config: concurrency = num_blocks /
+  sum over groups of blocks per request; get_kv_cache_capacity: tokens = concurrency x max_model_len.
+- vllm/model_executor/models/gemma4.py: KV-shared layers (num_kv_shared_layers) set
+  kv_sharing_target_layer_name and own no cache; attention_k_eq_v layers load K into both K and V (V is
+  still stored).
+- vllm/v1/worker/gpu_model_runner.py _dummy_sampler_run: the profile run computes logits for
+  min(max_num_seqs, max_num_batched_tokens) rows over the full vocabulary (fp32) and samples.
+- vllm/model_executor/layers/quantization/__init__.py: no bitsandbytes method in 0.33.0.
+vLLM never offloads layers to the CPU unless told to (--cpu-offload-gb); it refuses to start when not
+even one max_model_len request fits (kv_cache_planning.py _check_enough_kv_cache_memory).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import BadInput
+from ..model_db import ResolvedModel
+from ..model_spec import ModelSpec
+from . import (
+    GIB,
+    MIB,
+    EngineDevice,
+    EngineResult,
+    EngineSettings,
+    canonical_hf_quant,
+    hf_repo,
+    hf_weight_bytes,
+    kv_layers,
+    param_breakdown,
+    tower_params,
+    vision_activation_bytes,
+)
+
+VERSION = "vLLM 0.33.0"
+# Non-torch memory (CUDA context, cuBLAS/NCCL workspaces) counted in total_consumed: a budget, not measured.
+NON_TORCH_BYTES = 1 * GIB
+# CUDA graph pool (profile_cudagraph_memory measures it at start-up): a budget, not measured.
+CUDA_GRAPH_BYTES = 512 * MIB
+ASYNC_CONCURRENT_BATCHES = 2  # vllm/config/vllm.py max_concurrent_batches with async scheduling
+SAMPLER_COPIES = 2  # fp32 logits + probabilities in the dummy sampler run
+UNSUPPORTED = {"bnb-8bit": "vLLM 0.33.0 has no bitsandbytes quantization; use awq-int4, gptq-int4, fp8 or nvfp4",
+               "bnb-4bit": "vLLM 0.33.0 has no bitsandbytes quantization; use awq-int4, gptq-int4, fp8 or nvfp4"}
+QUANT_FLAG = {"fp8": "fp8", "awq-int4": "awq_marlin", "gptq-int4": "gptq_marlin", "nvfp4": "modelopt_fp4"}
+
+
+def batch_defaults(total_memory: int, device_name: str) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) of `vllm serve` (engine/arg_utils.py get_batch_defaults)."""
+    if total_memory >= 160 * GIB:
+        return 16384, 1024
+    if total_memory >= 70 * GIB and "a100" not in device_name.lower():
+        return 8192, 1024
+    return 2048, 256
+
+
+@dataclass(frozen=True)
+class KVGroupType:
+    sliding: bool
+    n_layers: int
+    bytes_per_token: int  # one layer's K + V per token
+    block_size: int  # after page-size unification
+    page_bytes: int  # one layer's page after unification
+
+
+def kv_dtype_bytes(kv_cache_dtype: str, quant: str) -> int:
+    if kv_cache_dtype.startswith("fp8"):
+        return 1
+    if kv_cache_dtype not in ("auto", "bf16", "fp16", "bfloat16", "float16"):
+        raise BadInput(f"--kv-cache-dtype {kv_cache_dtype} is not a vLLM KV dtype (auto, fp8, fp8_e4m3, fp8_e5m2)")
+    return 2  # auto = the model dtype (bf16; fp8/int4 checkpoints keep bf16 activations)
+
+
+def kv_group_types(spec: ModelSpec, block_size: int, dtype_bytes: int, tp: int) -> list[KVGroupType]:
+    """One entry per KV spec (sliding / full with their head sizes), page sizes unified."""
+    counts: Counter[tuple[bool, int]] = Counter()
+    for layer in kv_layers(spec):
+        heads = max(1, layer.n_head_kv // tp)  # KV heads are replicated when fewer than the TP ranks
+        per_token = heads * 2 * layer.head_dim * dtype_bytes
+        counts[(layer.is_swa and spec.has_swa, per_token)] += 1
+    max_page = max(block_size * per_token for (_, per_token) in counts)
+    out = []
+    for (sliding, per_token), n in counts.items():
+        page = block_size * per_token
+        bs = block_size * (max_page // page) if max_page % page == 0 else block_size
+        out.append(KVGroupType(sliding, n, per_token, bs, max_page))
+    return out
+
+
+def group_layout(types: list[KVGroupType]) -> tuple[int, dict[int, int]]:
+    """(group size, groups per type index) as _get_kv_cache_groups_uniform_page_size builds them."""
+    counts = [t.n_layers for t in types]
+    size = min(counts)
+    if max(counts) < size * 1.5:
+        size = max(counts)
+    return size, {i: math.ceil(t.n_layers / size) for i, t in enumerate(types)}
+
+
+def blocks_per_request(t: KVGroupType, max_model_len: int, window: int, in_flight: int) -> int:
+    if t.sliding:
+        return math.ceil(min(window - 1 + in_flight, max_model_len) / t.block_size) + 1
+    return math.ceil(max_model_len / t.block_size)
+
+
+@dataclass(frozen=True)
+class KVPlan:
+    bytes_per_block: int
+    num_blocks: int
+    blocks_per_request: int
+    concurrency: float
+    max_tokens: int  # "GPU KV cache size" vLLM logs: concurrency x max_model_len
+    full_layer_bytes_per_token: int
+
+
+def kv_plan(spec: ModelSpec, budget: int, max_model_len: int, block_size: int, dtype_bytes: int, tp: int,
+            max_num_batched_tokens: int) -> KVPlan:
+    types = kv_group_types(spec, block_size, dtype_bytes, tp)
+    size, groups = group_layout(types)
+    bytes_per_block = size * types[0].page_bytes
+    num_blocks = max(0, budget) // bytes_per_block
+    in_flight = ASYNC_CONCURRENT_BATCHES * max_num_batched_tokens
+    per_req = sum(groups[i] * blocks_per_request(t, max_model_len, spec.n_swa, in_flight)
+                  for i, t in enumerate(types))
+    conc = num_blocks / per_req if per_req else 0.0
+    full = sum(t.n_layers * t.bytes_per_token for t in types)
+    return KVPlan(bytes_per_block, num_blocks, per_req, conc, int(conc * max_model_len), full)
+
+
+def activation_peak(spec: ModelSpec, tokens: int, seqs: int, tp: int, act_bytes: int = 2) -> int:
+    """Transient torch peak of the profile run (max_num_batched_tokens tokens through the model, then the
+    sampler): per token the residual + normed hidden (2 x n_embd), qkv, and the MLP gate_up output plus its
+    activation (3 x n_ff / tp) of the widest layer, plus routed-expert intermediates (top-k x 3 x n_ff_exp);
+    or the sampler's fp32 logits and probabilities for min(seqs, tokens) rows, whichever is larger."""
+    widest = max(spec.layers, key=lambda la: la.n_ff)
+    qkv = max((la.n_head + 2 * la.n_head_kv) * la.head_dim for la in spec.layers) // tp
+    per_token = 2 * spec.n_embd + qkv + 3 * widest.n_ff // tp
+    if spec.n_expert:
+        per_token += spec.n_expert_used * (3 * spec.n_ff_exp // tp + spec.n_embd)
+    forward = tokens * per_token * act_bytes
+    sampler = min(seqs, tokens) * spec.n_vocab * 4 * SAMPLER_COPIES
+    return max(forward, sampler)
+
+
+def _command(resolved: ResolvedModel, s: EngineSettings, quant: str, max_model_len: int, tokens: int,
+             seqs: int) -> str:
+    parts = [f"vllm serve {hf_repo(resolved)}", f"--max-model-len {max_model_len}",
+             f"--gpu-memory-utilization {s.gpu_memory_utilization:g}", f"--max-num-seqs {seqs}",
+             f"--max-num-batched-tokens {tokens}"]
+    if quant in ("fp16",):
+        parts.append("--dtype float16")
+    if quant in QUANT_FLAG and quant != "fp8":
+        parts.append(f"--quantization {QUANT_FLAG[quant]}  # a pre-quantized checkpoint")
+    elif quant == "fp8":
+        parts.append("--quantization fp8")
+    if s.tensor_parallel_size > 1:
+        parts.append(f"--tensor-parallel-size {s.tensor_parallel_size}")
+    if s.kv_cache_dtype != "auto":
+        parts.append(f"--kv-cache-dtype {s.kv_cache_dtype}")
+    if s.block_size != 16:
+        parts.append(f"--block-size {s.block_size}")
+    if s.enforce_eager:
+        parts.append("--enforce-eager")
+    if not s.mmproj and s.images_per_prompt == 0 and tower_params(resolved):
+        parts.append("--limit-mm-per-prompt '{\"image\": 0}'")
+    return " ".join(parts)
+
+
+def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSettings, hardware: Any) -> EngineResult:
+    s = settings
+    quant = canonical_hf_quant(s.quant, "vLLM")
+    if quant in UNSUPPORTED:
+        raise BadInput(f"--quant {quant} on --engine vllm: {UNSUPPORTED[quant]}")
+    devices = tuple(hardware.devices)
+    if not devices:
+        raise BadInput("--engine vllm needs a GPU (vLLM's CPU backend is not modelled); use --engine llama.cpp")
+    tp = s.tensor_parallel_size
+    if tp < 1 or tp > len(devices):
+        raise BadInput(f"--tensor-parallel-size {tp} needs {tp} GPUs; {len(devices)} given")
+    if not 0 < s.gpu_memory_utilization <= 1:
+        raise BadInput(f"--gpu-memory-utilization {s.gpu_memory_utilization} must be in (0, 1]")
+    heads = spec.layers[0].n_head
+    if heads % tp:
+        raise BadInput(f"--tensor-parallel-size {tp} does not divide the {heads} attention heads")
+    devices = devices[:tp]
+    max_model_len = s.max_model_len or spec.n_ctx_train
+    if max_model_len > spec.n_ctx_train:
+        raise BadInput(f"--ctx {max_model_len} is beyond the model's {spec.n_ctx_train} tokens (vLLM refuses it)")
+    dev0 = min(devices, key=lambda d: d.capacity_bytes)
+    d_tokens, d_seqs = batch_defaults(dev0.capacity_bytes, dev0.name)
+    tokens = s.max_num_batched_tokens or d_tokens
+    seqs = s.max_num_seqs or d_seqs
+    dtype_bytes = kv_dtype_bytes(s.kv_cache_dtype, quant)
+
+    towers = tower_params(resolved) if (s.mmproj or s.images_per_prompt) else 0
+    weights = (hf_weight_bytes(spec, quant) + 2 * towers) // tp
+    act = activation_peak(spec, tokens, seqs, tp) + vision_activation_bytes(resolved, s.images_per_prompt)
+    graphs = 0 if s.enforce_eager else CUDA_GRAPH_BYTES
+
+    def budget_for(cap: int) -> int:
+        requested = math.ceil(cap * s.gpu_memory_utilization)
+        return requested - weights - act - NON_TORCH_BYTES - graphs
+
+    budget = min(budget_for(d.capacity_bytes) for d in devices)
+    plan = kv_plan(spec, budget, max_model_len, s.block_size, dtype_bytes, tp, tokens)
+    pool = plan.num_blocks * plan.bytes_per_block
+    out_devices = tuple(
+        EngineDevice(d.id, d.name, weights, pool, act, graphs, NON_TORCH_BYTES, d.capacity_bytes) for d in devices)
+
+    def fits(n: int) -> bool:
+        return kv_plan(spec, budget, n, s.block_size, dtype_bytes, tp, tokens).concurrency >= 1
+
+    max_fit = 0
+    if budget > 0 and fits(s.block_size):
+        lo, hi = 1, spec.n_ctx_train // s.block_size
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if fits(mid * s.block_size) else (lo, mid - 1)
+        max_fit = lo * s.block_size
+
+    reasons: list[str] = []
+    util = f"--gpu-memory-utilization {s.gpu_memory_utilization:g}"
+    if budget <= 0:
+        verdict = "no-go"
+        reasons.append(f"no memory left for the KV cache at {util}: weights {weights / GIB:.1f} GiB + peak "
+                       f"activations {act / GIB:.1f} GiB + non-torch {NON_TORCH_BYTES / GIB:.1f} GiB + CUDA graphs "
+                       f"{graphs / GIB:.1f} GiB exceed {math.ceil(dev0.capacity_bytes * s.gpu_memory_utilization) / GIB:.1f}"
+                       f" GiB; vLLM does not offload layers to the CPU by default (--cpu-offload-gb does, slowly)")
+    elif plan.concurrency < 1:
+        verdict = "no-go"
+        reasons.append(f"one {max_model_len}-token request needs {plan.blocks_per_request} KV blocks, the pool has "
+                       f"{plan.num_blocks}: vLLM refuses to start; --max-model-len {max_fit} fits")
+    elif plan.concurrency < 2:
+        verdict = "tight"
+        reasons.append(f"only {plan.concurrency:.2f} requests of {max_model_len} tokens fit in the KV pool at once")
+    else:
+        verdict = "go"
+        reasons.append(f"KV pool of {pool / GIB:.1f} GiB: {plan.max_tokens:,} tokens, {plan.concurrency:.1f} "
+                       f"concurrent requests at {max_model_len} tokens (max_num_seqs {seqs})")
+    if verdict != "no-go" and plan.concurrency < seqs and verdict == "go":
+        reasons.append(f"max_num_seqs {seqs} is more than the {int(plan.concurrency)} full-length requests the pool "
+                       f"holds; shorter requests share it")
+    if spec.has_swa:
+        reasons.append(f"sliding-window layers keep only window ({spec.n_swa}) + in-flight tokens of KV per request "
+                       f"(hybrid KV cache manager)")
+    shared = spec.n_layer - len(kv_layers(spec))
+    if shared:
+        reasons.append(f"{shared} KV-shared layers own no cache")
+    if quant in ("awq-int4", "gptq-int4", "nvfp4"):
+        reasons.append(f"{quant} needs a pre-quantized checkpoint; vLLM does not quantize these at load time")
+
+    p = param_breakdown(spec)
+    extras = {
+        "vllm_version": VERSION,
+        "gpu_memory_utilization": s.gpu_memory_utilization,
+        "requested_memory_bytes": math.ceil(dev0.capacity_bytes * s.gpu_memory_utilization),
+        "kv_cache_budget_bytes": max(0, budget),
+        "kv_block_bytes": plan.bytes_per_block,
+        "kv_num_blocks": plan.num_blocks,
+        "kv_blocks_per_request": plan.blocks_per_request,
+        "max_concurrency": round(plan.concurrency, 2),
+        "max_concurrent_tokens": plan.max_tokens,
+        "max_num_batched_tokens": tokens,
+        "max_num_seqs": seqs,
+        "block_size": s.block_size,
+        "tensor_parallel_size": tp,
+        "kv_cache_dtype": s.kv_cache_dtype,
+        "non_torch_bytes": NON_TORCH_BYTES,
+        "tower_params": towers,
+        "n_params_active": p.active,
+        "offloads_layers": False,
+    }
+    return EngineResult(
+        engine="vllm", resolved=resolved, quant=quant, settings=s, devices=out_devices, verdict=verdict,
+        reasons=tuple(reasons), command=_command(resolved, s, quant, max_model_len, tokens, seqs),
+        n_params=p.total + towers, weights_total_bytes=weights * tp, max_ctx_fit=max_fit, n_ctx=max_model_len,
+        hardware_label=getattr(hardware, "label", ""), host=None, extras=extras,
+        sources=(f"{VERSION} vllm/v1/worker/gpu_worker.py determine_available_memory",
+                 f"{VERSION} vllm/v1/core/kv_cache_planning.py get_kv_cache_config_from_groups",
+                 f"{VERSION} vllm/v1/kv_cache_interface.py SlidingWindowSpec.max_admission_blocks_per_request",
+                 f"{VERSION} vllm/engine/arg_utils.py get_batch_defaults"),
+    )

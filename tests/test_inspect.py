@@ -1,0 +1,64 @@
+"""`inspect` and `check --gguf` answer from a file's header exactly as `check` does from the database."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_model_db import CONTRACT_MODELS
+
+from gemma_fit.check import check_json, run_check
+from gemma_fit.gguf_reader import read_gguf_header
+from gemma_fit.hardware_select import select_hardware
+from gemma_fit.model_db import ResolvedModel, resolve_model
+from gemma_fit.model_from_gguf import plan_from_gguf, spec_from_gguf
+from gemma_fit.settings import RunSettings
+from gemma_fit.synth import write_synthetic_gguf
+from gemma_fit.tensor_plan import build_plan
+
+CLI = [sys.executable, "-c", "from gemma_fit.cli import main; main()"]
+SAME = ("memory", "verdict", "max_ctx_fit", "performance", "settings")
+
+
+@pytest.mark.parametrize("model", CONTRACT_MODELS)
+@pytest.mark.parametrize("quant", ["Q4_K_M", "Q8_0"])
+def test_inspect_of_a_synth_file_equals_check(model: str, quant: str, tmp_path: Path) -> None:
+    resolved = resolve_model(model)
+    path = tmp_path / "m.gguf"
+    write_synthetic_gguf(build_plan(resolved.spec, quant), path)
+    header = read_gguf_header(path)
+    spec = spec_from_gguf(header)
+    from_file = check_json(run_check(ResolvedModel(spec, None, "file"), quant, RunSettings(n_ctx=8192),
+                                     select_hardware(["rtx-4090"], None, ()), plan=plan_from_gguf(header, spec)))
+    from_db = check_json(run_check(resolved, quant, RunSettings(n_ctx=8192), select_hardware(["rtx-4090"], None, ())))
+    for key in SAME:
+        assert from_file[key] == from_db[key], key
+    assert from_file["model"]["n_params"] == from_db["model"]["n_params"]
+
+
+def test_inspect_cli_json_keys(tmp_path: Path) -> None:
+    path = tmp_path / "g.gguf"
+    subprocess.run([*CLI, "synth", str(path), "--model", "gemma-3-1b", "--quant", "Q4_K_M"], check=True,
+                   capture_output=True)
+    doc = json.loads(subprocess.run([*CLI, "inspect", str(path), "--json"], capture_output=True, text=True,
+                                    check=True).stdout)
+    assert doc["schema"] == "gemma-fit.inspect/1" and doc["arch"] == "gemma3"
+    assert doc["file_size_bytes"] == path.stat().st_size and doc["n_ctx_train"] == 32768
+    assert sum(doc["tensor_types"].values()) == 340
+    with_gpu = subprocess.run([*CLI, "inspect", str(path), "--gpu", "a4000", "--json"], capture_output=True,
+                              text=True)
+    assert with_gpu.returncode == 0
+    full = json.loads(with_gpu.stdout)
+    assert full["schema"] == "gemma-fit.inspect/1" and full["verdict"] == "go" and full["memory"]["devices"]
+
+
+def test_check_gguf_and_bad_file(tmp_path: Path) -> None:
+    bad = tmp_path / "not a model.gguf"
+    bad.write_bytes(b"GGUF" + b"\\xff" * 40)
+    proc = subprocess.run([*CLI, "check", "--gguf", str(bad), "--gpu", "a4000"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    proc = subprocess.run([*CLI, "check", "--gpu", "a4000"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "--model ID" in proc.stderr
