@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import statistics
 import sys
 from collections import defaultdict
@@ -133,6 +134,34 @@ def leave_one_gpu_out(points: list[dict]) -> None:
             print(f"  {group:22} n={len(errs):3}  median {med:5.1f}%  worst {worst:5.1f}%")
 
 
+CPU_DATA = REPO / "benchmarks" / "data" / "cpu_llamabench.json"
+
+
+def cpu_table() -> dict | None:
+    """CPU efficiencies from benchmarks/measure_cpu_speed.py (llama-bench on this kind of machine)."""
+    if not CPU_DATA.is_file():
+        return None
+    from gemma_fit.model_db import resolve_model
+    from gemma_fit.tensor_plan import build_plan
+
+    doc = json.loads(CPU_DATA.read_text())
+    bw = doc["machine"]["read_bandwidth_gbps"] * 1e9
+    decode, prefill = [], []
+    for r in doc["rows"]:
+        plan = build_plan(resolve_model(r["model"]).spec, r["quant"])
+        # tied Gemma: the embedding is read once per token as the output matrix, never as input rows
+        read = plan.tensor_data_bytes
+        flops = 2 * sum(t.n_elements for t in plan.tensors if t.role != "input" and len(t.shape) >= 2)
+        if r["n_gen"]:
+            decode.append(r["tokens_per_s"] * read / bw)
+        else:
+            prefill.append(r["tokens_per_s"] * flops / r["threads"] / 1e9)
+    return {"decode_efficiency": round(statistics.median(decode), 3),
+            "prefill_gflops_per_core": round(statistics.median(prefill), 1),
+            "n": len(doc["rows"]), "machine": doc["machine"],
+            "source": "benchmarks/measure_cpu_speed.py -> benchmarks/data/cpu_llamabench.json"}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help=f"store the table in {OUT.relative_to(REPO)}")
@@ -145,6 +174,7 @@ def main() -> None:
             "note": "efficiency = achieved fraction of datasheet memory bandwidth (decode) or dense FP16 tensor "
                     "throughput (prefill) in published llama-bench runs; median per backend-architecture group",
             **table(points),
+            "cpu": cpu_table(),
         }
         OUT.write_text(yaml.safe_dump(doc, sort_keys=False))
         print(f"wrote {OUT.relative_to(REPO)}")

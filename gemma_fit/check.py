@@ -57,10 +57,17 @@ def run_check(resolved: ResolvedModel, quant: str, settings: RunSettings, hardwa
                 plan, verdict.estimate, hardware.gpus, prompt_tokens,
                 ram_bandwidth_gbps=machine.ram_bandwidth_gbps if machine else None,
                 disk_read_gbps=machine.disk.sequential_read_gbps if machine and machine.disk else None,
+                cpu_cores=_local_cores() if not hardware.gpus and machine is None else None,
             )
         except SpeedInputError as exc:
             speed_error = str(exc)
     return CheckResult(resolved, plan, hardware, s, verdict, estimated_file_bytes(plan), perf, speed_error)
+
+
+def _local_cores() -> int | None:
+    import psutil
+
+    return psutil.cpu_count(logical=True)
 
 
 def _performance_json(r: CheckResult) -> dict[str, Any] | None:

@@ -43,7 +43,12 @@ def efficiency(kind: str, backend: str, arch: str) -> tuple[float, str]:
     return float(sorted(all_effs)[len(all_effs) // 2]), "all-backend median (no data for this backend)"
 
 
-CPU_DECODE_EFFICIENCY = 0.5  # fraction of DRAM bandwidth llama.cpp's CPU path reaches: a budget, not measured
+def cpu_terms() -> tuple[float, float, str]:
+    """(decode efficiency vs memory bandwidth, prefill GFLOP/s per core, where measured)."""
+    cpu = _calibration().get("cpu") or {}
+    m = cpu.get("machine", {})
+    where = f"measured with llama-bench on a {m.get('logical_cores', '?')}-core {m.get('cpu', 'CPU')} VM"
+    return float(cpu.get("decode_efficiency", 0.5)), float(cpu.get("prefill_gflops_per_core", 60.0)), where
 
 
 @dataclass(frozen=True)
@@ -124,7 +129,7 @@ class SpeedInputError(ValueError):
 
 def predict_performance(plan: TensorPlan, est: MemoryEstimate, gpus: tuple[GPUSpec, ...],
                         prompt_tokens: int, ram_bandwidth_gbps: float | None = None,
-                        disk_read_gbps: float | None = None) -> Performance:
+                        disk_read_gbps: float | None = None, cpu_cores: int | None = None) -> Performance:
     model = plan.model
     if prompt_tokens > est.n_ctx:
         raise SpeedInputError(f"a prompt of {prompt_tokens:,} tokens is longer than the context ({est.n_ctx:,})")
@@ -161,10 +166,10 @@ def predict_performance(plan: TensorPlan, est: MemoryEstimate, gpus: tuple[GPUSp
         pp_times[g.id] = flops[i] / (tops * 1e12 * pp_eff) if tops else float("inf")
         if i == 0:
             notes.append(f"decode efficiency {eff:.2f} of {g.memory_bandwidth_gbps} GB/s ({src})")
+    cpu_eff, cpu_gflops_core, cpu_where = cpu_terms()
     if read[CPU] > 0 or not gpus:
-        times["cpu"] = read[CPU] / (ram_bw * 1e9 * CPU_DECODE_EFFICIENCY)
-        notes.append(f"CPU decode at {CPU_DECODE_EFFICIENCY:.0%} of system-memory bandwidth "
-                     "(a budget, not measured)")
+        times["cpu"] = read[CPU] / (ram_bw * 1e9 * cpu_eff)
+        notes.append(f"CPU layers decode at {cpu_eff:.0%} of system-memory bandwidth ({cpu_where})")
     decode_s = sum(times.values())
     decode_tps = 1.0 / decode_s if decode_s > 0 else 0.0
     # prefill: GPU layers compute-bound; CPU-resident layers' weights cross PCIe once per ubatch
@@ -175,17 +180,15 @@ def predict_performance(plan: TensorPlan, est: MemoryEstimate, gpus: tuple[GPUSp
     if gpus and cpu_layer_bytes:
         pp_per_token += cpu_layer_bytes / (pcie * 1e9) / n_ub
     if not gpus:
-        pp_per_token = flops[CPU] / (_cpu_flops() * 1e9)
-        notes.append("CPU prefill from an assumed 1 TFLOP/s of usable CPU matmul throughput (a budget)")
+        cores = cpu_cores or 8
+        pp_per_token = flops[CPU] / (cpu_gflops_core * cores * 1e9)
+        notes.append(f"CPU prefill at {cpu_gflops_core:.0f} GFLOP/s per core x {cores} cores ({cpu_where})"
+                     + ("" if cpu_cores else "; 8 cores assumed"))
     prefill_tps = 1.0 / pp_per_token if pp_per_token > 0 else 0.0
     ttft = prompt_tokens / prefill_tps + decode_s if prefill_tps else float("inf")
     load = _load_seconds(plan, est, pcie, disk_read_gbps, notes)
     bottleneck = _bottleneck(times, pp_times, gpus, est, cpu_layer_bytes)
     return Performance(decode_tps, prefill_tps, ttft, load, bottleneck, prompt_tokens, times, tuple(notes))
-
-
-def _cpu_flops() -> float:
-    return 1000.0  # GFLOP/s
 
 
 def _pcie_gbps(gpus: tuple[GPUSpec, ...]) -> float:

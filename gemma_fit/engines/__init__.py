@@ -148,7 +148,7 @@ def param_breakdown(spec: ModelSpec) -> ParamBreakdown:
             n *= d
         if t.role == "input":
             emb += n
-        elif "_exps" in t.name:
+        elif "_exps" in t.name and len(t.shape) >= 3:
             exp += n
         elif len(t.shape) >= 2 and t.shape[0] > 1 and t.shape[1] > 1:
             lin += n

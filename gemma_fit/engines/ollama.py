@@ -5,9 +5,9 @@ llama.cpp's (gemma_fit.check.run_check). What Ollama changes, with the source re
 - Context: OLLAMA_CONTEXT_LENGTH, default 0 = by VRAM: < 24 GiB -> 4096, 24-48 GiB -> 32768,
   >= 48 GiB -> 262144 (ollama/ollama docs/context-length.mdx at commit 948f693), never above the
   model's trained context.
-- OLLAMA_NUM_PARALLEL default 1 (envconfig/config.go, Uint("OLLAMA_NUM_PARALLEL", 1) in the 0.1x/0.2x
-  series; it was 0 = auto at 4bf0d41); the runner is started with num_ctx x num_parallel cells
-  (server/sched.go), i.e. num_ctx per sequence.
+- OLLAMA_NUM_PARALLEL default 1 (a transcription of envconfig/config.go v0.33.3 reads
+  Uint("OLLAMA_NUM_PARALLEL", 1); at 4bf0d41 it was 0 = auto); the runner gets num_ctx x num_parallel
+  cells (server/sched.go, not re-read), i.e. num_ctx per sequence.
 - OLLAMA_KV_CACHE_TYPE default f16 (envconfig/config.go at 4bf0d41: "Quantization type for the K/V
   cache (default: f16)"); a quantized cache needs flash attention, else Ollama falls back to f16
   (llm/server.go).
@@ -17,6 +17,8 @@ llama.cpp's (gemma_fit.check.run_check). What Ollama changes, with the source re
 - Per-GPU reserve: the GPU's MinimumMemory (discover/gpu.go CudaMinimumMemory = 457 MiB, ROCm 256 MiB)
   plus OLLAMA_GPU_OVERHEAD (envconfig/config.go, default 0) are kept free when Ollama decides how many
   layers fit; layers that do not fit go to the CPU (Ollama offloads automatically, like -ngl auto).
+Unverified in this session (from memory of those files): the api/types.go, llm/server.go and
+discover/gpu.go values above.
 Not modelled: the legacy llm/memory.go graph heuristic (graphPartialOffload / graphFullOffload) that
 older Ollama releases used instead of reserving the real graph; here the graph is llama.cpp's compute
 buffer, which the new engine measures by reserving the worst-case graph.
@@ -113,7 +115,7 @@ def estimate_ollama(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSe
     towers = tower_params(resolved) if (s.mmproj or s.images_per_prompt) else 0
     vis_act = vision_activation_bytes(resolved, s.images_per_prompt)
     out = []
-    for i, (d, dm) in enumerate(zip(devices, est.devices)):
+    for i, (d, dm) in enumerate(zip(devices, est.devices, strict=True)):
         out.append(EngineDevice(
             d.id, d.name, dm.weights_bytes + (2 * towers if i == 0 else 0), dm.kv_cache_bytes,
             dm.compute_bytes + (vis_act if i == 0 else 0), 0,
@@ -149,9 +151,10 @@ def estimate_ollama(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSe
     }
     return EngineResult(
         engine="ollama", resolved=resolved, quant=r.plan.ftype.name, settings=s, devices=out_devices,
-        verdict=verdict, reasons=tuple(reasons), command=_command(resolved, r.plan.ftype.name, num_ctx, parallel,
-                                                                    fa, kv),
-        n_params=r.plan.n_params + towers, weights_total_bytes=r.file_size_bytes, max_ctx_fit=r.verdict.max_ctx_fit,
+        verdict=verdict, reasons=tuple(reasons),
+        command=_command(resolved, r.plan.ftype.name, num_ctx, parallel, fa, kv),
+        n_params=r.plan.n_params + towers, weights_total_bytes=r.file_size_bytes,
+        max_ctx_fit=r.verdict.max_ctx_fit // parallel,
         n_ctx=num_ctx, hardware_label=getattr(hardware, "label", ""), host=host, extras=extras,
         sources=(VERSION, "llama.cpp 0c1e570 (gemma_fit.check) for weights, KV cache and compute buffer"),
     )

@@ -98,7 +98,7 @@ def _snippet(resolved: ResolvedModel, quant: str, s: EngineSettings, multi_gpu: 
         kwargs.append("dtype=torch.bfloat16  # a pre-quantized AWQ/GPTQ checkpoint carries its own config")
     lines += [f'tok = AutoTokenizer.from_pretrained("{repo}")',
               f"model = AutoModelForCausalLM.from_pretrained({', '.join(kwargs)})",
-              'inputs = tok(["..."] * %d, return_tensors="pt").to(model.device)' % s.batch_size,
+              f'inputs = tok(["..."] * {s.batch_size}, return_tensors="pt").to(model.device)',
               f"out = model.generate(**inputs, max_new_tokens={s.max_new_tokens}, "
               f"cache_implementation=\"{s.cache_implementation}\")"]
     return "\n".join(lines)

@@ -174,7 +174,7 @@ def _command(resolved: ResolvedModel, s: EngineSettings, quant: str, max_model_l
     if quant in ("fp16",):
         parts.append("--dtype float16")
     if quant in QUANT_FLAG and quant != "fp8":
-        parts.append(f"--quantization {QUANT_FLAG[quant]}  # a pre-quantized checkpoint")
+        parts.append(f"--quantization {QUANT_FLAG[quant]}")
     elif quant == "fp8":
         parts.append("--quantization fp8")
     if s.tensor_parallel_size > 1:
@@ -244,11 +244,12 @@ def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSett
 
     reasons: list[str] = []
     util = f"--gpu-memory-utilization {s.gpu_memory_utilization:g}"
+    requested_gib = math.ceil(dev0.capacity_bytes * s.gpu_memory_utilization) / GIB
     if budget <= 0:
         verdict = "no-go"
         reasons.append(f"no memory left for the KV cache at {util}: weights {weights / GIB:.1f} GiB + peak "
                        f"activations {act / GIB:.1f} GiB + non-torch {NON_TORCH_BYTES / GIB:.1f} GiB + CUDA graphs "
-                       f"{graphs / GIB:.1f} GiB exceed {math.ceil(dev0.capacity_bytes * s.gpu_memory_utilization) / GIB:.1f}"
+                       f"{graphs / GIB:.1f} GiB exceed {requested_gib:.1f}"
                        f" GiB; vLLM does not offload layers to the CPU by default (--cpu-offload-gb does, slowly)")
     elif plan.concurrency < 1:
         verdict = "no-go"

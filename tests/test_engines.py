@@ -1,0 +1,256 @@
+"""Engines beyond llama.cpp: worked examples from each engine's cited rules (docs/engines.md)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from gemma_fit.cli_engines import run_engine_check
+from gemma_fit.engines import (
+    GIB,
+    EngineSettings,
+    estimate,
+    hf_weight_bytes,
+    param_breakdown,
+)
+from gemma_fit.engines.json import engine_check_json
+from gemma_fit.engines.transformers_hf import kv_cache_bytes
+from gemma_fit.engines.vllm import CUDA_GRAPH_BYTES, NON_TORCH_BYTES, activation_peak
+from gemma_fit.errors import BadInput
+from gemma_fit.estimate import Device
+from gemma_fit.model_db import resolve_model
+from gemma_fit.settings import RunSettings
+
+
+class FakeHardware:
+    """Only what the engines read: devices, a label, no machine."""
+
+    def __init__(self, *caps_gib: float, name: str = "Test GPU") -> None:
+        self.devices = tuple(Device(f"gpu{i}", name, "cuda", int(c * GIB)) for i, c in enumerate(caps_gib))
+        self.gpus = ()
+        self.label = name
+        self.host_capacity_bytes = 64 * GIB
+        self.machine = None
+
+
+def _vllm(model: str, hw: FakeHardware, **kw):
+    r = resolve_model(model)
+    return r, estimate(r, EngineSettings(engine="vllm", quant=kw.pop("quant", "bf16"), **kw), hw)
+
+
+# ---- vLLM: KV budget and paged blocks (vLLM 0.33.0 gpu_worker.py / kv_cache_planning.py) ----------
+
+def test_vllm_gemma3_12b_budget_blocks_and_concurrency() -> None:
+    hw = FakeHardware(80.0, name="H100 80GB")
+    r, res = _vllm("gemma-3-12b", hw, max_model_len=32768, max_num_batched_tokens=8192, max_num_seqs=256)
+    spec = r.spec
+    cap = int(80 * GIB)
+    weights = hf_weight_bytes(spec, "bf16")
+    act = activation_peak(spec, 8192, 256, 1)
+    budget = math.ceil(cap * 0.92) - weights - act - NON_TORCH_BYTES - CUDA_GRAPH_BYTES
+    # 48 layers, 40 sliding + 8 full, 8 KV heads x 256, bf16: 2 x 8 x 256 x 2 = 8192 bytes per token per layer.
+    page = 16 * 8192
+    group_size = 8  # min(40, 8); 40 sliding layers -> 5 groups, 8 full -> 1 group
+    block_bytes = group_size * page
+    num_blocks = budget // block_bytes
+    full_blocks = 32768 // 16
+    swa_blocks = math.ceil(min(1024 - 1 + 2 * 8192, 32768) / 16) + 1
+    per_request = 1 * full_blocks + 5 * swa_blocks
+    x = res.extras
+    assert x["kv_cache_budget_bytes"] == budget
+    assert x["kv_block_bytes"] == block_bytes
+    assert x["kv_num_blocks"] == num_blocks
+    assert x["kv_blocks_per_request"] == per_request
+    assert x["max_concurrent_tokens"] == int(num_blocks / per_request * 32768)
+    assert res.devices[0].kv_cache_bytes == num_blocks * block_bytes
+    assert res.verdict == "go"
+    assert "--max-model-len 32768" in res.command and res.command.startswith("vllm serve google/gemma-3-12b-it")
+
+
+def test_vllm_sliding_window_costs_less_than_full_attention() -> None:
+    hw = FakeHardware(80.0)
+    _, short = _vllm("gemma-3-12b", hw, max_model_len=8192, max_num_batched_tokens=2048)
+    _, long = _vllm("gemma-3-12b", hw, max_model_len=65536, max_num_batched_tokens=2048)
+    # sliding groups hold the window + in-flight tokens however long the request: per-request blocks grow
+    # only by the full-attention group's blocks.
+    grow = long.extras["kv_blocks_per_request"] - short.extras["kv_blocks_per_request"]
+    assert grow == (65536 - 8192) // 16
+
+
+def test_vllm_defaults_depend_on_gpu() -> None:
+    _, big = _vllm("gemma-3-4b", FakeHardware(141.0, name="H200"), max_model_len=4096)
+    _, small = _vllm("gemma-3-4b", FakeHardware(24.0, name="RTX 4090"), max_model_len=4096)
+    _, a100 = _vllm("gemma-3-4b", FakeHardware(80.0, name="A100 80GB"), max_model_len=4096)
+    assert (big.extras["max_num_batched_tokens"], big.extras["max_num_seqs"]) == (8192, 1024)
+    assert (small.extras["max_num_batched_tokens"], small.extras["max_num_seqs"]) == (2048, 256)
+    assert a100.extras["max_num_batched_tokens"] == 2048
+
+
+def test_vllm_gemma4_shared_kv_layers_own_no_cache() -> None:
+    r = resolve_model("gemma-4-E2B")
+    spec = r.spec
+    owners = [la for la in spec.layers if la.has_kv]
+    assert len(owners) < spec.n_layer
+    hw = FakeHardware(80.0)
+    res = estimate(r, EngineSettings(engine="vllm", quant="bf16", max_model_len=8192), hw)
+    # page bytes per block only count KV-owning layers: with all layers owning KV the pool would hold
+    # fewer tokens.
+    per_token_owners = sum(2 * la.n_embd_k_gqa * 2 for la in owners)
+    per_token_all = sum(2 * la.n_embd_k_gqa * 2 for la in spec.layers)
+    assert per_token_owners < per_token_all
+    assert any("KV-shared" in x for x in res.reasons)
+
+
+def test_vllm_no_room_is_no_go_and_says_no_offload() -> None:
+    _, res = _vllm("gemma-3-27b", FakeHardware(24.0), max_model_len=4096)
+    assert res.verdict == "no-go"
+    assert "does not offload" in res.reasons[0]
+
+
+def test_vllm_too_long_context_is_no_go_with_the_length_that_fits() -> None:
+    _, res = _vllm("gemma-3-27b", FakeHardware(24.0), quant="awq", max_model_len=131072)
+    assert res.verdict == "no-go"
+    assert 0 < res.max_ctx_fit < 131072
+    _, ok = _vllm("gemma-3-27b", FakeHardware(24.0), quant="awq", max_model_len=res.max_ctx_fit)
+    assert ok.extras["max_concurrency"] >= 1
+
+
+def test_vllm_fp8_kv_cache_doubles_the_tokens() -> None:
+    hw = FakeHardware(80.0)
+    _, bf = _vllm("gemma-3-12b", hw, max_model_len=8192)
+    _, f8 = _vllm("gemma-3-12b", hw, max_model_len=8192, kv_cache_dtype="fp8")
+    assert f8.extras["kv_block_bytes"] * 2 == bf.extras["kv_block_bytes"]
+    assert f8.extras["kv_num_blocks"] in (2 * bf.extras["kv_num_blocks"], 2 * bf.extras["kv_num_blocks"] + 1)
+
+
+# ---- weights: quant formats, MoE total vs active -------------------------------------------------
+
+def test_weight_bytes_by_format() -> None:
+    spec = resolve_model("gemma-3-12b").spec
+    p = param_breakdown(spec)
+    assert hf_weight_bytes(spec, "bf16") == 2 * p.total
+    assert hf_weight_bytes(spec, "bnb-8bit") == p.linear + 2 * (p.embedding + p.other)
+    assert hf_weight_bytes(spec, "bnb-4bit") == int(p.linear * (0.5 + 4 / 64)) + 2 * (p.embedding + p.other)
+
+
+def test_moe_weights_count_all_experts_active_counts_top_k() -> None:
+    spec = resolve_model("gemma-4-26B-A4B").spec
+    p = param_breakdown(spec)
+    assert p.experts == spec.n_layer * 3 * spec.n_embd * spec.n_ff_exp * spec.n_expert
+    assert p.experts_active == p.experts * 8 // 128
+    assert 25.0e9 < p.total < 25.5e9  # model card: 25.2B total
+    assert 3.6e9 < p.active < 4.0e9  # model card: 3.8B active
+    assert hf_weight_bytes(spec, "bf16") == 2 * p.total  # every expert resident
+
+
+# ---- transformers: dynamic and static caches (transformers 5.24.0 cache_utils.py) ----------------
+
+def test_transformers_dynamic_cache_gemma3_at_n_tokens() -> None:
+    spec = resolve_model("gemma-3-12b").spec
+    per_layer_token = 2 * 8 * 256 * 2  # K + V, 8 KV heads x 256, bf16
+    n = 8192
+    expected = 8 * n * per_layer_token + 40 * (1024 - 1) * per_layer_token  # sliding keep window - 1
+    assert kv_cache_bytes(spec, 1, n, "dynamic") == expected
+    short = 500
+    assert kv_cache_bytes(spec, 2, short, "dynamic") == 2 * 48 * short * per_layer_token
+
+
+def test_transformers_static_cache_caps_sliding_layers_at_the_window() -> None:
+    spec = resolve_model("gemma-3-12b").spec
+    per_layer_token = 2 * 8 * 256 * 2
+    assert kv_cache_bytes(spec, 1, 4096, "static") == 8 * 4096 * per_layer_token + 40 * 1024 * per_layer_token
+    assert kv_cache_bytes(spec, 1, 600, "static") == 48 * 600 * per_layer_token
+
+
+def test_transformers_gemma4_shared_kv_fewer_bytes() -> None:
+    spec = resolve_model("gemma-4-E2B").spec
+    owners = [la for la in spec.layers if la.has_kv]
+    n = 2048
+    full = sum(2 * la.n_embd_k_gqa * 2 for la in owners if not la.is_swa) * n
+    swa = sum(2 * la.n_embd_k_gqa * 2 for la in owners if la.is_swa) * min(n, spec.n_swa - 1)
+    assert kv_cache_bytes(spec, 1, n, "dynamic") == full + swa
+    every = sum(2 * la.n_embd_k_gqa * 2 * (n if not la.is_swa else min(n, spec.n_swa - 1)) for la in spec.layers)
+    assert full + swa < every
+
+
+def test_transformers_result_and_snippet() -> None:
+    r = resolve_model("gemma-3-27b")
+    res = estimate(r, EngineSettings(engine="transformers", quant="bnb-4bit", prompt_tokens=1024,
+                                     max_new_tokens=1024), FakeHardware(24.0))
+    d = res.devices[0]
+    assert d.kv_cache_bytes == kv_cache_bytes(r.spec, 1, 2048, "dynamic")
+    assert res.verdict in ("go", "tight")
+    assert "BitsAndBytesConfig(load_in_4bit=True" in res.command
+    bf = estimate(r, EngineSettings(engine="transformers", quant="bf16"), FakeHardware(24.0))
+    assert bf.verdict == "no-go" and "does not offload" in bf.reasons[0]
+
+
+# ---- Ollama: llama.cpp plus its defaults and reserves ---------------------------------------------
+
+def test_ollama_default_context_by_vram_and_reserve() -> None:
+    r = resolve_model("gemma-3-4b")
+    small = estimate(r, EngineSettings(engine="ollama", quant="Q4_K_M"), FakeHardware(16.0))
+    mid = estimate(r, EngineSettings(engine="ollama", quant="Q4_K_M"), FakeHardware(24.0))
+    big = estimate(r, EngineSettings(engine="ollama", quant="Q4_K_M"), FakeHardware(80.0))
+    assert (small.n_ctx, mid.n_ctx, big.n_ctx) == (4096, 32768, 131072)  # 256k capped at the trained 128k
+    d = small.devices[0]
+    assert d.overhead_bytes - small.extras["llama_cpp_total_bytes"][0] + d.weights_bytes + d.kv_cache_bytes \
+        + d.activation_bytes == 457 * 1024**2
+    assert "OLLAMA_CONTEXT_LENGTH=4096" in small.command and "gemma3:4b" in small.command
+
+
+def test_ollama_quantized_kv_needs_flash_attention() -> None:
+    r = resolve_model("gemma-3-4b")
+    off = estimate(r, EngineSettings(engine="ollama", quant="Q4_K_M", kv_cache_dtype="q8_0"), FakeHardware(16.0))
+    on = estimate(r, EngineSettings(engine="ollama", quant="Q4_K_M", kv_cache_dtype="q8_0", flash_attention=True),
+                  FakeHardware(16.0))
+    assert off.extras["OLLAMA_KV_CACHE_TYPE"] == "f16"
+    assert on.extras["OLLAMA_KV_CACHE_TYPE"] == "q8_0"
+    assert on.devices[0].kv_cache_bytes < off.devices[0].kv_cache_bytes
+
+
+# ---- unsupported combinations ---------------------------------------------------------------------
+
+@pytest.mark.parametrize(("engine", "quant", "extra"), [
+    ("ollama", "awq", {}),
+    ("vllm", "Q4_K_M", {}),
+    ("transformers", "Q4_K_M", {}),
+    ("vllm", "bnb-4bit", {}),
+    ("transformers", "nvfp4", {}),
+    ("transformers", "bf16", {"tensor_parallel_size": 2}),
+    ("vllm", "bf16", {"tensor_parallel_size": 4}),
+])
+def test_unsupported_combinations_are_bad_input(engine: str, quant: str, extra: dict) -> None:
+    r = resolve_model("gemma-3-4b")
+    with pytest.raises(BadInput) as exc:
+        estimate(r, EngineSettings(engine=engine, quant=quant, **extra), FakeHardware(80.0, 80.0))
+    assert "\n" not in str(exc.value)
+
+
+# ---- JSON and the CLI helper ----------------------------------------------------------------------
+
+CONTRACT_DEVICE_KEYS = {"id", "name", "weights_bytes", "kv_cache_bytes", "compute_bytes", "overhead_bytes",
+                        "total_bytes", "capacity_bytes", "headroom_bytes"}
+
+
+@pytest.mark.parametrize(("engine", "quant"), [("vllm", "fp8"), ("transformers", "bf16"), ("ollama", "Q4_K_M")])
+def test_engine_json_has_contract_keys(engine: str, quant: str) -> None:
+    r = resolve_model("gemma-3-4b")
+    doc = run_engine_check(engine, r, quant, RunSettings(n_ctx=8192), FakeHardware(48.0), mmproj=True)
+    assert doc["schema"] == "gemma-fit.check/1" and doc["engine"] == engine
+    assert {"model", "settings", "memory", "verdict", "reasons", "max_ctx_fit", "performance"} <= set(doc)
+    for d in doc["memory"]["devices"]:
+        assert set(d) >= CONTRACT_DEVICE_KEYS
+        assert d["total_bytes"] == d["weights_bytes"] + d["kv_cache_bytes"] + d["compute_bytes"] + d["overhead_bytes"]
+    assert doc["verdict"] in ("go", "tight", "offload", "no-go")
+    assert engine in doc
+    assert doc[engine]["tower_params"] == 417_000_000
+
+
+def test_engine_json_of_result_roundtrip() -> None:
+    r = resolve_model("gemma-3-1b")
+    res = estimate(r, EngineSettings(engine="vllm", quant="bf16", max_model_len=4096), FakeHardware(24.0))
+    doc = engine_check_json(res)
+    assert doc["vllm"]["kv_num_blocks"] == res.extras["kv_num_blocks"]
+    assert doc["settings"]["n_ctx"] == 4096
