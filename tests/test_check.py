@@ -156,3 +156,14 @@ def test_prompt_longer_than_context_keeps_the_memory_verdict() -> None:
     doc = json.loads(proc.stdout)
     assert doc["verdict"] == "go" and doc["performance"] is None
     assert "longer than the context" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_the_example_machine_file_works() -> None:
+    from pathlib import Path
+
+    proc = subprocess.run([*CLI, "check", "--hardware", str(Path(__file__).parent.parent / "examples" /
+                                                             "workstation.yaml"), "--model", "27b", "--json"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert len(doc["memory"]["devices"]) == 2 and doc["memory"]["host"]["capacity_bytes"] == 128 * 2**30
