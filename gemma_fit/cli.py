@@ -23,7 +23,7 @@ from .gguf_layout import estimated_file_bytes
 from .hardware_select import select_hardware
 from .model_db import ResolvedModel, entry_spec, load_model_db, resolve_model
 from .model_entry import GENERATION_ORDER
-from .render import render_check, render_inspect, render_smoke
+from .render import render_check, render_engine, render_inspect, render_smoke
 from .settings import RunSettings
 from .tensor_plan import build_plan
 from .units import fmt_bytes
@@ -151,11 +151,15 @@ def _run_and_print(resolved: ResolvedModel, plan: object, settings: RunSettings,
     raise typer.Exit(EXIT_BY_VERDICT[result.verdict.verdict])
 
 
+EngineOpt = Annotated[str, typer.Option("--engine", help="llama.cpp, ollama, vllm or transformers.")]
+
+
 @app.command()
 def check(
     model: Annotated[str | None, typer.Option("--model", "-m", help="Model id, alias or config.json.")] = None,
     gpu: GpuOpt = None,
-    quant: QuantOpt = "Q4_K_M",
+    quant: Annotated[str | None, typer.Option("--quant", "-q", help="File type (Q4_K_M) or, for vLLM and "
+                                              "transformers, bf16/fp16/fp8/awq/gptq/nvfp4/bnb-8bit/bnb-4bit.")] = None,
     gguf: Annotated[Path | None, typer.Option("--gguf", help="Estimate from a real GGUF file's header.")] = None,
     ctx: CtxOpt = 4096,
     ubatch: UbatchOpt = 512,
@@ -172,18 +176,45 @@ def check(
     prompt_tokens: PromptOpt = 512,
     as_json: JsonOpt = False,
     html: HtmlOpt = None,
+    engine: EngineOpt = "llama.cpp",
+    gpu_memory_utilization: Annotated[float | None, typer.Option("--gpu-memory-utilization", help="vLLM.")] = None,
+    max_num_batched_tokens: Annotated[int | None, typer.Option("--max-num-batched-tokens", help="vLLM.")] = None,
+    tensor_parallel_size: Annotated[int | None, typer.Option("--tensor-parallel-size", help="vLLM.")] = None,
+    enforce_eager: Annotated[bool, typer.Option("--enforce-eager", help="vLLM: no CUDA graphs.")] = False,
+    kv_cache_dtype: Annotated[str | None, typer.Option("--kv-cache-dtype", help="vLLM KV dtype.")] = None,
+    batch_size: Annotated[int | None, typer.Option("--batch-size", help="transformers generate batch.")] = None,
+    max_new_tokens: Annotated[int | None, typer.Option("--max-new-tokens", help="transformers.")] = None,
+    cache_implementation: Annotated[str | None, typer.Option("--cache-implementation",
+                                                             help="transformers: dynamic or static.")] = None,
+    images: Annotated[int | None, typer.Option("--images", help="Images per prompt (multimodal).")] = None,
 ) -> None:
     """The go/no-go answer for one model, quant, context and hardware."""
     if (model is None) == (gguf is None):
         raise BadInput("give --model ID (with --quant) or --gguf FILE")
     hw = select_hardware(gpu or [], hardware, _state["hardware_db"])
     settings = _settings(ctx, batch, ubatch, parallel, kv_unified, flash_attn, cache_type_k, cache_type_v,
-                         n_gpu_layers, swa_full, mmproj)
+                         n_gpu_layers, swa_full, mmproj if engine == "llama.cpp" else None)
+    if engine.strip().lower() not in ("llama.cpp", "llamacpp", "llama-cpp"):
+        from .cli_engines import run_engine_check
+
+        if gguf is not None:
+            raise BadInput("--gguf works with --engine llama.cpp (or ollama via --model)")
+        doc = run_engine_check(
+            engine, _resolve(model or ""), quant, settings, hw, mmproj=mmproj is not None,
+            gpu_memory_utilization=gpu_memory_utilization, max_num_batched_tokens=max_num_batched_tokens,
+            tensor_parallel_size=tensor_parallel_size, enforce_eager=enforce_eager or None,
+            kv_cache_dtype=kv_cache_dtype, batch_size=batch_size, prompt_tokens=prompt_tokens,
+            max_new_tokens=max_new_tokens, cache_implementation=cache_implementation, images_per_prompt=images)
+        if as_json:
+            print(json.dumps(doc, indent=2))
+        else:
+            render_engine(_out(), doc)
+        raise typer.Exit(EXIT_BY_VERDICT[doc["verdict"]])
     if gguf is not None:
         resolved, plan = _gguf_model(gguf)
     else:
         resolved = _resolve(model or "")
-        plan = build_plan(resolved.spec, quant)
+        plan = build_plan(resolved.spec, quant or "Q4_K_M")
     _run_and_print(resolved, plan, settings, hw, prompt_tokens, as_json, html)
 
 

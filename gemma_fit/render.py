@@ -99,3 +99,18 @@ def render_inspect(out: Console, info: dict[str, Any]) -> None:
     table.add_row("tensor types", ", ".join(f"{k} {v}" for k, v in sorted(info["tensor_types"].items())))
     out.print(table)
     out.print("  add --gpu ID (or --hardware FILE) for what it needs there")
+
+
+def render_engine(out: Console, doc: dict[str, Any]) -> None:
+    """check --engine vllm|ollama|transformers: the same memory table, the engine's own numbers."""
+    m = doc["model"]
+    verdict = doc["verdict"]
+    out.print(f"[{_STYLE.get(verdict, 'bold')}]{verdict.upper()}[/] {m['id']} {m.get('quant', '')} with "
+              f"{doc.get('engine', '?')}: {doc['reasons'][0] if doc['reasons'] else ''}")
+    if doc["memory"]["devices"]:
+        out.print(memory_table({"memory": {"devices": doc["memory"]["devices"], "host": doc["memory"]["host"]}}))
+    for reason in doc["reasons"][1:]:
+        out.print(f"  - {reason}")
+    command = doc.get("command")
+    if command:
+        out.print(f"  run it: [bold]{command}[/bold]")
