@@ -147,6 +147,7 @@ def report_command(
     as_json: Annotated[bool, typer.Option("--json", help="The report as one JSON object on stdout.")] = False,
     html: Annotated[Path | None, typer.Option(
         "--html", help="Write a self-contained HTML report (with a what-to-buy ranking) to this file.")] = None,
+    engine: Annotated[str, typer.Option("--engine", help="llama.cpp, ollama, vllm or transformers.")] = "llama.cpp",
     quiet: Annotated[bool, typer.Option(
         "--quiet", help="No table (still --json if asked, and --html); the exit status says it ran.")] = False,
 ) -> None:
@@ -180,7 +181,7 @@ def report_command(
 
         report = run_report(model, quant or [], configs, ctx or [], settings, hardware_files=hardware or [],
                             model_dirs=model_dirs, hardware_dirs=hardware_dirs, what_to_buy=html is not None,
-                            progress=on_progress)
+                            progress=on_progress, engine=engine)
     if html is not None:
         write_html(html, render_report_html(report))
         if not quiet:

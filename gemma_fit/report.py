@@ -80,7 +80,9 @@ def expand_models(names: Sequence[str], extra: tuple[Path, ...] = ()) -> list[Re
     return list(out.values())
 
 
-def expand_quants(names: Sequence[str]) -> list[str]:
+def expand_quants(names: Sequence[str], engine: str = "llama.cpp") -> list[str]:
+    if not is_llama_cpp(engine):  # vLLM / transformers formats (bf16, awq ...): the engine validates them
+        return list(dict.fromkeys(n.strip() for n in names)) or ["Q4_K_M" if engine == "ollama" else "bf16"]
     out: list[str] = []
     for name in names or ["Q4_K_M"]:
         for q in CONTRACT_QUANTS if name.strip().lower() == "all" else [file_type(name.strip()).name]:
@@ -115,11 +117,20 @@ def hardware_configs(gpus: Sequence[Sequence[str]], hardware_files: Sequence[Pat
     return list(out.values())
 
 
+def is_llama_cpp(engine: str) -> bool:
+    return engine.strip().lower() in ("llama.cpp", "llamacpp", "llama-cpp")
+
+
 def _cell(cfg: HardwareConfig, model: ResolvedModel, quant: str, ctx: int, settings: RunSettings,
-          ) -> dict[str, Any]:
+          engine: str = "llama.cpp") -> dict[str, Any]:
     base = {"hardware": cfg.key, "model": model.spec.id, "quant": quant, "ctx": ctx}
     try:
-        doc = check_json(run_check(model, quant, settings.with_ctx(ctx), cfg.hardware))
+        if is_llama_cpp(engine):
+            doc = check_json(run_check(model, quant, settings.with_ctx(ctx), cfg.hardware))
+        else:
+            from .cli_engines import run_engine_check
+
+            doc = run_engine_check(engine, model, quant, settings.with_ctx(ctx), cfg.hardware)
     except BadInput as exc:  # e.g. --n-gpu-layers beyond this model's layers: the other cells still count
         return {**base, "n_ctx": None, "verdict": "error", "error": str(exc), "min_headroom_bytes": None,
                 "max_ctx_fit": None, "n_gpu_layers": None, "n_layers_total": None, "decode_tokens_per_s": None,
@@ -205,7 +216,7 @@ def gpu_ranking(resolved: ResolvedModel, quant: str, settings: RunSettings, extr
 def run_report(models: Sequence[str], quants: Sequence[str], gpus: Sequence[Sequence[str]], contexts: Sequence[int],
                settings: RunSettings, hardware_files: Sequence[Path] = (), model_dirs: tuple[Path, ...] = (),
                hardware_dirs: tuple[Path, ...] = (), what_to_buy: bool = False,
-               progress: ProgressFn | None = None) -> dict[str, Any]:
+               progress: ProgressFn | None = None, engine: str = "llama.cpp") -> dict[str, Any]:
     """The matrix: one cell per (hardware, model, quant, context), in that nesting order.
 
     `what_to_buy` adds, for each (model, quant, context) when there are at most WHAT_TO_BUY_MAX_COMBOS of
@@ -213,7 +224,7 @@ def run_report(models: Sequence[str], quants: Sequence[str], gpus: Sequence[Sequ
     """
     model_dirs, hardware_dirs = tuple(model_dirs), tuple(hardware_dirs)
     resolved = expand_models(models, model_dirs)
-    quant_names = expand_quants(quants)
+    quant_names = expand_quants(quants, engine)
     ctxs = expand_contexts(contexts)
     configs = hardware_configs(gpus, hardware_files, hardware_dirs)
     for c in ctxs:  # impossible settings are bad input, not a cell (-ngl depends on the model: checked per cell)
@@ -225,7 +236,7 @@ def run_report(models: Sequence[str], quants: Sequence[str], gpus: Sequence[Sequ
         for model in resolved:
             for quant in quant_names:
                 for ctx in ctxs:
-                    cells.append(_cell(cfg, model, quant, ctx, settings))
+                    cells.append(_cell(cfg, model, quant, ctx, settings, engine))
                     if progress is not None and (len(cells) % step == 0 or len(cells) == total):
                         progress(len(cells), total)
     summary = {v: 0 for v in VERDICTS}
@@ -247,7 +258,8 @@ def run_report(models: Sequence[str], quants: Sequence[str], gpus: Sequence[Sequ
         "cells": cells,
         "sources": sources(resolved, all_gpus, hardware_dirs),
     }
-    if what_to_buy:
+    report["engine"] = engine
+    if what_to_buy and is_llama_cpp(engine):
         combos = [(m, q, c) for m in resolved for q in quant_names for c in ctxs]
         if len(combos) > WHAT_TO_BUY_MAX_COMBOS:
             report["what_to_buy_note"] = (f"what to buy is left out: {len(combos)} model/quant/context combinations "

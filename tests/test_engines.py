@@ -254,3 +254,13 @@ def test_engine_json_of_result_roundtrip() -> None:
     doc = engine_check_json(res)
     assert doc["vllm"]["kv_num_blocks"] == res.extras["kv_num_blocks"]
     assert doc["settings"]["n_ctx"] == 4096
+
+
+def test_report_with_an_engine_runs_every_cell() -> None:
+    from gemma_fit.report import run_report
+    from gemma_fit.settings import RunSettings
+
+    rep = run_report(["gemma-3-27b", "gemma-2-9b"], ["bf16", "fp8"], [["h100-sxm"], ["rtx-4090"]], [8192],
+                     RunSettings(), engine="vllm")
+    assert rep["engine"] == "vllm" and len(rep["cells"]) == 8
+    assert all(c["verdict"] in ("go", "tight", "offload", "no-go") for c in rep["cells"])
