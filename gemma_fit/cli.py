@@ -24,7 +24,7 @@ from .hardware_select import select_hardware
 from .model_db import ResolvedModel, entry_spec, load_model_db, resolve_model
 from .model_entry import GENERATION_ORDER
 from .render import render_check, render_engine, render_inspect, render_smoke
-from .settings import RunSettings
+from .settings import RunSettings, parse_n_gpu_layers
 from .tensor_plan import build_plan
 from .units import fmt_bytes
 
@@ -84,15 +84,6 @@ def model_block(resolved: ResolvedModel, quant: str) -> dict[str, object]:
     }
 
 
-def _parse_ngl(value: str) -> int | None:
-    if value.strip().lower() in ("auto", "-1", "all"):
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        raise BadInput(f"--n-gpu-layers must be a number or 'auto', not '{value}'") from None
-
-
 GpuOpt = Annotated[list[str] | None, typer.Option("--gpu", "-g", help="GPU id (repeat for several), 'local' or 'cpu'.")]
 HardwareOpt = Annotated[Path | None, typer.Option("--hardware", help="Machine file (YAML): GPUs, RAM, disk.")]
 
@@ -128,7 +119,7 @@ def _settings(ctx: int, batch: int, ubatch: int, parallel: int, kv_unified: bool
     return RunSettings(
         n_ctx=ctx, n_batch=batch, n_ubatch=ubatch, n_parallel=parallel, kv_unified=kv_unified,
         flash_attn=flash_attn.lower(), cache_type_k=ctk, cache_type_v=ctv,  # type: ignore[arg-type]
-        n_gpu_layers=_parse_ngl(ngl), swa_full=swa_full, mmproj_bytes=mmproj_bytes,
+        n_gpu_layers=parse_n_gpu_layers(ngl), swa_full=swa_full, mmproj_bytes=mmproj_bytes,
     )
 
 
@@ -313,7 +304,7 @@ def smoke(
     hw = select_hardware(gpu or ["cpu"], None, _state["hardware_db"])
     settings = RunSettings(
         n_ctx=ctx, n_batch=batch, n_ubatch=ubatch, n_parallel=parallel, flash_attn=flash_attn.lower(),  # type: ignore[arg-type]
-        cache_type_k=cache_type_k, cache_type_v=cache_type_v, n_gpu_layers=_parse_ngl(n_gpu_layers),
+        cache_type_k=cache_type_k, cache_type_v=cache_type_v, n_gpu_layers=parse_n_gpu_layers(n_gpu_layers),
         swa_full=swa_full, n_outputs_max=batch,  # llama-completion reserves logits for every ubatch token
     )
     if gguf is not None:

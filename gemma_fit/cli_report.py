@@ -20,7 +20,7 @@ from .errors import BadInput
 from .hardware_select import Hardware
 from .model_db import ResolvedModel
 from .report import VERDICTS, run_report, sources
-from .settings import RunSettings
+from .settings import RunSettings, parse_n_gpu_layers
 from .units import fmt_bytes
 
 PROGRESS_MIN_CELLS = 200  # smaller matrices finish before a progress bar would be seen
@@ -32,15 +32,6 @@ def _extra_dirs() -> tuple[tuple[Path, ...], tuple[Path, ...]]:
     from .cli import _state  # lazily: cli.py imports this module to register the command
 
     return tuple(_state.get("model_db", ())), tuple(_state.get("hardware_db", ()))
-
-
-def _parse_ngl(value: str) -> int | None:
-    if value.strip().lower() in ("auto", "-1", "all"):
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        raise BadInput(f"--n-gpu-layers must be a number or 'auto', not '{value}'") from None
 
 
 def gpu_configs(values: list[str], hardware_dirs: tuple[Path, ...] = ()) -> list[list[str]]:
@@ -163,7 +154,7 @@ def report_command(
     settings = RunSettings(
         n_batch=batch, n_ubatch=ubatch, n_parallel=parallel, kv_unified=kv_unified,
         flash_attn=flash_attn.lower(), cache_type_k=cache_type_k, cache_type_v=cache_type_v,  # type: ignore[arg-type]
-        n_gpu_layers=_parse_ngl(n_gpu_layers), swa_full=swa_full,
+        n_gpu_layers=parse_n_gpu_layers(n_gpu_layers), swa_full=swa_full,
     )
     if html is not None and html.is_dir():
         raise BadInput(f"cannot write {html}: is a directory")

@@ -72,6 +72,16 @@ class RunSettings:
         return replace(self, n_ctx=n_ctx)
 
 
+def parse_n_gpu_layers(value: str) -> int | None:
+    """-ngl as llama.cpp spells it: a number, or auto / all / -1 (as many as fit)."""
+    if value.strip().lower() in ("auto", "-1", "all"):
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise BadInput(f"--n-gpu-layers must be a number or 'auto', not '{value}'") from None
+
+
 def validate(s: RunSettings, model: ModelSpec) -> RunSettings:
     """Reject settings llama.cpp would refuse, with the reason in one line."""
     if s.n_ctx < 0 or s.n_ctx > MAX_CTX:
