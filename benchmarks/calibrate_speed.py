@@ -46,6 +46,8 @@ BENCH_MODELS = {
     "Llama 3.2 3B Instruct": {"n_embd": 3072, "n_vocab": 128256, "tied": True,
                               "source": "https://huggingface.co/meta-llama/Llama-3.2-3B-Instruct/blob/main/config.json"},
 }
+# Repeating layers of the benchmark models (the per-token fixed cost scales with kernels per layer).
+BENCH_LAYERS = {"Llama 2 7B": 32, "Llama 3 8B": 32, "Llama 3 70B": 80, "Llama 3.2 3B Instruct": 28}
 # Bytes per element of the token embedding in llama-quantize's output for an untied model (the
 # file type's base type: Q4_0 -> Q4_0, Q4_K_M -> Q4_K, Q8_0 -> Q8_0, F16 -> F16).
 EMBD_BYTES = {"Q4_0": 18 / 32, "Q4_K_M": 144 / 256, "Q8_0": 34 / 32, "F16": 2.0}
@@ -87,11 +89,33 @@ def efficiencies() -> list[dict]:
         tps = float(row["tokens_per_s"])
         if row["test"].startswith("tg") and gpu.memory_bandwidth_gbps:
             eff = tps * read / (gpu.memory_bandwidth_gbps * 1e9)
-            out.append({"kind": "decode", "gpu": gpu.id, "group": group_of(gpu), "eff": eff, "row": row})
+            out.append({"kind": "decode", "gpu": gpu.id, "group": group_of(gpu), "eff": eff, "row": row,
+                        "x": read / (gpu.memory_bandwidth_gbps * 1e9), "y": 1.0 / tps,
+                        "layers": BENCH_LAYERS[row["model"]]})
         elif row["test"].startswith("pp") and prefill_tflops(gpu, row["quant"]):
             eff = tps * 2 * matmul_params / (prefill_tflops(gpu, row["quant"]) * 1e12)
             out.append({"kind": "prefill", "gpu": gpu.id, "group": group_of(gpu), "eff": eff, "row": row})
     return out
+
+
+def fit_decode(points: list[dict]) -> tuple[float, float] | None:
+    """Least squares of seconds per token = bytes/bandwidth / efficiency + layers x per-layer cost.
+    Needs at least three GPUs; returns (efficiency, per-layer seconds)."""
+    if len({p["gpu"] for p in points}) < 3:
+        return None
+    sxx = sum(p["x"] ** 2 for p in points)
+    sxl = sum(p["x"] * p["layers"] for p in points)
+    sll = sum(p["layers"] ** 2 for p in points)
+    sxy = sum(p["x"] * p["y"] for p in points)
+    sly = sum(p["layers"] * p["y"] for p in points)
+    det = sxx * sll - sxl * sxl
+    if det <= 0:
+        return None
+    a = (sxy * sll - sly * sxl) / det
+    c = (sxx * sly - sxl * sxy) / det
+    if a <= 0:
+        return None
+    return 1.0 / a, max(c, 0.0)
 
 
 def table(points: list[dict]) -> dict:
@@ -109,7 +133,24 @@ def table(points: list[dict]) -> dict:
             "backends": {b: {"efficiency": round(statistics.median(v), 4), "n": len(v)}
                          for b, v in sorted(by_backend.items())},
         }
+    fits = {}
+    for backend in sorted({p["group"].split("-")[0] for p in points if p["kind"] == "decode"}):
+        fit = fit_decode([p for p in points if p["kind"] == "decode" and p["group"].startswith(backend + "-")])
+        if fit is not None:
+            fits[backend] = {"efficiency": round(fit[0], 4), "per_layer_s": round(fit[1], 9)}
+    result["decode"]["fits"] = fits
     return result
+
+
+def _predict_decode(train: list[dict], p: dict) -> float | None:
+    """tokens/s for row p from the other GPUs: the per-backend fit, else the group median efficiency."""
+    backend = p["group"].split("-")[0]
+    fit = fit_decode([q for q in train if q["group"].startswith(backend + "-")])
+    if fit is not None:
+        return 1.0 / (p["x"] / fit[0] + p["layers"] * fit[1])
+    same = [q["eff"] for q in train if q["group"] == p["group"]]
+    pool = same or [q["eff"] for q in train if q["group"].startswith(backend + "-")]
+    return statistics.median(pool) / p["x"] if pool else None
 
 
 def leave_one_gpu_out(points: list[dict]) -> None:
@@ -117,6 +158,11 @@ def leave_one_gpu_out(points: list[dict]) -> None:
         errors: dict[str, list[float]] = defaultdict(list)
         for p in (q for q in points if q["kind"] == kind):
             others = [q for q in points if q["kind"] == kind and q["gpu"] != p["gpu"]]
+            if kind == "decode":
+                tps = _predict_decode(others, p)
+                if tps is not None:
+                    errors[p["group"]].append(abs(tps * p["y"] - 1.0))
+                continue
             same = [q["eff"] for q in others if q["group"] == p["group"]]
             pool = same or [q["eff"] for q in others if q["group"].split("-")[0] == p["group"].split("-")[0]]
             if not pool:

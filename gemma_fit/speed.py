@@ -31,6 +31,18 @@ def _calibration() -> dict:
     return read_packaged_yaml("llamacpp/speed_calibration.yaml")
 
 
+def decode_model(backend: str, arch: str) -> tuple[float, float, str]:
+    """(bandwidth efficiency, fixed seconds per layer per token, where from) for decode.
+
+    The per-backend least-squares fit (seconds per token = bytes / bandwidth / efficiency + layers x
+    per-layer cost) where at least three GPUs of the backend were measured; else the median efficiency."""
+    fit = (_calibration()["decode"].get("fits") or {}).get(backend)
+    if fit:
+        return float(fit["efficiency"]), float(fit["per_layer_s"]), f"{backend} fit over published llama-bench runs"
+    eff, src = efficiency("decode", backend, arch)
+    return eff, 0.0, src
+
+
 def efficiency(kind: str, backend: str, arch: str) -> tuple[float, str]:
     """Calibrated efficiency for a GPU, and where it comes from."""
     table = _calibration()[kind]
@@ -157,9 +169,10 @@ def predict_performance(plan: TensorPlan, est: MemoryEstimate, gpus: tuple[GPUSp
     times: dict[str, float] = {}
     pp_times: dict[str, float] = {}
     for i, g in enumerate(gpus):
-        eff, src = efficiency("decode", g.backend, g.arch)
+        eff, per_layer, src = decode_model(g.backend, g.arch)
         bw = (g.memory_bandwidth_gbps or 0) * 1e9 * eff
-        times[g.id] = read[i] / bw if bw else float("inf")
+        n_layers = sum(1 for d in device_of_layer if d == i)
+        times[g.id] = read[i] / bw + n_layers * per_layer if bw else float("inf")
         pp_eff, _ = efficiency("prefill", g.backend, g.arch)
         quantized = plan.ftype.default_type.is_quantized
         tops = (g.int8_tensor_tops if quantized else None) or g.fp16_tensor_tflops or 0
