@@ -72,6 +72,19 @@ def prefill_tflops(gpu, quant: str) -> float | None:
     return gpu.int8_tensor_tops or gpu.fp16_tensor_tflops
 
 
+def segment(gpu) -> str:
+    """Consumer cards boost higher and report tensor throughput differently from workstation and
+    datacenter parts, so prefill efficiency is grouped by segment."""
+    return "consumer" if "GeForce" in gpu.name else "pro"
+
+
+def recent_default_build(row: dict) -> bool:
+    """Scoreboard rows of current builds with flash attention on (the default 'auto' resolves to on);
+    the May 2024 snapshot predates today's MMQ kernels."""
+    return (row["build_or_date"].startswith("commit") or "scoreboard" in row["build_or_date"]) and \
+        row["flash_attn"] in ("1", "unknown")
+
+
 def group_of(gpu) -> str:
     return f"{gpu.backend}-{gpu.arch}"
 
@@ -92,9 +105,10 @@ def efficiencies() -> list[dict]:
             out.append({"kind": "decode", "gpu": gpu.id, "group": group_of(gpu), "eff": eff, "row": row,
                         "x": read / (gpu.memory_bandwidth_gbps * 1e9), "y": 1.0 / tps,
                         "layers": BENCH_LAYERS[row["model"]]})
-        elif row["test"].startswith("pp") and prefill_tflops(gpu, row["quant"]):
+        elif row["test"].startswith("pp") and prefill_tflops(gpu, row["quant"]) and recent_default_build(row):
             eff = tps * 2 * matmul_params / (prefill_tflops(gpu, row["quant"]) * 1e12)
-            out.append({"kind": "prefill", "gpu": gpu.id, "group": group_of(gpu), "eff": eff, "row": row})
+            out.append({"kind": "prefill", "gpu": gpu.id, "group": f"{gpu.backend}-{segment(gpu)}", "eff": eff,
+                        "row": row})
     return out
 
 

@@ -173,7 +173,7 @@ def predict_performance(plan: TensorPlan, est: MemoryEstimate, gpus: tuple[GPUSp
         bw = (g.memory_bandwidth_gbps or 0) * 1e9 * eff
         n_layers = sum(1 for d in device_of_layer if d == i)
         times[g.id] = read[i] / bw + n_layers * per_layer if bw else float("inf")
-        pp_eff, _ = efficiency("prefill", g.backend, g.arch)
+        pp_eff, _ = efficiency("prefill", g.backend, "consumer" if "GeForce" in g.name else "pro")
         quantized = plan.ftype.default_type.is_quantized
         tops = (g.int8_tensor_tops if quantized else None) or g.fp16_tensor_tflops or 0
         pp_times[g.id] = flops[i] / (tops * 1e12 * pp_eff) if tops else float("inf")
