@@ -20,12 +20,12 @@ from .cli_report import report_command, write_check_html
 from .errors import EXIT_BAD_INPUT, EXIT_NO_GO, EXIT_OFFLOAD, EXIT_OK, BadInput, GemmaFitError
 from .ggml import CONTRACT_QUANTS, file_type
 from .gguf_layout import estimated_file_bytes
-from .hardware_select import select_hardware
+from .hardware_select import Hardware, select_hardware
 from .model_db import ResolvedModel, entry_spec, load_model_db, resolve_model
 from .model_entry import GENERATION_ORDER
 from .render import render_check, render_engine, render_inspect, render_smoke
 from .settings import RunSettings, parse_n_gpu_layers
-from .tensor_plan import build_plan
+from .tensor_plan import TensorPlan, build_plan
 from .units import fmt_bytes
 
 app = typer.Typer(
@@ -123,13 +123,13 @@ def _settings(ctx: int, batch: int, ubatch: int, parallel: int, kv_unified: bool
     )
 
 
-def _run_and_print(resolved: ResolvedModel, plan: object, settings: RunSettings, hw: object, prompt_tokens: int,
-                   as_json: bool, html: Path | None, extra: dict[str, object] | None = None) -> None:
+def _run_and_print(resolved: ResolvedModel, plan: TensorPlan, settings: RunSettings, hw: Hardware,
+                   prompt_tokens: int, as_json: bool, html: Path | None,
+                   extra: dict[str, object] | None = None) -> None:
     if prompt_tokens < 1:
         raise BadInput(f"--prompt-tokens {prompt_tokens} is impossible (at least 1)")
-    quant = plan.ftype.name  # type: ignore[attr-defined]
-    result = run_check(resolved, quant, settings, hw,  # type: ignore[arg-type]
-                       prompt_tokens=prompt_tokens, plan=plan)  # type: ignore[arg-type]
+    quant = plan.ftype.name
+    result = run_check(resolved, quant, settings, hw, prompt_tokens=prompt_tokens, plan=plan)
     if result.speed_error:
         print(f"gemma-fit: speed not predicted: {result.speed_error}", file=sys.stderr)
     doc = {**check_json(result), **(extra or {})}
@@ -307,6 +307,7 @@ def smoke(
         cache_type_k=cache_type_k, cache_type_v=cache_type_v, n_gpu_layers=parse_n_gpu_layers(n_gpu_layers),
         swa_full=swa_full, n_outputs_max=batch,  # llama-completion reserves logits for every ubatch token
     )
+    source: contextlib.AbstractContextManager[Path]
     if gguf is not None:
         resolved, plan = _gguf_model(gguf)
         source = contextlib.nullcontext(gguf)
@@ -345,7 +346,7 @@ def _record_smoke(doc: dict[str, object]) -> None:
         f.write(json.dumps(doc, sort_keys=True) + "\n")
 
 
-def _gguf_model(path: Path) -> tuple[ResolvedModel, object]:
+def _gguf_model(path: Path) -> tuple[ResolvedModel, TensorPlan]:
     from .gguf_reader import read_gguf_header
     from .model_from_gguf import plan_from_gguf, spec_from_gguf
 
@@ -371,7 +372,7 @@ def list_models(as_json: Annotated[bool, typer.Option("--json")] = False) -> Non
     table = Table("id", "name", "arch", "layers", "context", "params (text)", "licence")
     for r in rows:
         table.add_row(str(r["id"]), str(r["name"]), str(r["arch"]), str(r["n_layers"]),
-                      f"{r['n_ctx_train']:,}", f"{int(r['n_params']) / 1e9:.2f} B", str(r["license"]))
+                      f"{r['n_ctx_train']:,}", f"{float(str(r['n_params'])) / 1e9:.2f} B", str(r["license"]))
     _out().print(table)
 
 

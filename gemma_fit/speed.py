@@ -87,9 +87,9 @@ def _read_per_token(t: TensorSpec, plan: TensorPlan) -> float:
 def _flops_per_token(t: TensorSpec, plan: TensorPlan) -> float:
     if t.role == "input" or len(t.shape) < 2 or t.name == "output.weight":
         return 0.0
-    n = t.n_elements
+    n = float(t.n_elements)
     if "_exps" in t.name and plan.model.n_expert:
-        n = n * plan.model.n_expert_used / plan.model.n_expert
+        n *= plan.model.n_expert_used / plan.model.n_expert
     return 2.0 * n
 
 
