@@ -78,7 +78,7 @@ def report_tables(report: dict[str, Any]) -> list[Text]:
     Laid out here rather than with rich.Table, which takes about 0.5 ms a row: 3400 rows would double the
     report's time. Lines never wrap inside rich (the terminal wraps them if it must).
     """
-    rows = {h["key"]: [] for h in report["hardware"]}
+    rows: dict[str, list[Any]] = {h["key"]: [] for h in report["hardware"]}
     for c in report["cells"]:
         rows[c["hardware"]].append(_row(c))
     widths = [len(name) for name, _ in _COLUMNS]

@@ -7,7 +7,7 @@ entries (model_db/*.yaml) and machine files (`--hardware`) are told apart by the
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -127,8 +127,8 @@ def _kind(doc: _Doc) -> str | None:
     return None
 
 
-def _validate(doc: _Doc, report: Report, model: type[BaseModel], value: Any, prefix: Loc,
-              models: list[type[BaseModel]]) -> Any:
+def _validate(doc: _Doc, report: Report, model: Any, value: Any, prefix: Loc,
+              models: Sequence[type[BaseModel]]) -> Any:
     try:
         return model.model_validate(value)
     except ValidationError as exc:

@@ -257,12 +257,12 @@ def render_report_html(report: dict[str, Any]) -> str:
     ctx_charts = []  # the largest context that fits, per hardware, for each model and quant
     for m in report["models"]:
         for q in report["quants"]:
-            rows = []
+            ctx_rows: list[tuple[str, float | None, str, str]] = []
             for h in report["hardware"]:
                 c = index[(h["key"], m["id"], q, report["contexts"][0])]
-                rows.append((hw_label(h["key"]), c.get("max_ctx_fit"), _ctx(c.get("max_ctx_fit")),
+                ctx_rows.append((hw_label(h["key"]), c.get("max_ctx_fit"), _ctx(c.get("max_ctx_fit")),
                              VERDICT_COLOR[c["verdict"]]))
-            ctx_charts.append({"model": m["id"], "quant": q, "chart": bar_chart(rows, scale_max=m["n_ctx_train"])})
+            ctx_charts.append({"model": m["id"], "quant": q, "chart": bar_chart(ctx_rows, scale_max=m["n_ctx_train"])})
     if len(ctx_charts) > BAR_LIMIT:
         ctx_charts = []
     assumptions: dict[str, None] = {}

@@ -10,6 +10,7 @@ tensors with their real types, in file order.
 
 from __future__ import annotations
 
+import builtins
 import re
 import struct
 from collections import Counter
@@ -93,7 +94,7 @@ class _Keys:
             raise self.fail(f"{self.full(key)} must be a number, not {v!r:.60}")
         return _f32(float(v)) if self.h.metadata_types.get(self.full(key)) == "FLOAT32" else float(v)
 
-    def per_layer(self, key: str, n: int, default: int | None = None) -> list[int]:
+    def per_layer(self, key: str, n: builtins.int, default: builtins.int | None = None) -> list[builtins.int]:
         """llama.cpp's get_key_or_arr: a scalar for every layer, or one value per layer."""
         v = self.get(key)
         if isinstance(v, tuple):
@@ -104,7 +105,7 @@ class _Keys:
             return list(v)
         return [self.int(key, default)] * n
 
-    def swa_pattern(self, n: int, period: int | None) -> list[bool]:
+    def swa_pattern(self, n: builtins.int, period: builtins.int | None) -> list[bool]:
         """llama.cpp's load_swa_pattern: a bool array, else a period (key or arch default)."""
         v = self.get("{a}.attention.sliding_window_pattern")
         if isinstance(v, tuple):

@@ -95,7 +95,7 @@ def validation_items(exc: ValidationError, data: Any, root: yaml.Node | None,
     items = []
     for err in exc.errors():
         loc = (*prefix, *err["loc"])
-        items.append((line_of(root, loc), field_path(data, loc), explain(err, models)))
+        items.append((line_of(root, loc), field_path(data, loc), explain(dict(err), models)))
     return items
 
 
