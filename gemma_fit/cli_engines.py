@@ -49,7 +49,9 @@ def engine_settings(engine: str, quant: str, settings: RunSettings, mmproj: bool
     base: dict[str, Any] = {"engine": engine, "quant": quant, "max_model_len": settings.n_ctx, "mmproj": mmproj}
     if engine == "ollama":
         base["kv_cache_dtype"] = settings.cache_type_k
-        base["flash_attention"] = settings.flash_attn == "on"
+        # --flash-attn auto = OLLAMA_FLASH_ATTENTION unset: Ollama then uses the model's default
+        # (fs/ggml/ggml.go @c664d9c1 FlashAttention(): on for gemma3).
+        base["flash_attention"] = {"on": True, "off": False}.get(settings.flash_attn)
         base["max_num_seqs"] = settings.n_parallel
     else:
         if settings.n_parallel != 1:

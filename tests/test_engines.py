@@ -201,13 +201,40 @@ def test_ollama_default_context_by_vram_and_reserve() -> None:
 
 
 def test_ollama_quantized_kv_needs_flash_attention() -> None:
+    # llm/server.go @5dbb81b7: a quantized OLLAMA_KV_CACHE_TYPE is kept only with flash attention on.
     r = resolve_model("gemma-3-4b")
-    off = estimate(r, EngineSettings(engine="ollama", quant="Q4_K_M", kv_cache_dtype="q8_0"), FakeHardware(16.0))
+    off = estimate(r, EngineSettings(engine="ollama", quant="Q4_K_M", kv_cache_dtype="q8_0", flash_attention=False),
+                   FakeHardware(16.0))
     on = estimate(r, EngineSettings(engine="ollama", quant="Q4_K_M", kv_cache_dtype="q8_0", flash_attention=True),
                   FakeHardware(16.0))
     assert off.extras["OLLAMA_KV_CACHE_TYPE"] == "f16"
     assert on.extras["OLLAMA_KV_CACHE_TYPE"] == "q8_0"
     assert on.devices[0].kv_cache_bytes < off.devices[0].kv_cache_bytes
+
+
+def test_ollama_flash_attention_default_is_the_models() -> None:
+    # fs/ggml/ggml.go @c664d9c1: FlashAttention() is on for gemma3 when OLLAMA_FLASH_ATTENTION is unset,
+    # so q8_0 is honoured without setting it; SupportsFlashAttention() is false for gemma2.
+    g3 = estimate(resolve_model("gemma-3-4b"), EngineSettings(engine="ollama", quant="Q4_K_M", kv_cache_dtype="q8_0"),
+                  FakeHardware(16.0))
+    assert g3.extras["OLLAMA_FLASH_ATTENTION"] is True and g3.extras["OLLAMA_KV_CACHE_TYPE"] == "q8_0"
+    g2 = estimate(resolve_model("gemma-2-9b"), EngineSettings(engine="ollama", quant="Q4_K_M", kv_cache_dtype="q8_0",
+                                                              flash_attention=True), FakeHardware(16.0))
+    assert g2.extras["OLLAMA_FLASH_ATTENTION"] is False and g2.extras["OLLAMA_KV_CACHE_TYPE"] == "f16"
+
+
+def test_ollama_context_tiers_use_the_code_thresholds() -> None:
+    # server/routes.go @00188139: >= 47 GiB -> 262144, >= 23 GiB -> 32768 (docs say 48/24), of
+    # sum(TotalMemory - OLLAMA_GPU_OVERHEAD); capped at the trained context (llm/server.go).
+    from gemma_fit.engines.ollama import default_context
+    gib = 1024**3
+    assert default_context(int(23.99 * gib), 10**6) == 32768  # a "24 GB" card reports a little under 24 GiB
+    assert default_context(int(22.9 * gib), 10**6) == 4096
+    assert default_context(47 * gib, 10**6) == 262144
+    assert default_context(47 * gib, 131072) == 131072
+    r = resolve_model("gemma-3-4b")
+    res = estimate(r, EngineSettings(engine="ollama", quant="Q4_K_M", gpu_overhead_bytes=2 * gib), FakeHardware(24.0))
+    assert res.n_ctx == 4096  # 24 - 2 GiB overhead < 23 GiB
 
 
 # ---- unsupported combinations ---------------------------------------------------------------------

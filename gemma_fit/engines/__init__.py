@@ -2,8 +2,9 @@
 
 Each engine is one pure function `estimate_<engine>(resolved, spec, settings, hardware) -> EngineResult`.
 The rules, and the source version each one was read from, are in the engine modules and in
-docs/engines.md. Sources read: vLLM 0.33.0 (sdist), transformers 5.24.0 (wheel), Ollama
-(github ollama/ollama envconfig/config.go at 4bf0d41, docs/context-length.mdx at 948f693).
+docs/engines.md. Sources read: vLLM 0.33.0 (sdist), transformers 5.24.0 (wheel), bitsandbytes 0.50.2
+(wheel), Ollama (github ollama/ollama, one commit per file: server/routes.go 00188139, llm/server.go
+5dbb81b7, ml/device.go 02725d3d, fs/ggml/ggml.go c664d9c1, api/types.go b8761ab0).
 """
 
 from __future__ import annotations
@@ -30,8 +31,11 @@ _HF_ALIASES = {"awq": "awq-int4", "gptq": "gptq-int4", "int4-awq": "awq-int4", "
 # - fp8 (vLLM fp8.py / transformers finegrained_fp8): 1 byte + one fp32 scale per 128x128 block (~0).
 # - AWQ / GPTQ int4, group size 128 (vLLM awq.py, gptq.py): 4 bits + fp16 scale + 4-bit zero per group.
 # - NVFP4 (vLLM modelopt.py ModelOptNvFp4Config): 4 bits + one fp8 scale per 16 values.
-# - bnb 8-bit (transformers integrations/bitsandbytes.py, Linear8bitLt): int8 + one fp32 scale per row (~0).
-# - bnb 4-bit NF4 (Linear4bit, blocksize 64, no double quant by default): 4 bits + fp32 absmax per 64.
+# - bnb 8-bit (transformers 5.24.0 integrations/bitsandbytes.py -> Linear8bitLt; bitsandbytes 0.50.2
+#   functional.py int8_vectorwise_quant): int8 + one fp32 scale (SCB) per output row, 4/in_features (~0).
+# - bnb 4-bit (Linear4bit; bitsandbytes 0.50.2 functional.py quantize_4bit, default blocksize 64, absmax
+#   fp32): 4 bits + 4/64 B. BitsAndBytesConfig has bnb_4bit_use_double_quant=False by default; with it,
+#   0.5 + 1/64 + 4/(64*256) B (absmax re-quantized to 8 bit in blocks of 256). nf4 and fp4 store the same.
 LINEAR_BYTES_PER_PARAM = {
     "bf16": 2.0, "fp16": 2.0, "fp8": 1.0,
     "awq-int4": 0.5 + (2 + 0.5) / 128, "gptq-int4": 0.5 + (2 + 0.5) / 128,

@@ -1,27 +1,33 @@
 """Ollama: llama.cpp's memory under Ollama's defaults and reserves.
 
 Ollama runs GGUF models on the ggml/llama.cpp backend, so weights, KV cache and compute buffer are
-llama.cpp's (gemma_fit.check.run_check). What Ollama changes, with the source read:
-- Context: OLLAMA_CONTEXT_LENGTH, default 0 = by VRAM: < 24 GiB -> 4096, 24-48 GiB -> 32768,
-  >= 48 GiB -> 262144 (ollama/ollama docs/context-length.mdx at commit 948f693), never above the
-  model's trained context.
-- OLLAMA_NUM_PARALLEL default 1 (a transcription of envconfig/config.go v0.33.3 reads
-  Uint("OLLAMA_NUM_PARALLEL", 1); at 4bf0d41 it was 0 = auto); the runner gets num_ctx x num_parallel
-  cells (server/sched.go, not re-read), i.e. num_ctx per sequence.
-- OLLAMA_KV_CACHE_TYPE default f16 (envconfig/config.go at 4bf0d41: "Quantization type for the K/V
-  cache (default: f16)"); a quantized cache needs flash attention, else Ollama falls back to f16
-  (llm/server.go).
-- OLLAMA_FLASH_ATTENTION: envconfig Bool, default false at 4bf0d41 (newer releases enable it per model
-  when the backend supports it; set it explicitly).
-- num_batch default 512 (api/types.go DefaultOptions), which llama.cpp uses for n_batch and n_ubatch.
-- Per-GPU reserve: the GPU's MinimumMemory (discover/gpu.go CudaMinimumMemory = 457 MiB, ROCm 256 MiB)
-  plus OLLAMA_GPU_OVERHEAD (envconfig/config.go, default 0) are kept free when Ollama decides how many
-  layers fit; layers that do not fit go to the CPU (Ollama offloads automatically, like -ngl auto).
-Unverified in this session (from memory of those files): the api/types.go, llm/server.go and
-discover/gpu.go values above.
-Not modelled: the legacy llm/memory.go graph heuristic (graphPartialOffload / graphFullOffload) that
-older Ollama releases used instead of reserving the real graph; here the graph is llama.cpp's compute
-buffer, which the new engine measures by reserving the worst-case graph.
+llama.cpp's (gemma_fit.check.run_check). What Ollama changes, each rule read in github.com/ollama/ollama
+at the commit named (the index holds one version per file, so the commits differ file by file):
+- Context (server/routes.go @00188139 Serve, modelOptions): OLLAMA_CONTEXT_LENGTH unset (0) -> num_ctx
+  by total VRAM = sum over GPUs of (TotalMemory - OLLAMA_GPU_OVERHEAD): >= 47 GiB -> 262144,
+  >= 23 GiB -> 32768, else 4096. The code uses 47/23 GiB on purpose ("to account for small differences
+  in the exact value"); docs/context-length.mdx @01562a7f states the tiers as 48/24 GiB.
+  llm/server.go @5dbb81b7 NewLlamaServer caps num_ctx at the model's trained context.
+- KV cells: llm/server.go @5dbb81b7: KvSize = num_ctx x numParallel (num_ctx per sequence), and
+  BatchSize = min(num_batch, num_ctx).
+- num_batch default 512: api/types.go @b8761ab0 DefaultOptions (NumBatch: 512; same in every version seen).
+- OLLAMA_NUM_PARALLEL default 1: NOT pinned to an upstream commit here (the index's envconfig/config.go
+  @4bf0d41 is older and reads Uint("OLLAMA_NUM_PARALLEL", 0) = auto; third-party copies of v0.33.x read
+  Uint("OLLAMA_NUM_PARALLEL", 1)). Labelled as such in the output; set --max-num-seqs to override.
+- Flash attention: envconfig FlashAttention = BoolWithDefault("OLLAMA_FLASH_ATTENTION"); unset, the
+  default is the model's: fs/ggml/ggml.go @c664d9c1 FlashAttention() lists "gemma3" (not gemma, gemma2,
+  gemma3n, gemma4); SupportsFlashAttention() is false for gemma2 (FA forced off even if set).
+- OLLAMA_KV_CACHE_TYPE default "" = f16; a quantized type (q8_0, q4_0) is used only with flash attention
+  on, else Ollama logs a warning and keeps f16 (llm/server.go @5dbb81b7, both runner paths; the legacy
+  llama runner additionally needs OLLAMA_FLASH_ATTENTION set explicitly).
+- Per-GPU reserve: ml/device.go @02725d3d DeviceInfo.MinimumMemory() = 457 MiB for every library but
+  Metal (512 MiB); the layout keeps MinimumMemory + OLLAMA_GPU_OVERHEAD (default 0) + the graph free on
+  each GPU (llm/server.go buildLayout), and layers that do not fit go to the CPU.
+How Ollama sizes memory in that version (llm/server.go @5dbb81b7): the legacy llama runner (gemma,
+gemma2) estimates with ggml.GraphSize heuristics (graphPartialOffload / graphFullOffload, plus one
+layer + its KV as a buffer); the Ollama engine (gemma3 and later) asks the runner to fit/alloc and uses
+the backend's reported weights, cache and graph sizes. Here the graph is llama.cpp's compute buffer for
+both, i.e. the new-engine behaviour; the legacy heuristic is not modelled.
 """
 
 from __future__ import annotations
@@ -38,20 +44,37 @@ from ..model_spec import ModelSpec
 from ..settings import RunSettings
 from . import GIB, MIB, EngineDevice, EngineResult, EngineSettings, tower_params, vision_activation_bytes
 
-VERSION = "Ollama (envconfig/config.go at 4bf0d41, docs/context-length.mdx at 948f693)"
-MINIMUM_MEMORY = {"cuda": 457 * MIB, "rocm": 256 * MIB}
-NUM_BATCH = 512
+VERSION = ("Ollama (ollama/ollama server/routes.go @00188139, llm/server.go @5dbb81b7, ml/device.go @02725d3d, "
+           "fs/ggml/ggml.go @c664d9c1, api/types.go @b8761ab0)")
+# ml/device.go @02725d3d DeviceInfo.MinimumMemory: 512 MiB on Metal, 457 MiB on every other library
+# (the older discover/gpu.go had a separate 256 MiB ROCm value; not in this version).
+METAL_MINIMUM_MEMORY = 512 * MIB
+MINIMUM_MEMORY = 457 * MIB
+NUM_BATCH = 512  # api/types.go @b8761ab0 DefaultOptions NumBatch
+NUM_PARALLEL_DEFAULT = 1  # OLLAMA_NUM_PARALLEL: not pinned to an upstream commit (see module docstring)
 KV_TYPES = ("f16", "q8_0", "q4_0")
+FA_DEFAULT_GENERATIONS = ("3",)  # fs/ggml/ggml.go @c664d9c1 FlashAttention(): "gemma3" on by default
+FA_UNSUPPORTED_GENERATIONS = ("2",)  # fs/ggml/ggml.go @c664d9c1 SupportsFlashAttention(): gemma2 false
+
+
+def minimum_memory(backend: str) -> int:
+    return METAL_MINIMUM_MEMORY if backend == "metal" else MINIMUM_MEMORY
 
 
 def default_context(total_vram: int, n_ctx_train: int) -> int:
-    if total_vram >= 48 * GIB:
+    """server/routes.go @00188139 Serve: total_vram is sum(TotalMemory - OLLAMA_GPU_OVERHEAD) over GPUs;
+    llm/server.go @5dbb81b7 caps num_ctx at the trained context."""
+    if total_vram >= 47 * GIB:
         ctx = 262144
-    elif total_vram >= 24 * GIB:
+    elif total_vram >= 23 * GIB:
         ctx = 32768
     else:
         ctx = 4096
     return min(ctx, n_ctx_train)
+
+
+def default_flash_attention(generation: str) -> bool:
+    return generation in FA_DEFAULT_GENERATIONS
 
 
 @dataclass(frozen=True)
@@ -67,7 +90,7 @@ class _ReservedHardware:
 
 
 def _reserve(backend: str, gpu_overhead: int) -> int:
-    return MINIMUM_MEMORY.get(backend, 0) + gpu_overhead
+    return minimum_memory(backend) + gpu_overhead
 
 
 def _command(resolved: ResolvedModel, quant: str, num_ctx: int, parallel: int, fa: bool, kv: str) -> str:
@@ -94,16 +117,24 @@ def estimate_ollama(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSe
     kv = "f16" if s.kv_cache_dtype in ("auto", "") else s.kv_cache_dtype.lower()
     if kv not in KV_TYPES:
         raise BadInput(f"--kv-cache-dtype {s.kv_cache_dtype}: OLLAMA_KV_CACHE_TYPE takes {', '.join(KV_TYPES)}")
-    fa = bool(s.flash_attention)  # envconfig default false
+    generation = resolved.entry.generation if resolved.entry else ""
     reasons: list[str] = []
+    # OLLAMA_FLASH_ATTENTION unset -> the model's default (fs/ggml/ggml.go FlashAttention()).
+    fa = default_flash_attention(generation) if s.flash_attention is None else bool(s.flash_attention)
+    if fa and generation in FA_UNSUPPORTED_GENERATIONS:
+        reasons.append(f"Gemma {generation} does not support flash attention in Ollama; it stays off")
+        fa = False
     if kv != "f16" and not fa:
-        reasons.append(f"OLLAMA_KV_CACHE_TYPE={kv} needs OLLAMA_FLASH_ATTENTION=1; Ollama falls back to f16")
+        reasons.append(f"OLLAMA_KV_CACHE_TYPE={kv} needs flash attention (OLLAMA_FLASH_ATTENTION=1); "
+                       "Ollama falls back to f16")
         kv = "f16"
     devices = tuple(hardware.devices)
-    total_vram = sum(d.capacity_bytes for d in devices)
-    num_ctx = s.max_model_len or default_context(total_vram, spec.n_ctx_train)
-    parallel = s.max_num_seqs or 1
-    run = RunSettings(n_ctx=num_ctx * parallel, n_batch=NUM_BATCH, n_ubatch=NUM_BATCH, n_parallel=parallel,
+    total_vram = sum(max(0, d.capacity_bytes - s.gpu_overhead_bytes) for d in devices)
+    num_ctx = min(s.max_model_len, spec.n_ctx_train) if s.max_model_len else default_context(total_vram,
+                                                                                              spec.n_ctx_train)
+    parallel = s.max_num_seqs or NUM_PARALLEL_DEFAULT
+    n_batch = min(NUM_BATCH, num_ctx)  # llm/server.go: BatchSize = min(num_batch, num_ctx)
+    run = RunSettings(n_ctx=num_ctx * parallel, n_batch=n_batch, n_ubatch=n_batch, n_parallel=parallel,
                       flash_attn="on" if fa else "off", cache_type_k=kv, cache_type_v=kv, n_outputs_max=parallel)
     reserved = tuple(
         Device(d.id, d.name, d.backend, d.capacity_bytes - _reserve(d.backend, s.gpu_overhead_bytes)) for d in devices)
@@ -126,9 +157,10 @@ def estimate_ollama(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSe
         verdict = "offload"  # the projector did not fit next to all layers
     reasons = list(r.verdict.reasons) + reasons
     reasons.append(f"Ollama defaults: num_ctx {num_ctx} ({'set' if s.max_model_len else 'by VRAM'}), "
-                   f"OLLAMA_NUM_PARALLEL {parallel}, flash attention {'on' if fa else 'off'}, KV cache {kv}, "
-                   f"num_batch {NUM_BATCH}; {MINIMUM_MEMORY.get(devices[0].backend, 0) // MIB if devices else 0} MiB "
-                   "per GPU kept free")
+                   f"OLLAMA_NUM_PARALLEL {parallel}{'' if s.max_num_seqs else ' (assumed default)'}, flash "
+                   f"attention {'on' if fa else 'off'}{'' if s.flash_attention is not None else ' (model default)'}, "
+                   f"KV cache {kv}, num_batch {n_batch}; "
+                   f"{minimum_memory(devices[0].backend) // MIB if devices else 0} MiB per GPU kept free")
     host = {"weights_bytes": est.host.weights_bytes, "kv_cache_bytes": est.host.kv_cache_bytes,
             "compute_bytes": est.host.compute_bytes, "total_bytes": est.host.total_bytes,
             "capacity_bytes": est.host.capacity_bytes}
@@ -140,7 +172,7 @@ def estimate_ollama(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSe
         "OLLAMA_FLASH_ATTENTION": fa,
         "OLLAMA_KV_CACHE_TYPE": kv,
         "OLLAMA_GPU_OVERHEAD": s.gpu_overhead_bytes,
-        "num_batch": NUM_BATCH,
+        "num_batch": n_batch,
         "n_gpu_layers": r.verdict.n_gpu_layers,
         "n_layers_total": spec.n_layer + 1,
         "llama_cpp_total_bytes": [dm.total_bytes for dm in est.devices],

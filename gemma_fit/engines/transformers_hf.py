@@ -10,8 +10,19 @@ Rules read from the transformers 5.24.0 wheel (PyPI):
   prefill computes logits for the last position only; the logits are cast to fp32 (`.float()`) before
   the logits processors and sampling. generate with cache_implementation="static" sets
   max_cache_len = prompt + max_new_tokens.
-- src/transformers/integrations/bitsandbytes.py: Linear layers become Linear8bitLt / Linear4bit
-  (NF4, blocksize 64, no double quant unless asked); embeddings and the tied lm_head stay bf16.
+- src/transformers/integrations/bitsandbytes.py replace_with_bnb_linear: only nn.Linear (and Conv1D)
+  modules become Linear8bitLt / Linear4bit; nn.Embedding (token and per-layer embeddings) and norms are
+  never converted, and quantizers/base.py get_keys_to_not_convert (used when llm_int8_skip_modules is
+  None, the default) also skips tied weights, the output embeddings (lm_head) and the last module.
+  Vision/audio tower Linear layers ARE quantized (counted here as bf16: a slight over-estimate).
+- src/transformers/utils/quantization_config.py BitsAndBytesConfig defaults: bnb_4bit_quant_type "fp4"
+  (the snippet below asks for "nf4"; same storage), bnb_4bit_use_double_quant False, llm_int8_threshold
+  6.0, quant storage uint8. Linear4bit gets compress_statistics = bnb_4bit_use_double_quant.
+- Storage (bitsandbytes 0.50.2 wheel, functional.py quantize_4bit / int8_vectorwise_quant): 4-bit =
+  two 4-bit values per byte + one fp32 absmax per block of 64 (Params4bit / quantize_4bit default
+  blocksize) = 0.5 + 4/64 B per parameter; with double quant the absmax is re-quantized to 8 bit in
+  blocks of 256 (+ one fp32 absmax per 256 blocks) = 0.5 + 1/64 + 4/(64 x 256) B. 8-bit (LLM.int8) =
+  int8 weights + one fp32 scale per output row (SCB) = 1 + 4/in_features B.
 The caching allocator keeps freed blocks reserved, so nvidia-smi shows the peak, not the steady state.
 transformers does not offload layers unless device_map="auto" is given a max_memory smaller than the
 model (then accelerate runs the rest from CPU RAM, slowly): the verdict here is go / tight / no-go.

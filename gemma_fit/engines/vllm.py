@@ -4,12 +4,24 @@ Rules read from the vLLM 0.33.0 sdist (PyPI), file by file:
 - vllm/v1/worker/gpu_worker.py determine_available_memory: available KV memory =
   requested_memory - non_kv_cache_memory - cudagraph_memory_estimate, where
   vllm/v1/worker/utils.py request_memory: requested_memory = ceil(total_memory x gpu_memory_utilization)
-  and vllm/utils/mem_utils.py memory_profiling: non_kv_cache_memory = total_consumed (weights +
-  non-torch memory: CUDA context, cuBLAS, NCCL) + transient_peak_headroom (torch peak of the profile run).
-  CUDA graph memory is subtracted by default (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1, vllm/envs.py).
-- vllm/config/cache.py: gpu_memory_utilization default 0.92, DEFAULT_BLOCK_SIZE 16.
+  and vllm/utils/mem_utils.py memory_profiling: non_kv_cache_memory = total_consumed + transient_peak_headroom,
+  total_consumed = free memory at the start-up snapshot - free memory after the profile run (weights, other
+  persistent torch tensors, and non-torch memory allocated AFTER the snapshot), transient_peak_headroom =
+  torch peak - torch allocated after the profile run. The snapshot (gpu_worker.py init_device) is taken
+  after the CUDA context, NCCL and the cuBLAS/cuBLASLt handles exist, so those sit in the
+  (1 - gpu_memory_utilization) slack, not in the KV budget; request_memory refuses to start when the free
+  memory at the snapshot is below ceil(total x gpu_memory_utilization).
+- CUDA graphs: gpu_model_runner.py profile_cudagraph_memory captures the first two graphs of each mode
+  and estimates first_capture + (n_graphs - 1) x max(second_capture, 1 MiB), the max over modes (FULL and
+  PIECEWISE share one pool) plus encoder graphs; determine_available_memory subtracts it when
+  VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 (vllm/envs.py default "1"; the log calls it "default since
+  v0.21.0"); 0 with --enforce-eager (cudagraph_mode NONE). Both amounts are measured at start-up only:
+  NON_TORCH_BYTES and CUDA_GRAPH_BYTES below are budgets, not vLLM values.
+- vllm/config/cache.py: gpu_memory_utilization default 0.92 (Field(default=0.92)), DEFAULT_BLOCK_SIZE 16.
 - vllm/engine/arg_utils.py get_batch_defaults (OPENAI_API_SERVER, i.e. `vllm serve`): >= 160 GiB GPUs
-  16384 tokens / 1024 seqs; >= 70 GiB and not A100: 8192 / 1024; otherwise 2048 / 256.
+  16384 tokens / 1024 seqs; >= 70 GiB and not A100 and not GB10 (compute capability 12.1): 8192 / 1024;
+  otherwise 2048 / 256 (LLM class offline: 16384 / 8192 tokens instead; --performance-mode throughput
+  doubles both).
 - vllm/v1/core/kv_cache_planning.py _get_kv_cache_groups_uniform_page_size: layers grouped by spec
   (full / sliding, head sizes); group size = the smallest type's layer count (the largest when
   max < 1.5 x min); each type padded to whole groups. unify_kv_cache_spec_page_size: smaller pages get a
@@ -59,9 +71,14 @@ from . import (
 )
 
 VERSION = "vLLM 0.33.0"
-# Non-torch memory (CUDA context, cuBLAS/NCCL workspaces) counted in total_consumed: a budget, not measured.
+# BUDGET, not a vLLM value: non-torch memory allocated after the start-up snapshot (attention-backend and
+# cuBLAS workspaces, NCCL growth) plus allocator slack, which vLLM 0.33.0 measures at start-up inside
+# total_consumed (vllm/utils/mem_utils.py memory_profiling). The CUDA context / NCCL / cuBLAS handles
+# themselves predate the snapshot (vllm/v1/worker/gpu_worker.py init_device) and are NOT in it.
 NON_TORCH_BYTES = 1 * GIB
-# CUDA graph pool (profile_cudagraph_memory measures it at start-up): a budget, not measured.
+# BUDGET, not a vLLM value: vLLM 0.33.0 measures the CUDA graph pool at start-up
+# (vllm/v1/worker/gpu_model_runner.py profile_cudagraph_memory: first capture + (n - 1) x per-graph, >= 1 MiB
+# per graph) and subtracts it (vllm/envs.py VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS default 1).
 CUDA_GRAPH_BYTES = 512 * MIB
 ASYNC_CONCURRENT_BATCHES = 2  # vllm/config/vllm.py max_concurrent_batches with async scheduling
 SAMPLER_COPIES = 2  # fp32 logits + probabilities in the dummy sampler run
@@ -74,7 +91,9 @@ def batch_defaults(total_memory: int, device_name: str) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) of `vllm serve` (engine/arg_utils.py get_batch_defaults)."""
     if total_memory >= 160 * GIB:
         return 16384, 1024
-    if total_memory >= 70 * GIB and "a100" not in device_name.lower():
+    name = device_name.lower()
+    # arg_utils.py also keeps GB10 (DGX Spark, compute capability 12.1) on the small tier; matched by name here.
+    if total_memory >= 70 * GIB and "a100" not in name and "gb10" not in name:
         return 8192, 1024
     return 2048, 256
 
@@ -244,6 +263,8 @@ def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSett
 
     reasons: list[str] = []
     util = f"--gpu-memory-utilization {s.gpu_memory_utilization:g}"
+    budgets = (f"non-torch {NON_TORCH_BYTES / GIB:g} GiB" + (f" and CUDA graphs {graphs / MIB:g} MiB" if graphs else "")
+               + " are budgets: vLLM measures them at start-up (memory_profiling, profile_cudagraph_memory)")
     requested_gib = math.ceil(dev0.capacity_bytes * s.gpu_memory_utilization) / GIB
     if budget <= 0:
         verdict = "no-go"
@@ -271,6 +292,7 @@ def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSett
     shared = spec.n_layer - len(kv_layers(spec))
     if shared:
         reasons.append(f"{shared} KV-shared layers own no cache")
+    reasons.append(budgets)
     if quant in ("awq-int4", "gptq-int4", "nvfp4"):
         reasons.append(f"{quant} needs a pre-quantized checkpoint; vLLM does not quantize these at load time")
 
@@ -291,6 +313,9 @@ def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSett
         "tensor_parallel_size": tp,
         "kv_cache_dtype": s.kv_cache_dtype,
         "non_torch_bytes": NON_TORCH_BYTES,
+        "non_torch_bytes_is_budget": True,  # measured by vLLM at start-up (memory_profiling), not modelled
+        "cuda_graph_bytes": graphs,
+        "cuda_graph_bytes_is_budget": bool(graphs),  # measured by profile_cudagraph_memory at start-up
         "tower_params": towers,
         "n_params_active": p.active,
         "offloads_layers": False,
@@ -303,5 +328,7 @@ def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSett
         sources=(f"{VERSION} vllm/v1/worker/gpu_worker.py determine_available_memory",
                  f"{VERSION} vllm/v1/core/kv_cache_planning.py get_kv_cache_config_from_groups",
                  f"{VERSION} vllm/v1/kv_cache_interface.py SlidingWindowSpec.max_admission_blocks_per_request",
-                 f"{VERSION} vllm/engine/arg_utils.py get_batch_defaults"),
+                 f"{VERSION} vllm/engine/arg_utils.py get_batch_defaults",
+                 f"{VERSION} vllm/utils/mem_utils.py memory_profiling, vllm/v1/worker/gpu_model_runner.py "
+                 "profile_cudagraph_memory (measured at start-up; budgets here)"),
     )
