@@ -46,6 +46,18 @@ class ComputePhases:
     ffn: int
     attention: int
     output: int
+    # CUDA/ROCm only: f16 copies of a quantized (or bf16) K/V cache that the flash-attention prompt
+    # kernels (tile / MMA) need, reserved inside the FA node's allocation (ggml-cuda/fattn.cu,
+    # ggml_cuda_flash_attn_ext_get_alloc_size), for the largest layer at full cache length.
+    fa_f16_copies: int = 0
+    fa_attention: int = 0  # the attention phase with flash attention, around those copies
+
+    def device_layers(self, backend: str) -> int:
+        """The layers phase on a GPU of this backend (the CUDA FA copies can make attention the peak)."""
+        if backend in ("cuda", "rocm") and self.fa_f16_copies:
+            attention = max(self.attention, self.fa_attention + self.fa_f16_copies)
+            return self.masks + self.per_layer_inputs + max(self.ffn, attention)
+        return self.layers
 
     @property
     def layers(self) -> int:
@@ -92,4 +104,22 @@ def compute_phases(model: ModelSpec, s: RunSettings, kv: KVCacheLayout) -> Compu
         ffn=int(ffn * n_tokens * F32),
         attention=int(attention * n_tokens * F32),
         output=int(output),
+        fa_f16_copies=fa_f16_copy_bytes(model, s, kv) if fa else 0,
+        fa_attention=int((3 * e + 2 * q) * n_tokens * F32),
     )
+
+
+def fa_f16_copy_bytes(model: ModelSpec, s: RunSettings, kv: KVCacheLayout) -> int:
+    """Bytes of the f16 K and V copies for the largest cache-owning layer (0 for an f16 cache)."""
+    k_copy = s.type_k.name != "F16"
+    v_copy = s.type_v.name != "F16"
+    if not (k_copy or v_copy):
+        return 0
+    best = 0
+    for layer in model.layers:
+        if not layer.has_kv:
+            continue
+        cells = (kv.swa_cells if layer.is_swa and model.has_swa else kv.base_cells) * kv.n_streams
+        per_tensor = cells * layer.n_embd_k_gqa * 2
+        best = max(best, per_tensor * (int(k_copy) + int(v_copy)))
+    return best

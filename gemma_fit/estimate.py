@@ -125,13 +125,14 @@ def _largest_host_layer_weights(plan: TensorPlan, placement: Placement) -> int:
 
 
 def _compute_split(model: ModelSpec, plan: TensorPlan, placement: Placement, phases: ComputePhases,
-                   n_tokens: int, n_devices: int) -> tuple[list[int], int]:
+                   n_tokens: int, backends: list[str]) -> tuple[list[int], int]:
     """Compute buffer per GPU and on the host."""
+    n_devices = len(backends)
     if n_devices == 0:
         return [], phases.total
     dev = [0] * n_devices
     for d in set(placement.layer_device) - {CPU}:
-        dev[d] = phases.layers
+        dev[d] = phases.device_layers(backends[d])
     if placement.output_device != CPU:
         dev[placement.output_device] = max(dev[placement.output_device], phases.output)
     host = _host_inputs(model, phases, n_tokens)
@@ -175,7 +176,7 @@ def estimate_memory(plan: TensorPlan, s: RunSettings, devices: tuple[Device, ...
     weights = weights_by_device(plan, placement)
     kv_dev, kv_host = _kv_by_device(model, kv, placement, s, len(devices))
     n_tokens = min(s.resolved_ctx(model), s.ubatch)
-    comp_dev, comp_host = _compute_split(model, plan, placement, phases, n_tokens, len(devices))
+    comp_dev, comp_host = _compute_split(model, plan, placement, phases, n_tokens, [d.backend for d in devices])
     per_device = tuple(
         DeviceMemory(
             id=d.id, name=d.name, weights_bytes=weights.device_bytes[i], kv_cache_bytes=kv_dev[i],

@@ -167,3 +167,18 @@ def test_the_example_machine_file_works() -> None:
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert len(doc["memory"]["devices"]) == 2 and doc["memory"]["host"]["capacity_bytes"] == 128 * 2**30
+
+
+def test_quantized_cache_adds_cuda_flash_attention_f16_copies() -> None:
+    """ggml-cuda's FA prompt kernels convert a quantized K/V cache to f16 inside the node's allocation:
+    Gemma 3 27B at 32K with q8_0: the largest layer's K and V at 32768 cells x 16 heads x 128 x 2 B."""
+    from gemma_fit.compute_buffer import fa_f16_copy_bytes
+    from gemma_fit.kv_cache import kv_cache_layout
+
+    spec = resolve_model("gemma-3-27b").spec
+    s = RunSettings(n_ctx=32768, cache_type_k="q8_0", cache_type_v="q8_0", flash_attn="on")
+    assert fa_f16_copy_bytes(spec, s, kv_cache_layout(spec, s)) == 256 * 2**20
+    assert fa_f16_copy_bytes(spec, RunSettings(n_ctx=32768), kv_cache_layout(spec, RunSettings(n_ctx=32768))) == 0
+    cuda = check("gemma-3-27b", ["h100-sxm"], n_ctx=32768, cache_type_k="q8_0", cache_type_v="q8_0")
+    metal = check("gemma-3-27b", ["m3-ultra"], n_ctx=32768, cache_type_k="q8_0", cache_type_v="q8_0")
+    assert cuda["memory"]["devices"][0]["compute_bytes"] > metal["memory"]["devices"][0]["compute_bytes"]
