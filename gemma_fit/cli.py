@@ -24,6 +24,7 @@ from .hardware_select import Hardware, select_hardware
 from .model_db import ResolvedModel, entry_spec, load_model_db, resolve_model
 from .model_entry import GENERATION_ORDER
 from .render import render_check, render_engine, render_inspect, render_smoke
+from .report import is_llama_cpp
 from .settings import RunSettings, parse_n_gpu_layers
 from .tensor_plan import TensorPlan, build_plan
 from .units import fmt_bytes
@@ -185,7 +186,7 @@ def check(
     hw = select_hardware(gpu or [], hardware, _state["hardware_db"])
     settings = _settings(ctx, batch, ubatch, parallel, kv_unified, flash_attn, cache_type_k, cache_type_v,
                          n_gpu_layers, swa_full, mmproj if engine == "llama.cpp" else None)
-    if engine.strip().lower() not in ("llama.cpp", "llamacpp", "llama-cpp"):
+    if not is_llama_cpp(engine):
         from .cli_engines import run_engine_check
 
         if gguf is not None:
@@ -230,12 +231,9 @@ def inspect(
     html: HtmlOpt = None,
 ) -> None:
     """What a GGUF holds (header only) and, with --gpu or --hardware, what it needs there."""
-    from .gguf_reader import read_gguf_header
-    from .model_from_gguf import plan_from_gguf, spec_from_gguf
+    from .model_from_gguf import model_from_gguf
 
-    header = read_gguf_header(file)
-    spec = spec_from_gguf(header)
-    plan = plan_from_gguf(header, spec)
+    header, spec, plan = model_from_gguf(file)
     info = {"schema": "gemma-fit.inspect/1", "file": str(file), "arch": spec.arch, "n_params": plan.n_params,
             "file_size_bytes": header.file_bytes, "tensor_types": plan.type_counts(), "n_ctx_train": spec.n_ctx_train,
             "n_layers": spec.n_layer, "n_tensors": len(plan.tensors), "file_type": plan.ftype.name,
@@ -347,12 +345,10 @@ def _record_smoke(doc: dict[str, object]) -> None:
 
 
 def _gguf_model(path: Path) -> tuple[ResolvedModel, TensorPlan]:
-    from .gguf_reader import read_gguf_header
-    from .model_from_gguf import plan_from_gguf, spec_from_gguf
+    from .model_from_gguf import model_from_gguf
 
-    header = read_gguf_header(path)
-    spec = spec_from_gguf(header)
-    return ResolvedModel(spec, None, f"from {path}"), plan_from_gguf(header, spec)
+    _, spec, plan = model_from_gguf(path)
+    return ResolvedModel(spec, None, f"from {path}"), plan
 
 
 @list_app.command("models")
