@@ -58,6 +58,8 @@ def run_check(resolved: ResolvedModel, quant: str, settings: RunSettings, hardwa
                 ram_bandwidth_gbps=machine.ram_bandwidth_gbps if machine else None,
                 disk_read_gbps=machine.disk.sequential_read_gbps if machine and machine.disk else None,
                 cpu_cores=_local_cores() if not hardware.gpus and machine is None else None,
+                attachments=machine.attachments if machine else None,
+                ram_bytes=(machine.ram_bytes if machine else None) or hardware.host_capacity_bytes,
             )
         except SpeedInputError as exc:
             speed_error = str(exc)
@@ -70,6 +72,10 @@ def _local_cores() -> int | None:
     return psutil.cpu_count(logical=True)
 
 
+def _rounded(value: float | None, digits: int, scale: float = 1.0) -> float | None:
+    return None if value is None else round(value * scale, digits)
+
+
 def _performance_json(r: CheckResult) -> dict[str, Any] | None:
     p = r.performance
     if p is None:
@@ -80,6 +86,11 @@ def _performance_json(r: CheckResult) -> dict[str, Any] | None:
             "bottleneck": p.bottleneck,
             "prompt_tokens": p.prompt_tokens,
             "decode_time_by_device_s": {k: round(v, 6) for k, v in p.decode_time_by_device_s.items()},
+            "load_warm_s": _rounded(p.load_warm_s, 2),
+            "per_offloaded_layer_ms": _rounded(p.per_offloaded_layer_s, 3, scale=1e3),
+            "interconnect": p.interconnect,
+            "split_modes_decode_tokens_per_s": {k: round(v, 2)
+                                                for k, v in (p.split_modes_decode_tokens_per_s or {}).items()},
             "notes": list(p.notes)}
 
 

@@ -26,11 +26,18 @@ BANDWIDTH_TOLERANCE = 0.03  # memory_bandwidth_gbps vs bus_width_bits / 8 x memo
 MEMORY_TOLERANCE = 0.03  # memory.yaml per_channel_gbps vs speed_mts x 8 bytes
 
 # Dense FP16 tensor TFLOPS a part of each architecture can plausibly have (smallest SoC to largest module).
+# Volta: from the Jetson AGX Xavier GPU (64 tensor cores, about 11) to the V100S (130).
 ARCH_FP16_TFLOPS: dict[str, tuple[float, float]] = {
-    "turing": (5, 150), "ampere": (5, 400), "ada": (20, 450), "hopper": (400, 1200), "blackwell": (50, 2600),
+    "volta": (5, 150), "turing": (5, 150), "ampere": (5, 400), "ada": (20, 450), "hopper": (400, 1200),
+    "blackwell": (50, 2600),
     "rdna3": (10, 200), "cdna2": (50, 500), "cdna3": (300, 1500), "xe-hpg": (10, 200), "xe2-hpg": (10, 200),
     "apple-m2": (1, 100), "apple-m3": (1, 100), "apple-m4": (1, 100),
 }
+# Architectures without tensor (matrix) units: Pascal and RDNA 2 multiply on the shader cores (packed FP16,
+# DP4A-style INT8 dot products), so their fp16_tensor_tflops / int8_tensor_tops stay null, as on the
+# tensor-less Turing TU116/TU117 parts (t1000); the non-tensor rates belong in notes. A number there would be
+# read as tensor throughput by the prefill estimate and the speed calibration.
+NO_MATRIX_UNITS = {"pascal", "rdna2"}
 # Per-pin data rate (Gbit/s) by memory type, most specific prefix first.
 DATA_RATE_GBPS: list[tuple[str, tuple[float, float]]] = [
     ("GDDR6X", (19, 24)), ("GDDR7", (28, 40)), ("GDDR6", (10, 24)), ("HBM", (1, 10)), ("LPDDR", (3, 11)),
@@ -148,7 +155,11 @@ def _gpu_physics(e: GPUEntry) -> Iterator[tuple[str, str]]:
             yield ("memory_bandwidth_gbps",
                    f"{e.memory_bandwidth_gbps:g} GB/s disagrees with bus_width_bits / 8 x memory_data_rate_gbps = "
                    f"{e.bus_width_bits} / 8 x {e.memory_data_rate_gbps:g} = {calc:.1f} GB/s ({off:+.0%})")
-    if e.fp16_tensor_tflops is not None:
+    if e.arch in NO_MATRIX_UNITS:
+        for name in ("fp16_tensor_tflops", "int8_tensor_tops"):
+            if getattr(e, name) is not None:
+                yield (name, f"{e.arch} has no tensor (matrix) units: use null and give the shader-core rate in notes")
+    elif e.fp16_tensor_tflops is not None:
         low, high = ARCH_FP16_TFLOPS[e.arch]
         if not low <= e.fp16_tensor_tflops <= high:
             yield ("fp16_tensor_tflops", f"{e.fp16_tensor_tflops:g} TFLOPS is outside {low:g}-{high:g}, "

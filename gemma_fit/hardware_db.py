@@ -77,6 +77,7 @@ class GPUSpec:
     cuda_total_bytes: int | None = None  # CUDA's own total where published (can be below usable_memory_bytes)
     int8_tensor_tops: float | None = None  # dense INT8 tensor throughput (llama.cpp's MMQ kernels use it)
     logical_devices: int = 1  # devices software sees on this card (MI250X: 2)
+    nvlink_sxm: bool = False  # an SXM module: its NVLink reaches the other GPUs of the board
 
 
 def spec_from_entry(entry: GPUEntry) -> GPUSpec:
@@ -89,6 +90,7 @@ def spec_from_entry(entry: GPUEntry) -> GPUSpec:
         nvlink_gbps=entry.nvlink_gbps, tdp_w=entry.tdp_w, source=entry.source,
         cuda_total_bytes=entry.cuda_total_bytes, logical_devices=entry.logical_devices,
         int8_tensor_tops=entry.int8_tensor_tops,
+        nvlink_sxm="SXM" in entry.form_factor and bool(entry.nvlink_gbps),
     )
 
 

@@ -21,8 +21,8 @@ URL = r"^https?://\S+$"
 Vendor = Literal["nvidia", "amd", "apple", "intel"]
 Backend = Literal["cuda", "rocm", "metal", "vulkan", "sycl"]
 Arch = Literal[
-    "turing", "ampere", "ada", "hopper", "blackwell",
-    "rdna3", "cdna2", "cdna3",
+    "pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell",
+    "rdna2", "rdna3", "cdna2", "cdna3",
     "apple-m2", "apple-m3", "apple-m4",
     "xe-hpg", "xe2-hpg",
 ]

@@ -98,9 +98,9 @@ def validate(s: RunSettings, model: ModelSpec) -> RunSettings:
         raise BadInput(f"--flash-attn {s.flash_attn} must be auto, on or off")
     if s.flash_attn == "off" and s.type_v.is_quantized:
         raise BadInput(f"a quantized V cache ({s.cache_type_v}) needs flash attention; use --flash-attn on or auto")
-    if s.n_gpu_layers is not None and not 0 <= s.n_gpu_layers <= model.n_layer + 1:
-        raise BadInput(f"--n-gpu-layers {s.n_gpu_layers} is beyond the model's {model.n_layer + 1} offloadable "
-                       f"layers ({model.n_layer} repeating + output); use 0..{model.n_layer + 1} or auto")
+    if s.n_gpu_layers is not None and s.n_gpu_layers < 0:
+        raise BadInput(f"--n-gpu-layers {s.n_gpu_layers} is impossible: use 0..{model.n_layer + 1}, more for all "
+                       "(llama.cpp clamps -ngl 99), or auto")
     if s.ctx_per_stream(model) < 256:
         raise BadInput("the context per sequence is below llama.cpp's minimum of 256")
     return replace(s, cache_type_k=s.cache_type_k.lower(), cache_type_v=s.cache_type_v.lower())

@@ -15,7 +15,8 @@ from functools import cache
 
 from .db_files import read_packaged_yaml
 from .estimate import MemoryEstimate
-from .hardware_db import GPUSpec
+from .hardware_db import GPUAttachment, GPUSpec
+from .links import Link, default_attachment, host_link, peer_link
 from .model_spec import ModelSpec
 from .placement import CPU
 from .tensor_plan import TensorPlan, TensorSpec
@@ -23,7 +24,6 @@ from .tensor_plan import TensorPlan, TensorSpec
 # Assumed when the user gives no machine file (flagged in the output): a typical desktop.
 DEFAULT_RAM_BANDWIDTH_GBPS = 89.6  # DDR5-5600, two 64-bit channels
 DEFAULT_DISK_READ_GBPS = 7.0  # NVMe PCIe 4.0 x4 sequential read (hardware_db/storage.yaml nvme-gen4)
-DEFAULT_PCIE_GBPS = 25.0  # PCIe 4.0 x16 per direction, after encoding, as measured by typical copies
 
 
 @cache
@@ -73,6 +73,10 @@ class Performance:
     prompt_tokens: int
     decode_time_by_device_s: dict[str, float]
     notes: tuple[str, ...]
+    load_warm_s: float | None = None  # the file already in the page cache; None: it does not fit in RAM
+    per_offloaded_layer_s: float | None = None  # decode seconds per token each layer left on the CPU adds
+    interconnect: str | None = None  # the GPU-to-GPU link of a multi-GPU split
+    split_modes_decode_tokens_per_s: dict[str, float] | None = None  # layer vs row split, several GPUs
 
 
 def _read_per_token(t: TensorSpec, plan: TensorPlan) -> float:
@@ -123,6 +127,33 @@ def _token_work(plan: TensorPlan) -> _TokenWork:
     return work
 
 
+@cache
+def _attended(n_tokens: int, n_ubatch: int, window: int) -> float:
+    """Sum over a prompt's ubatches of (tokens in the ubatch x KV cells its attention reads).
+
+    llama.cpp computes each ubatch's scores against every cell up to the ubatch's end (the causal
+    mask zeroes the rest, it does not skip them); a sliding-window layer reads at most its window
+    plus the ubatch. window = 0: full attention."""
+    total, start = 0.0, 0
+    while start < n_tokens:
+        u = min(n_ubatch, n_tokens - start)
+        end = start + u
+        n_kv = min(end, window + n_ubatch) if window else end
+        total += u * n_kv
+        start = end
+    return total
+
+
+def attention_flops(model: ModelSpec, n_tokens: int, n_ubatch: int) -> dict[int, float]:
+    """FLOPs of attention itself (scores Q.K and the weighted sum with V) over a prompt, per layer:
+    2 x n_head x head_dim for each of the two products, per (token, attended cell) pair."""
+    out = {}
+    for layer in model.layers:
+        window = model.n_swa if layer.is_swa and model.has_swa else 0
+        out[layer.index] = 4.0 * layer.n_head * layer.head_dim * _attended(n_tokens, n_ubatch, window)
+    return out
+
+
 def _kv_read_per_token(model: ModelSpec, est: MemoryEstimate, position: int) -> dict[int, float]:
     """KV bytes attended for one token at `position`, per layer (SWA layers stop at their cache)."""
     out = {}
@@ -139,91 +170,233 @@ class SpeedInputError(ValueError):
     """Speed cannot be predicted (the memory verdict still stands)."""
 
 
+@dataclass(frozen=True)
+class _DeviceWork:
+    """Per-token weight + KV bytes read and matmul FLOPs, and prompt attention FLOPs, by device."""
+
+    read: dict[int, float]
+    flops: dict[int, float]
+    attn_flops: dict[int, float]
+    layers: dict[int, int]
+
+
+def _device_work(plan: TensorPlan, est: MemoryEstimate, n_gpus: int, prompt_tokens: int) -> _DeviceWork:
+    model, placement = plan.model, est.placement
+    devices = [*range(n_gpus), CPU]
+    read = dict.fromkeys(devices, 0.0)
+    flops = dict.fromkeys(devices, 0.0)
+    attn = dict.fromkeys(devices, 0.0)
+    layers = dict.fromkeys(devices, 0)
+    work = _token_work(plan)
+    for il, (r, f) in enumerate(work.layers):
+        d = placement.layer_device[il]
+        read[d] += r
+        flops[d] += f
+        layers[d] += 1
+    read[placement.output_device] += work.output[0]
+    flops[placement.output_device] += work.output[1]
+    for il, nbytes in _kv_read_per_token(model, est, max(1, prompt_tokens)).items():
+        read[placement.layer_device[il] if est.settings.kv_offload else CPU] += nbytes
+    for il, f in attention_flops(model, prompt_tokens, est.settings.ubatch).items():
+        attn[placement.layer_device[il]] += f
+    return _DeviceWork(read, flops, attn, layers)
+
+
+def _boundaries(layer_device: tuple[int, ...] | list[int]) -> int:
+    """Hand-overs of the hidden state between consecutive layers on different devices."""
+    return sum(1 for a, b in zip(layer_device, layer_device[1:], strict=False) if a != b)
+
+
+def _prefill_rate(g: GPUSpec, quantized: bool) -> float:
+    """FLOP/s a GPU reaches in prefill: INT8 tensor throughput for quantized weights (MMQ), else FP16."""
+    eff, _ = efficiency("prefill", g.backend, "consumer" if "GeForce" in g.name else "pro")
+    tops = (g.int8_tensor_tops if quantized else None) or g.fp16_tensor_tflops or 0.0
+    return tops * 1e12 * eff
+
+
+def _attention_rate(g: GPUSpec) -> float:
+    """Attention runs in FP16 on the tensor cores (flash attention's MMA kernels or cuBLAS)."""
+    eff, _ = efficiency("prefill", g.backend, "consumer" if "GeForce" in g.name else "pro")
+    return (g.fp16_tensor_tflops or 0.0) * 1e12 * eff
+
+
 def predict_performance(plan: TensorPlan, est: MemoryEstimate, gpus: tuple[GPUSpec, ...],
                         prompt_tokens: int, ram_bandwidth_gbps: float | None = None,
-                        disk_read_gbps: float | None = None, cpu_cores: int | None = None) -> Performance:
-    model = plan.model
+                        disk_read_gbps: float | None = None, cpu_cores: int | None = None,
+                        attachments: tuple[GPUAttachment, ...] | None = None,
+                        ram_bytes: int | None = None) -> Performance:
     if prompt_tokens > est.n_ctx:
         raise SpeedInputError(f"a prompt of {prompt_tokens:,} tokens is longer than the context ({est.n_ctx:,})")
+    if prompt_tokens < 1:
+        raise SpeedInputError("the prompt must have at least one token")
     missing = [g.name for g in gpus if not g.memory_bandwidth_gbps]
     if missing:
         raise SpeedInputError(f"no memory-bandwidth figure for {', '.join(missing)} in the hardware database")
+    attachments = attachments or tuple(default_attachment(g) for g in gpus)
     notes: list[str] = []
     ram_bw = ram_bandwidth_gbps or DEFAULT_RAM_BANDWIDTH_GBPS
     if ram_bandwidth_gbps is None:
         notes.append(f"system memory assumed {DEFAULT_RAM_BANDWIDTH_GBPS} GB/s (DDR5-5600 dual channel); "
                      "give --hardware with ram_type/speed for yours")
-    placement = est.placement
-    device_of_layer = list(placement.layer_device)
-    read = {d: 0.0 for d in [*range(len(gpus)), CPU]}
-    flops = {d: 0.0 for d in [*range(len(gpus)), CPU]}
-    work = _token_work(plan)
-    for il, (r, f) in enumerate(work.layers):
-        read[device_of_layer[il]] += r
-        flops[device_of_layer[il]] += f
-    read[placement.output_device] += work.output[0]
-    flops[placement.output_device] += work.output[1]
-    position = max(1, prompt_tokens)
-    for il, nbytes in _kv_read_per_token(model, est, position).items():
-        read[device_of_layer[il] if est.settings.kv_offload else CPU] += nbytes
-    times: dict[str, float] = {}
-    pp_times: dict[str, float] = {}
-    for i, g in enumerate(gpus):
-        eff, per_layer, src = decode_model(g.backend, g.arch)
-        bw = (g.memory_bandwidth_gbps or 0) * 1e9 * eff
-        n_layers = sum(1 for d in device_of_layer if d == i)
-        times[g.id] = read[i] / bw + n_layers * per_layer if bw else float("inf")
-        pp_eff, _ = efficiency("prefill", g.backend, "consumer" if "GeForce" in g.name else "pro")
-        quantized = plan.ftype.default_type.is_quantized
-        tops = (g.int8_tensor_tops if quantized else None) or g.fp16_tensor_tflops or 0
-        pp_times[g.id] = flops[i] / (tops * 1e12 * pp_eff) if tops else float("inf")
-        if i == 0:
-            notes.append(f"decode efficiency {eff:.2f} of {g.memory_bandwidth_gbps} GB/s ({src})")
-    cpu_eff, cpu_gflops_core, cpu_where = cpu_terms()
-    if read[CPU] > 0 or not gpus:
-        times["cpu"] = read[CPU] / (ram_bw * 1e9 * cpu_eff)
-        notes.append(f"CPU layers decode at {cpu_eff:.0%} of system-memory bandwidth ({cpu_where})")
+    work = _device_work(plan, est, len(gpus), prompt_tokens)
+    times = _decode_times(gpus, work, ram_bw, notes)
+    peer = peer_link(gpus, attachments)
+    transfer_s = _decode_transfer_s(plan.model, est, gpus, peer, attachments)
+    if transfer_s:
+        times["links"] = transfer_s
     decode_s = sum(times.values())
-    decode_tps = 1.0 / decode_s if decode_s > 0 else 0.0
-    # prefill: GPU layers compute-bound; CPU-resident layers' weights cross PCIe once per ubatch
-    n_ub = est.settings.ubatch
-    pcie = _pcie_gbps(gpus)
-    cpu_layer_bytes = read[CPU] if gpus else 0.0
-    pp_per_token = sum(pp_times.values())
-    if gpus and cpu_layer_bytes:
-        pp_per_token += cpu_layer_bytes / (pcie * 1e9) / n_ub
+    host = host_link(attachments[0]) if gpus else None
+    prefill_s = _prefill_seconds(plan, est, gpus, work, prompt_tokens, host, peer, cpu_cores, notes)
+    prefill_tps = prompt_tokens / prefill_s if prefill_s > 0 else 0.0
+    load_cold, load_warm = _load_seconds(plan, est, host, disk_read_gbps, ram_bw, ram_bytes, notes)
+    per_cpu_layer = _per_offloaded_layer_s(plan, gpus, work, ram_bw) if gpus else None
+    split_modes = _split_mode_decode(plan, est, gpus, work, peer, ram_bw) if peer else {}
+    return Performance(
+        decode_tokens_per_s=1.0 / decode_s if decode_s > 0 else 0.0,
+        prefill_tokens_per_s=prefill_tps,
+        ttft_s=prefill_s + decode_s,
+        load_s=load_cold,
+        bottleneck=_bottleneck(times, gpus, est, peer),
+        prompt_tokens=prompt_tokens,
+        decode_time_by_device_s=times,
+        notes=tuple(notes),
+        load_warm_s=load_warm,
+        per_offloaded_layer_s=per_cpu_layer,
+        interconnect=peer.name if peer else None,
+        split_modes_decode_tokens_per_s=split_modes,
+    )
+
+
+def _gpu_decode_s(g: GPUSpec, read_bytes: float, n_layers: int) -> tuple[float, str]:
+    eff, per_layer, src = decode_model(g.backend, g.arch)
+    bw = (g.memory_bandwidth_gbps or 0) * 1e9 * eff
+    return (read_bytes / bw + n_layers * per_layer if bw else float("inf")), f"{eff:.2f} ({src})"
+
+
+def _decode_times(gpus: tuple[GPUSpec, ...], work: _DeviceWork, ram_bw: float, notes: list[str]) -> dict[str, float]:
+    """Seconds per generated token on each device; with a layer split they run one after another."""
+    times: dict[str, float] = {}
+    for i, g in enumerate(gpus):
+        key = g.id if g.id not in times else f"{g.id}#{i}"  # two cards of one kind each take their turn
+        times[key], src = _gpu_decode_s(g, work.read[i], work.layers[i])
+        if i == 0:
+            notes.append(f"decode efficiency {src} of {g.memory_bandwidth_gbps} GB/s")
+    cpu_eff, _, cpu_where = cpu_terms()
+    if work.read[CPU] > 0 or not gpus:
+        times["cpu"] = work.read[CPU] / (ram_bw * 1e9 * cpu_eff)
+        notes.append(f"CPU layers decode at {cpu_eff:.0%} of system-memory bandwidth ({cpu_where})")
+    return times
+
+
+def _decode_transfer_s(model: ModelSpec, est: MemoryEstimate, gpus: tuple[GPUSpec, ...], peer: Link | None,
+                       attachments: tuple[GPUAttachment, ...]) -> float:
+    """Per token, the hidden state (n_embd float32) crosses each device boundary of the layer split."""
     if not gpus:
+        return 0.0
+    hidden = 4.0 * model.n_embd
+    total = 0.0
+    devices = list(est.placement.layer_device)
+    for a, b in zip(devices, devices[1:], strict=False):
+        if a == b:
+            continue
+        link = host_link(attachments[0]) if CPU in (a, b) or peer is None else peer
+        total += link.seconds(hidden)
+    return total
+
+
+def _prefill_seconds(plan: TensorPlan, est: MemoryEstimate, gpus: tuple[GPUSpec, ...], work: _DeviceWork,
+                     prompt_tokens: int, host: Link | None, peer: Link | None, cpu_cores: int | None,
+                     notes: list[str]) -> float:
+    """Compute-bound prompt processing. With a GPU, llama.cpp runs the CPU-resident layers on the GPU
+    too for large batches, shipping their weights across PCIe once per ubatch."""
+    n_ubatches = -(-prompt_tokens // est.settings.ubatch)
+    if not gpus:
+        _, gflops_core, where = cpu_terms()
         cores = cpu_cores or 8
-        pp_per_token = flops[CPU] / (cpu_gflops_core * cores * 1e9)
-        notes.append(f"CPU prefill at {cpu_gflops_core:.0f} GFLOP/s per core x {cores} cores ({cpu_where})"
+        notes.append(f"CPU prefill at {gflops_core:.0f} GFLOP/s per core x {cores} cores ({where})"
                      + ("" if cpu_cores else "; 8 cores assumed"))
-    prefill_tps = 1.0 / pp_per_token if pp_per_token > 0 else 0.0
-    ttft = prompt_tokens / prefill_tps + decode_s if prefill_tps else float("inf")
-    load = _load_seconds(plan, est, pcie, disk_read_gbps, notes)
-    bottleneck = _bottleneck(times, pp_times, gpus, est, cpu_layer_bytes)
-    return Performance(decode_tps, prefill_tps, ttft, load, bottleneck, prompt_tokens, times, tuple(notes))
+        return (work.flops[CPU] * prompt_tokens + work.attn_flops[CPU]) / (gflops_core * cores * 1e9)
+    quantized = plan.ftype.default_type.is_quantized
+    total = 0.0
+    for i, g in enumerate(gpus):
+        mm_rate, at_rate = _prefill_rate(g, quantized), _attention_rate(g)
+        if not mm_rate or not at_rate:
+            return float("inf")
+        flops = work.flops[i] + (work.flops[CPU] if i == 0 else 0.0)
+        attn = work.attn_flops[i] + (work.attn_flops[CPU] if i == 0 else 0.0)
+        total += flops * prompt_tokens / mm_rate + attn / at_rate
+    if work.read[CPU] and host is not None:
+        total += n_ubatches * host.seconds(work.read[CPU])
+    if peer is not None:
+        hidden = 4.0 * plan.model.n_embd * est.settings.ubatch
+        total += n_ubatches * _boundaries([d for d in est.placement.layer_device if d != CPU]) * peer.seconds(hidden)
+    return total
 
 
-def _pcie_gbps(gpus: tuple[GPUSpec, ...]) -> float:
-    if not gpus or gpus[0].pcie_gen is None or gpus[0].pcie_lanes is None:
-        return DEFAULT_PCIE_GBPS
-    per_lane = {3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}.get(gpus[0].pcie_gen, 1.969)  # GB/s per lane per direction
-    return per_lane * gpus[0].pcie_lanes
+def _per_offloaded_layer_s(plan: TensorPlan, gpus: tuple[GPUSpec, ...], work: _DeviceWork, ram_bw: float) -> float:
+    """Decode seconds per token one more repeating layer costs on the CPU instead of the main GPU."""
+    layers = _token_work(plan).layers
+    layer_bytes = sum(r for r, _ in layers) / len(layers)
+    cpu_eff, _, _ = cpu_terms()
+    on_cpu = layer_bytes / (ram_bw * 1e9 * cpu_eff)
+    on_gpu, _ = _gpu_decode_s(gpus[0], layer_bytes, 1)
+    return max(0.0, on_cpu - on_gpu)
 
 
-def _load_seconds(plan: TensorPlan, est: MemoryEstimate, pcie: float, disk: float | None,
-                  notes: list[str]) -> float:
+def _split_mode_decode(plan: TensorPlan, est: MemoryEstimate, gpus: tuple[GPUSpec, ...], work: _DeviceWork,
+                       peer: Link, ram_bw: float) -> dict[str, float]:
+    """Decode tokens/s with the layer split (llama.cpp's default, what the memory estimate places) and
+    with the row split (-sm row): every GPU reads its share of each weight matrix at the same time,
+    and each matrix product is followed by a gather on the main GPU over the GPU-to-GPU link."""
+    gpu_read = sum(work.read[i] for i in range(len(gpus)))
+    n_gpu_layers = sum(work.layers[i] for i in range(len(gpus)))
+    shares = [g.usable_memory_bytes for g in gpus]
+    row = max(_gpu_decode_s(g, gpu_read * s / sum(shares), n_gpu_layers)[0] for g, s in zip(gpus, shares, strict=True))
+    row += n_gpu_layers * MATMULS_PER_LAYER * peer.seconds(4.0 * plan.model.n_embd)
+    cpu_eff, _, _ = cpu_terms()
+    row += work.read[CPU] / (ram_bw * 1e9 * cpu_eff)
+    layer_s = sum(_gpu_decode_s(g, work.read[i], work.layers[i])[0] for i, g in enumerate(gpus))
+    layer_s += work.read[CPU] / (ram_bw * 1e9 * cpu_eff)
+    layer_s += _boundaries(list(est.placement.layer_device)) * peer.seconds(4.0 * plan.model.n_embd)
+    return {"layer": 1.0 / layer_s, "row": 1.0 / row}
+
+
+# Weight matrices per layer whose products the row split gathers (q, k, v, output; gate, up, down).
+MATMULS_PER_LAYER = 7
+
+
+def _load_seconds(plan: TensorPlan, est: MemoryEstimate, host: Link | None, disk: float | None, ram_bw: float,
+                  ram_bytes: int | None, notes: list[str]) -> tuple[float, float | None]:
+    """(cold, warm) load seconds: the file is read from disk (cold) or from the page cache (warm, when
+    it fits in RAM) while the GPU's share is uploaded over PCIe; the two overlap, so the slower wins."""
     disk_bw = disk or DEFAULT_DISK_READ_GBPS
     if disk is None:
         notes.append(f"load time from an NVMe Gen4 disk ({DEFAULT_DISK_READ_GBPS} GB/s), cold page cache")
+    file_bytes = plan.tensor_data_bytes
     device_bytes = sum(d.weights_bytes for d in est.devices)
-    file_read = plan.tensor_data_bytes / (disk_bw * 1e9)
-    upload = device_bytes / (pcie * 1e9)
-    return max(file_read, upload) + 0.5  # reading and uploading overlap; ~0.5 s of context setup
+    upload = host.seconds(device_bytes) if host is not None and device_bytes else 0.0
+    setup = _load_setup_s()
+    cold = max(file_bytes / (disk_bw * 1e9), upload) + setup
+    if ram_bytes is not None and file_bytes > ram_bytes:
+        return cold, None
+    cached = file_bytes / (ram_bw * 1e9 * _load_terms()["page_cache_fraction_of_ram"])
+    return cold, max(cached, upload) + setup
 
 
-def _bottleneck(times: dict[str, float], pp_times: dict[str, float], gpus: tuple[GPUSpec, ...],
-                est: MemoryEstimate, cpu_bytes: float) -> str:
+def _load_terms() -> dict[str, float]:
+    """Page-cache read speed as a fraction of RAM bandwidth (measured, benchmarks/measure_load.py) and
+    the fixed setup seconds (a budget: backend init, compute-buffer reservation, warm-up)."""
+    load = _calibration().get("load") or {}
+    return {"page_cache_fraction_of_ram": float(load.get("page_cache_fraction_of_ram", 0.9)),
+            "setup_s": float(load.get("setup_s_budget", 0.5))}
+
+
+def _load_setup_s() -> float:
+    return _load_terms()["setup_s"]
+
+
+def _bottleneck(times: dict[str, float], gpus: tuple[GPUSpec, ...], est: MemoryEstimate,
+                peer: Link | None) -> str:
     if not times:
         return "unknown"
     worst = max(times, key=lambda k: times[k])
@@ -233,6 +406,12 @@ def _bottleneck(times: dict[str, float], pp_times: dict[str, float], gpus: tuple
                 f"CPU (a smaller quant or context, or a GPU with more memory) moves it")
     if worst == "cpu":
         return "decode is bound by system-memory bandwidth (CPU only); faster RAM or a GPU moves it"
-    gpu = next(g for g in gpus if g.id == worst)
-    return (f"decode is bound by {gpu.name} memory bandwidth ({gpu.memory_bandwidth_gbps:g} GB/s): a smaller quant "
+    if worst == "links":
+        return (f"decode waits on the GPU-to-GPU link ({peer.name if peer else 'PCIe'}): fewer GPUs, NVLink "
+                "or a card that holds the whole model moves it")
+    gpu = gpus[[g.id for g in gpus].index(worst.split("#")[0])]
+    text = (f"decode is bound by {gpu.name} memory bandwidth ({gpu.memory_bandwidth_gbps:g} GB/s): a smaller quant "
             f"or a GPU with more bandwidth moves it; prefill is bound by tensor throughput")
+    if len(gpus) > 1:
+        text += "; with a layer split the GPUs take turns, so their times add up"
+    return text

@@ -41,7 +41,7 @@ def test_check_terminal_says_which_model_the_alias_chose() -> None:
         (["check", "--gpu", "nosuch-gpu", "--model", "9b"], "unknown GPU"),
         (["check", "--gpu", "a4000", "--model", "9b", "--ctx", "-1"], "--ctx -1 is impossible"),
         (["check", "--gpu", "a4000", "--model", "9b", "--ctx", "999999999"], "is impossible"),
-        (["check", "--gpu", "a4000", "--model", "9b", "-ngl", "44"], "beyond the model's 43"),
+        (["check", "--gpu", "a4000", "--model", "9b", "-ngl", "-2"], "--n-gpu-layers -2 is impossible"),
         (["check", "--gpu", "a4000", "--model", "9b", "-ngl", "lots"], "must be a number"),
         (["check", "--gpu", "a4000", "--model", "9b", "-ctv", "q8_0", "-fa", "off"], "needs flash attention"),
         (["check", "--gpu", "a4000", "--model", "9b", "-ctk", "q3_k"], "not a llama.cpp cache type"),

@@ -30,6 +30,7 @@ from gemma_fit.errors import BadInput
 from gemma_fit.hardware_select import select_hardware
 from gemma_fit.html_report import gpu_ranking, render_check_html, render_report_html, write_html
 from gemma_fit.model_db import resolve_model
+from gemma_fit.model_spec import ModelSpec
 from gemma_fit.report import SCHEMA, run_report
 from gemma_fit.settings import RunSettings
 
@@ -265,11 +266,22 @@ def test_report_cells_match_check() -> None:
     assert two["min_headroom_bytes"] == min(d["headroom_bytes"] for d in two["check"]["memory"]["devices"])
 
 
-def test_bad_n_gpu_layers_is_a_cell_error_not_a_crash() -> None:
-    report = run_report(["2b", "9b"], [], [["a4000"]], [], RunSettings(n_gpu_layers=30))
+def test_a_bad_cell_is_a_cell_error_not_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gemma_fit.check as check_module
+
+    real = check_module.validate
+
+    def refuse_2b(s: RunSettings, model: ModelSpec) -> RunSettings:
+        if model.id == "gemma-2-2b":
+            raise BadInput("refused for this model")
+        return real(s, model)
+
+    monkeypatch.setattr(check_module, "validate", refuse_2b)
+    report = run_report(["2b", "9b"], [], [["a4000"]], [], RunSettings(n_gpu_layers=99))
     assert [c["verdict"] for c in report["cells"]][0] == "error"
-    assert "beyond the model's 27" in report["cells"][0]["error"]
+    assert report["cells"][0]["error"] == "refused for this model"
     assert report["cells"][1]["verdict"] in ("go", "tight", "offload")
+    assert report["cells"][1]["check"]["settings"]["n_gpu_layers"] == 43  # -ngl 99 clamps to all layers
 
 
 def test_write_html_is_atomic_and_reports_failures(tmp_path: Path) -> None:

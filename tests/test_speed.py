@@ -1,0 +1,98 @@
+"""The speed model's rules: attention work over a prompt, several GPUs and their links, load time,
+offloaded layers. Its calibration error is printed by benchmarks/calibrate_speed.py and asserted in
+test_speed_calibration.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gemma_fit.check import check_json, run_check
+from gemma_fit.hardware_select import select_hardware
+from gemma_fit.model_db import resolve_model
+from gemma_fit.settings import RunSettings
+from gemma_fit.speed import _attended, attention_flops
+
+
+def perf(model: str, gpus: list[str], quant: str = "Q4_K_M", prompt: int = 512, hardware: Path | None = None,
+         **kw: object) -> dict:
+    hw = select_hardware(gpus, hardware, ())
+    doc = check_json(run_check(resolve_model(model), quant, RunSettings(**kw), hw, prompt_tokens=prompt))
+    assert doc["performance"] is not None, doc["speed_error"]
+    return doc["performance"]
+
+
+@given(st.integers(1, 5000), st.sampled_from([1, 64, 512, 2048]), st.sampled_from([0, 512, 1024, 4096]))
+def test_attended_cells_match_a_token_by_token_count(n_tokens: int, n_ubatch: int, window: int) -> None:
+    expected = 0
+    for start in range(0, n_tokens, n_ubatch):
+        end = min(start + n_ubatch, n_tokens)
+        n_kv = min(end, window + n_ubatch) if window else end
+        expected += (end - start) * n_kv
+    assert _attended(n_tokens, n_ubatch, window) == expected
+
+
+def test_sliding_window_layers_stop_growing_past_their_window() -> None:
+    spec = resolve_model("gemma-3-27b").spec
+    swa = next(layer.index for layer in spec.layers if layer.is_swa)
+    full = next(layer.index for layer in spec.layers if not layer.is_swa)
+    short, long = attention_flops(spec, 1024, 512), attention_flops(spec, 32768, 512)
+    assert short[swa] == short[full]  # within the 1024-token window both attend to everything
+    assert long[full] > 10 * long[swa]  # 32k context: the global layer attends ~16x more cells
+
+
+def test_long_prompts_prefill_slower_and_wait_longer() -> None:
+    short = perf("gemma-3-27b", ["h100-sxm"], prompt=512, n_ctx=32768)
+    long = perf("gemma-3-27b", ["h100-sxm"], prompt=32768, n_ctx=32768)
+    assert long["prefill_tokens_per_s"] < 0.9 * short["prefill_tokens_per_s"]
+    assert long["ttft_s"] > 50 * short["ttft_s"]
+
+
+def test_two_cards_of_one_kind_both_count_and_the_link_is_named() -> None:
+    one = perf("gemma-3-27b", ["rtx-3090"], "Q4_K_M")
+    two = perf("gemma-3-27b", ["rtx-3090", "rtx-3090"], "Q8_0")
+    gpu_keys = [k for k in two["decode_time_by_device_s"] if k.startswith("rtx-3090")]
+    assert len(gpu_keys) == 2
+    assert two["interconnect"].startswith("PCIe")
+    assert two["decode_time_by_device_s"]["links"] > 0
+    assert set(two["split_modes_decode_tokens_per_s"]) == {"layer", "row"}
+    assert one["interconnect"] is None and one["split_modes_decode_tokens_per_s"] == {}
+
+
+def test_sxm_modules_talk_over_nvlink_and_a_narrow_slot_is_seen(tmp_path: Path) -> None:
+    sxm = perf("gemma-3-27b", ["h100-sxm", "h100-sxm"], "BF16")
+    assert sxm["interconnect"].startswith("NVLink")
+    machine = tmp_path / "m.yaml"
+    machine.write_text("name: box\ngpus:\n  - rtx-3090\n  - gpu: rtx-3090\n    pcie_gen: 3\n    pcie_lanes: 4\n")
+    narrow = perf("gemma-3-27b", [], "Q8_0", hardware=machine)
+    assert narrow["interconnect"] == "PCIe 3.0 x4"
+
+
+def test_warm_load_is_faster_and_needs_the_file_in_ram(tmp_path: Path) -> None:
+    p = perf("gemma-3-27b", ["h100-sxm"], "BF16")
+    assert p["load_warm_s"] < p["load_s"]
+    machine = tmp_path / "m.yaml"
+    machine.write_text("name: small\ngpus: [h100-sxm]\nram_gb: 16\n")
+    assert perf("gemma-3-27b", [], "BF16", hardware=machine)["load_warm_s"] is None
+
+
+def test_each_offloaded_layer_costs_what_the_report_says() -> None:
+    full = perf("gemma-2-9b", ["rtx-4090"], "Q8_0", n_gpu_layers=99)
+    part = perf("gemma-2-9b", ["rtx-4090"], "Q8_0", n_gpu_layers=32)  # 10 of 42 repeating layers on the CPU
+    extra = 1 / part["decode_tokens_per_s"] - 1 / full["decode_tokens_per_s"]
+    assert abs(extra - 10 * part["per_offloaded_layer_ms"] / 1e3) < 0.15 * extra
+
+
+def test_a_gpu_without_bandwidth_keeps_the_memory_verdict(tmp_path: Path) -> None:
+    machine = tmp_path / "m.yaml"
+    machine.write_text(
+        "name: custom\ngpus:\n  - id: mystery\n    name: Mystery 24G\n    vendor: nvidia\n    arch: ada\n"
+        "    backend: cuda\n    memory_bytes: 25769803776\n    usable_memory_bytes: 25769803776\n"
+        "    usable_note: assumed\n    unified_memory: false\n    memory_type: GDDR6\n    bf16_supported: true\n"
+        "    ecc: false\n    form_factor: card\n    source: https://example.com/spec\n")
+    hw = select_hardware([], machine, ())
+    doc = check_json(run_check(resolve_model("9b"), "Q4_K_M", RunSettings(), hw))
+    assert doc["verdict"] == "go" and doc["performance"] is None
+    assert "no memory-bandwidth figure" in doc["speed_error"]
