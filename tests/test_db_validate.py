@@ -84,6 +84,15 @@ def test_broken_gpu_entry_is_named(hw_copy: Path, old: str, new: str, field: str
     assert PROBLEM_LINE.match(str(mine[0])), str(mine[0])
 
 
+def test_tensor_figure_on_an_arch_without_tensor_units(hw_copy: Path) -> None:
+    """Pascal and RDNA 2 have no matrix units: a tensor figure there (e.g. the FP32 rate) is flagged."""
+    path = hw_copy / "gpus" / "nvidia-datacenter.yaml"
+    edit_entry(path, "p40", "fp16_tensor_tflops: null", "fp16_tensor_tflops: 11.76")
+    mine = [p for p in validate_paths([hw_copy]) if p.field == "p40.fp16_tensor_tflops"]
+    assert mine and "pascal has no tensor (matrix) units" in mine[0].message
+    assert "fp16_tensor_tflops" in line_text(mine[0])
+
+
 def test_duplicate_id_across_files(hw_copy: Path) -> None:
     edit_entry(hw_copy / "gpus" / "nvidia-geforce.yaml", "rtx-4090", 'id: "rtx-4090"', 'id: "a4000"')
     problems = validate_paths([hw_copy])
