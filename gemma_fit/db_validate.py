@@ -38,6 +38,25 @@ ARCH_FP16_TFLOPS: dict[str, tuple[float, float]] = {
 # tensor-less Turing TU116/TU117 parts (t1000); the non-tensor rates belong in notes. A number there would be
 # read as tensor throughput by the prefill estimate and the speed calibration.
 NO_MATRIX_UNITS = {"pascal", "rdna2"}
+# FP32 lanes (shader ALUs) = fp32_tflops / (2 x boost_clock_mhz): from the smallest to the largest part of each
+# architecture (a Jetson Orin Nano's 512 to a GA102's 10752; RDNA 3 counts dual issue, as TechPowerUp does, so a
+# 7900 XTX is 12288). A figure outside is a wrong unit, a tensor or sparse rate, or a base or memory clock.
+ARCH_FP32_LANES: dict[str, tuple[int, int]] = {
+    "pascal": (256, 3840), "volta": (384, 5120), "turing": (512, 4608), "ampere": (256, 10752),
+    "ada": (1024, 18432), "hopper": (4096, 18432), "blackwell": (1024, 24576),
+    "rdna2": (512, 5120), "rdna3": (512, 12288), "cdna2": (4096, 14080), "cdna3": (4096, 19456),
+    "xe-hpg": (512, 4096), "xe2-hpg": (512, 4096), "apple-m2": (1024, 9728), "apple-m3": (1024, 10240),
+    "apple-m4": (1024, 10240),
+}
+LANES_TOLERANCE = 0.03  # the published figures are rounded
+# fp16_tensor_tflops / fp32_tflops: tensor FLOP per shader FLOP per clock. GeForce FP32-accumulate figures
+# and cut-down tensor parts (A10G, L40's datasheet figure, H20) sit at the low end; GA100-style (A100, A30)
+# and data-centre Blackwell (B200, about 30) at the high end.
+ARCH_TENSOR_FP32_RATIO: dict[str, tuple[float, float]] = {
+    "volta": (4, 16), "turing": (3, 16), "ampere": (1.5, 20), "ada": (1.5, 6), "hopper": (2, 20),
+    "blackwell": (1.5, 40), "rdna3": (1, 5), "cdna2": (4, 12), "cdna3": (8, 24), "xe-hpg": (4, 12),
+    "xe2-hpg": (4, 12),
+}
 # Per-pin data rate (Gbit/s) by memory type, most specific prefix first.
 DATA_RATE_GBPS: list[tuple[str, tuple[float, float]]] = [
     ("GDDR6X", (19, 24)), ("GDDR7", (28, 40)), ("GDDR6", (10, 24)), ("HBM", (1, 10)), ("LPDDR", (3, 11)),
@@ -164,8 +183,31 @@ def _gpu_physics(e: GPUEntry) -> Iterator[tuple[str, str]]:
         if not low <= e.fp16_tensor_tflops <= high:
             yield ("fp16_tensor_tflops", f"{e.fp16_tensor_tflops:g} TFLOPS is outside {low:g}-{high:g}, "
                    f"the plausible dense FP16 range for {e.arch} (sparse figure? wrong unit?)")
+    yield from _gpu_fp32_checks(e)
     yield from _gpu_memory_checks(e)
     yield from _gpu_vendor_checks(e)
+
+
+def _gpu_fp32_checks(e: GPUEntry) -> Iterator[tuple[str, str]]:
+    """fp32_tflops against the boost clock (FP32 lanes) and against the tensor rate, per architecture."""
+    if e.fp32_tflops is None:
+        return
+    lanes_range = ARCH_FP32_LANES.get(e.arch)
+    if e.boost_clock_mhz and lanes_range:
+        lanes = e.fp32_tflops * 1e6 / (2 * e.boost_clock_mhz)
+        low, high = lanes_range
+        if not low * (1 - LANES_TOLERANCE) <= lanes <= high * (1 + LANES_TOLERANCE):
+            yield ("fp32_tflops", f"{e.fp32_tflops:g} TFLOPS at boost_clock_mhz {e.boost_clock_mhz:g} means "
+                   f"{lanes:.0f} FP32 lanes (fp32_tflops / (2 x clock)), outside {low}-{high} for {e.arch} "
+                   "(wrong unit? tensor or sparse rate? base or memory clock?)")
+    ratio_range = ARCH_TENSOR_FP32_RATIO.get(e.arch)
+    if e.fp16_tensor_tflops is not None and ratio_range:
+        ratio = e.fp16_tensor_tflops / e.fp32_tflops
+        low, high = ratio_range
+        if not low <= ratio <= high:
+            yield ("fp32_tflops", f"fp16_tensor_tflops / fp32_tflops = {e.fp16_tensor_tflops:g} / {e.fp32_tflops:g} "
+                   f"= {ratio:.1f}, outside {low:g}-{high:g} for {e.arch} (one of the two is off by a unit or "
+                   "a sparse/dense factor)")
 
 
 def _gpu_memory_checks(e: GPUEntry) -> Iterator[tuple[str, str]]:

@@ -78,6 +78,8 @@ class GPUSpec:
     int8_tensor_tops: float | None = None  # dense INT8 tensor throughput (llama.cpp's MMQ kernels use it)
     logical_devices: int = 1  # devices software sees on this card (MI250X: 2)
     nvlink_sxm: bool = False  # an SXM module: its NVLink reaches the other GPUs of the board
+    boost_clock_mhz: float | None = None  # reference boost clock, MHz (per-node kernel cost scales with 1/clock)
+    fp32_tflops: float | None = None  # non-tensor (shader) FP32 throughput, dense; prefill on tensor-less parts
 
 
 def spec_from_entry(entry: GPUEntry) -> GPUSpec:
@@ -91,6 +93,7 @@ def spec_from_entry(entry: GPUEntry) -> GPUSpec:
         cuda_total_bytes=entry.cuda_total_bytes, logical_devices=entry.logical_devices,
         int8_tensor_tops=entry.int8_tensor_tops,
         nvlink_sxm="SXM" in entry.form_factor and bool(entry.nvlink_gbps),
+        boost_clock_mhz=entry.boost_clock_mhz, fp32_tflops=entry.fp32_tflops,
     )
 
 

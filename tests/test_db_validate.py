@@ -70,6 +70,12 @@ def line_text(problem: Problem) -> str:
          'id: "a4000"'),
         ('    source: "https://www.nvidia.com', '    source: "www.nvidia.com', "a4000.source", "pattern", "source"),
         ('backend: "cuda"', 'backend: "metal"', "a4000.backend", "not a llama.cpp backend for nvidia", "backend"),
+        ("boost_clock_mhz: 1560", "boost_clock_mhz: 17000", "a4000.boost_clock_mhz", "", "boost_clock_mhz"),
+        ("fp32_tflops: 19.17", "fp32_tflops: 191.7", "a4000.fp32_tflops", "61442 FP32 lanes", "fp32_tflops"),
+        ("boost_clock_mhz: 1560", "boost_clock_mhz: 156", "a4000.fp32_tflops", "outside 256-10752 for ampere",
+         "fp32_tflops"),
+        ("fp32_tflops: 19.17", "fp32_tflops: 1.917", "a4000.fp32_tflops", "= 40.0, outside 1.5-20 for ampere",
+         "fp32_tflops"),
     ],
 )
 def test_broken_gpu_entry_is_named(hw_copy: Path, old: str, new: str, field: str, message: str, on_line: str) -> None:
@@ -91,6 +97,15 @@ def test_tensor_figure_on_an_arch_without_tensor_units(hw_copy: Path) -> None:
     mine = [p for p in validate_paths([hw_copy]) if p.field == "p40.fp16_tensor_tflops"]
     assert mine and "pascal has no tensor (matrix) units" in mine[0].message
     assert "fp16_tensor_tflops" in line_text(mine[0])
+
+
+def test_fp32_of_a_part_without_tensor_units_is_checked_against_its_clock(hw_copy: Path) -> None:
+    """No tensor rate to compare with on Pascal: the FP32 lanes the clock implies still name a 10x slip."""
+    path = hw_copy / "gpus" / "nvidia-datacenter.yaml"
+    edit_entry(path, "p40", "fp32_tflops: 11.76", "fp32_tflops: 117.6")
+    mine = [p for p in validate_paths([hw_copy]) if p.field == "p40.fp32_tflops"]
+    assert mine and "38406 FP32 lanes" in mine[0].message and "outside 256-3840 for pascal" in mine[0].message
+    assert "fp32_tflops: 117.6" in line_text(mine[0])
 
 
 def test_duplicate_id_across_files(hw_copy: Path) -> None:

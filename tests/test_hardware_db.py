@@ -110,6 +110,23 @@ def test_published_usable_memory(gpu_id: str, mib: int) -> None:
     assert resolve_gpu(gpu_id).usable_memory_bytes == mib * MIB
 
 
+# Published clock and shader FP32 (TechPowerUp; Apple M2: metal-benchmarks): the speed model's inputs.
+@pytest.mark.parametrize(("gpu_id", "mhz", "tflops"), [
+    ("a4000", 1560, 19.17), ("rtx-4090", 2520, 82.58), ("p40", 1531, 11.76), ("t1000", 1395, 2.5),
+    ("rx-6900-xt", 2250, 23.04), ("a100-80gb-sxm", 1410, 19.49), ("jetson-orin-nano-8gb", 625, 1.28),
+    ("m2-max", 1398, 13.6),
+])
+def test_boost_clock_and_fp32_reach_the_spec(gpu_id: str, mhz: float, tflops: float) -> None:
+    spec = resolve_gpu(gpu_id)
+    assert (spec.boost_clock_mhz, spec.fp32_tflops) == (mhz, tflops)
+
+
+def test_clock_and_fp32_are_given_except_where_unpublished() -> None:
+    """Every GPU has both figures but the Apple M3 and M4 parts, whose GPU clock Apple does not publish."""
+    missing = {gid for gid, s in load_gpus().items() if s.boost_clock_mhz is None or s.fp32_tflops is None}
+    assert missing == {"m3-pro", "m3-max-30c", "m3-max-40c", "m3-ultra", "m4-pro", "m4-max-32c", "m4-max-40c"}
+
+
 def test_every_entry_explains_usable_memory_and_has_sources() -> None:
     for entry in load_gpu_entries().values():
         assert entry.usable_note.strip()
