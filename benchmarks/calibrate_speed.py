@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import math
 import statistics
 import sys
 from collections import defaultdict
@@ -29,7 +30,11 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from gemma_fit.graph_nodes import llama_graph_nodes  # noqa: E402
 from gemma_fit.hardware_db import load_gpus  # noqa: E402
+from gemma_fit.links import default_attachment, host_link  # noqa: E402
+from gemma_fit.speed import _matmul_tops, elementwise_bytes  # noqa: E402
+from gemma_fit.speed_terms import decode_group, prefill_group  # noqa: E402
 
 DATA = REPO / "benchmarks" / "data" / "llamabench_calibration.csv"
 OUT = REPO / "model_db" / "llamacpp" / "speed_calibration.yaml"
@@ -37,13 +42,13 @@ OUT = REPO / "model_db" / "llamacpp" / "speed_calibration.yaml"
 # Published architecture facts of the benchmark models (Meta's Hugging Face config.json files).
 # embd_tied: the token embedding doubles as the output matrix, so it is read every token.
 BENCH_MODELS = {
-    "Llama 2 7B": {"n_embd": 4096, "n_vocab": 32000, "tied": False,
+    "Llama 2 7B": {"n_embd": 4096, "n_vocab": 32000, "tied": False, "n_ff": 11008,
                    "source": "https://huggingface.co/meta-llama/Llama-2-7b-hf/blob/main/config.json"},
-    "Llama 3 8B": {"n_embd": 4096, "n_vocab": 128256, "tied": False,
+    "Llama 3 8B": {"n_embd": 4096, "n_vocab": 128256, "tied": False, "n_ff": 14336,
                    "source": "https://huggingface.co/meta-llama/Meta-Llama-3-8B/blob/main/config.json"},
-    "Llama 3 70B": {"n_embd": 8192, "n_vocab": 128256, "tied": False,
+    "Llama 3 70B": {"n_embd": 8192, "n_vocab": 128256, "tied": False, "n_ff": 28672,
                     "source": "https://huggingface.co/meta-llama/Meta-Llama-3-70B/blob/main/config.json"},
-    "Llama 3.2 3B Instruct": {"n_embd": 3072, "n_vocab": 128256, "tied": True,
+    "Llama 3.2 3B Instruct": {"n_embd": 3072, "n_vocab": 128256, "tied": True, "n_ff": 8192,
                               "source": "https://huggingface.co/meta-llama/Llama-3.2-3B-Instruct/blob/main/config.json"},
 }
 # Repeating layers of the benchmark models (the per-token fixed cost scales with kernels per layer).
@@ -64,18 +69,11 @@ def bytes_per_token(row: dict) -> tuple[float, float]:
     return size - embd_params * EMBD_BYTES[row["quant"]], params - embd_params
 
 
-def prefill_tflops(gpu, quant: str) -> float | None:
-    """Quantized weights: llama.cpp's MMQ kernels multiply in INT8 on the tensor cores; F16/BF16
-    weights go through cuBLAS/hipBLAS in FP16."""
-    if quant in ("F16", "BF16", "F32"):
-        return gpu.fp16_tensor_tflops
-    return gpu.int8_tensor_tops or gpu.fp16_tensor_tflops
-
-
-def segment(gpu) -> str:
-    """Consumer cards boost higher and report tensor throughput differently from workstation and
-    datacenter parts, so prefill efficiency is grouped by segment."""
-    return "consumer" if "GeForce" in gpu.name else "pro"
+def logits_s(row: dict, gpu) -> float:
+    """Seconds per token to copy the logits (n_vocab float32) to the host, as gemma_fit.speed counts."""
+    if gpu.unified_memory:
+        return 0.0
+    return host_link(default_attachment(gpu)).seconds(4.0 * BENCH_MODELS[row["model"]]["n_vocab"])
 
 
 def recent_default_build(row: dict) -> bool:
@@ -86,7 +84,7 @@ def recent_default_build(row: dict) -> bool:
 
 
 def group_of(gpu) -> str:
-    return f"{gpu.backend}-{gpu.arch}"
+    return decode_group(gpu)
 
 
 def efficiencies() -> list[dict]:
@@ -103,36 +101,125 @@ def efficiencies() -> list[dict]:
         if row["test"].startswith("tg") and gpu.memory_bandwidth_gbps:
             eff = tps * read / (gpu.memory_bandwidth_gbps * 1e9)
             out.append({"kind": "decode", "gpu": gpu.id, "group": group_of(gpu), "eff": eff, "row": row,
-                        "x": read / (gpu.memory_bandwidth_gbps * 1e9), "y": 1.0 / tps,
-                        "layers": BENCH_LAYERS[row["model"]]})
-        elif row["test"].startswith("pp") and prefill_tflops(gpu, row["quant"]) and recent_default_build(row):
-            eff = tps * 2 * matmul_params / (prefill_tflops(gpu, row["quant"]) * 1e12)
-            out.append({"kind": "prefill", "gpu": gpu.id, "group": f"{gpu.backend}-{segment(gpu)}", "eff": eff,
-                        "row": row})
+                        "x": read / (gpu.memory_bandwidth_gbps * 1e9), "y": 1.0 / tps - logits_s(row, gpu),
+                        "nodes": llama_graph_nodes(BENCH_LAYERS[row["model"]]).kernels,
+                        "clock": getattr(gpu, "boost_clock_mhz", None)})
+        elif row["test"].startswith("pp") and recent_default_build(row):
+            out.append({"kind": "prefill", "gpu": gpu.id, "group": prefill_group(gpu), "row": row, "spec": gpu,
+                        "tps": tps})
     return out
 
 
-def fit_decode(points: list[dict]) -> tuple[float, float] | None:
-    """Least squares of seconds per token = bytes/bandwidth / efficiency + layers x per-layer cost.
-    Needs at least three GPUs; returns (efficiency, per-layer seconds)."""
-    if len({p["gpu"] for p in points}) < 3:
+def prefill_efficiency(p: dict, decode_fits: dict) -> float | None:
+    """The efficiency that makes gemma_fit.speed's ubatch time equal the measured one: the ubatch's
+    matrix and attention FLOPs over (measured time - element-wise traffic - per-node cost), as a
+    fraction of the rated throughput. Uses the decode fit for bandwidth efficiency and node cost."""
+    row, gpu = p["row"], p["spec"]
+    m = BENCH_MODELS[row["model"]]
+    u = int(row["test"][2:])
+    params = float(row["params_b"]) * 1e9 - m["n_embd"] * m["n_vocab"] * (1 if m["tied"] else 2)
+    quantized = row["quant"] not in ("F16", "BF16", "F32")
+    tops = _matmul_tops(gpu, quantized)
+    fit = decode_fits.get(gpu.backend)
+    if not tops or not gpu.memory_bandwidth_gbps or fit is None:
         return None
-    sxx = sum(p["x"] ** 2 for p in points)
-    sxl = sum(p["x"] * p["layers"] for p in points)
-    sll = sum(p["layers"] ** 2 for p in points)
-    sxy = sum(p["x"] * p["y"] for p in points)
-    sly = sum(p["layers"] * p["y"] for p in points)
-    det = sxx * sll - sxl * sxl
-    if det <= 0:
+    e_dec = fit["groups"].get(decode_group(gpu), fit["efficiency"])
+    tau = fit["seconds_per_node"] * (REF_CLOCK_MHZ / gpu.boost_clock_mhz if gpu.boost_clock_mhz else 1.0)
+    nodes = llama_graph_nodes(BENCH_LAYERS[row["model"]])
+    bw = gpu.memory_bandwidth_gbps * 1e9 * e_dec
+    layers = BENCH_LAYERS[row["model"]]
+    fixed = elementwise_bytes(nodes.kernels, nodes.matmul_nodes, layers * m["n_ff"], m["n_embd"], u) / bw \
+        + nodes.kernels * tau
+    attn = 4.0 * m["n_embd"] * u * u * BENCH_LAYERS[row["model"]]  # n_head x head_dim = n_embd
+    busy = u / p["tps"] - fixed
+    if busy <= 0:
         return None
-    a = (sxy * sll - sly * sxl) / det
-    c = (sxx * sly - sxl * sxy) / det
-    if a <= 0:
+    attn_tops = gpu.fp16_tensor_tflops or gpu.fp32_tflops or tops
+    return (2 * params * u / tops + attn / attn_tops) / 1e12 / busy
+
+
+# Decode fit bounds: an achieved fraction of datasheet bandwidth outside this range means a fit that
+# traded efficiency against the fixed cost, not a physical GPU.
+EFF_BOUNDS = (0.2, 0.98)
+REF_CLOCK_MHZ = 2000.0  # seconds_per_node is stated for a GPU at this boost clock
+TAU_GRID = [i * 0.05e-6 for i in range(0, 400)]  # seconds per graph node, 0 to 20 us
+
+
+def clock_factor(p: dict) -> float:
+    """The per-node cost scales with 1 / boost clock (kernel launch and tail are counted in cycles)."""
+    return REF_CLOCK_MHZ / p["clock"] if p.get("clock") else 1.0
+
+
+def implied_efficiency(p: dict, tau: float) -> float:
+    rest = p["y"] - p["nodes"] * tau * clock_factor(p)
+    eff = p["x"] / rest if rest > 0 else EFF_BOUNDS[1]
+    return min(max(eff, EFF_BOUNDS[0]), EFF_BOUNDS[1])
+
+
+def decode_efficiencies(points: list[dict], tau: float) -> tuple[dict[str, float], float]:
+    """(median efficiency per architecture group, median over the backend) at a given per-node cost."""
+    by_group: dict[str, list[float]] = defaultdict(list)
+    for p in points:
+        by_group[p["group"]].append(implied_efficiency(p, tau))
+    return ({g: statistics.median(v) for g, v in by_group.items()},
+            statistics.median([e for v in by_group.values() for e in v]))
+
+
+MIN_GPUS_FOR_OWN_NODE_COST = 5  # fewer GPUs cannot tell the per-node cost from the efficiency
+
+
+def fit_decode(points: list[dict], tau: float | None = None) -> dict | None:
+    """seconds per token = bytes / (bandwidth x efficiency) + graph nodes x seconds per node x
+    (2 GHz / boost clock). One seconds-per-node per backend, chosen on a grid to minimise the squared
+    log error of the fit (or given: borrowed from another backend); the efficiency of each
+    architecture group is the median of what its runs imply at that cost (robust to one odd run)."""
+    if not points:
         return None
-    return 1.0 / a, max(c, 0.0)
+    best = (0.0, tau) if tau is not None else None
+    for tau in TAU_GRID if best is None else []:
+        groups, _ = decode_efficiencies(points, tau)
+        err = sum(math.log(p["y"] / (p["x"] / groups[p["group"]] + p["nodes"] * tau * clock_factor(p))) ** 2
+                  for p in points)
+        if best is None or err < best[0]:
+            best = (err, tau)
+    assert best is not None
+    tau = best[1]
+    groups, backend_eff = decode_efficiencies(points, tau)
+    return {"efficiency": round(backend_eff, 4), "seconds_per_node": round(tau, 10),
+            "groups": {g: round(e, 4) for g, e in sorted(groups.items())}}
+
+
+def decode_fits(points: list[dict]) -> dict:
+    """A fit per backend. A backend measured on fewer than MIN_GPUS_FOR_OWN_NODE_COST GPUs (ROCm)
+    borrows CUDA's per-node cost: HIP builds the same kernels and graphs from the CUDA sources."""
+    fits: dict = {}
+    decode = [p for p in points if p["kind"] == "decode"]
+    backends = sorted({p["group"].split("-")[0] for p in decode})
+    few = {b for b in backends if len({p["gpu"] for p in decode if p["group"].startswith(b + "-")})
+           < MIN_GPUS_FOR_OWN_NODE_COST}
+    for backend in [b for b in backends if b not in few] + sorted(few):
+        mine = [p for p in decode if p["group"].startswith(backend + "-")]
+        borrowed = fits.get("cuda", {}).get("seconds_per_node") if backend in few else None
+        fit = fit_decode(mine, borrowed)
+        if fit is not None:
+            fits[backend] = {**fit, "reference_clock_mhz": REF_CLOCK_MHZ,
+                             **({"seconds_per_node_from": "cuda"} if borrowed is not None else {})}
+    return fits
+
+
+def with_prefill_efficiencies(points: list[dict], fits: dict) -> list[dict]:
+    out = []
+    for p in points:
+        if p["kind"] == "decode":
+            out.append(p)
+        elif (eff := prefill_efficiency(p, fits)) is not None:
+            out.append({**p, "eff": eff})
+    return out
 
 
 def table(points: list[dict]) -> dict:
+    fits = decode_fits(points)
+    points = with_prefill_efficiencies(points, fits)
     result: dict = {"decode": {}, "prefill": {}}
     for kind in ("decode", "prefill"):
         by_group: dict[str, list[float]] = defaultdict(list)
@@ -147,51 +234,127 @@ def table(points: list[dict]) -> dict:
             "backends": {b: {"efficiency": round(statistics.median(v), 4), "n": len(v)}
                          for b, v in sorted(by_backend.items())},
         }
-    fits = {}
-    for backend in sorted({p["group"].split("-")[0] for p in points if p["kind"] == "decode"}):
-        fit = fit_decode([p for p in points if p["kind"] == "decode" and p["group"].startswith(backend + "-")])
-        if fit is not None:
-            fits[backend] = {"efficiency": round(fit[0], 4), "per_layer_s": round(fit[1], 9)}
     result["decode"]["fits"] = fits
     return result
 
 
+def _predict_prefill_error(train: list[dict], p: dict) -> float | None:
+    """|predicted - measured| / measured tokens/s of prefill row p, everything fitted without its GPU."""
+    fits = decode_fits(train)
+    own = prefill_efficiency(p, fits)
+    trained = [q for q in with_prefill_efficiencies(train, fits) if q["kind"] == "prefill"]
+    same = [q["eff"] for q in trained if q["group"] == p["group"]]
+    pool = same or [q["eff"] for q in trained if q["group"].split("-")[0] == p["group"].split("-")[0]]
+    if own is None or not pool:
+        return None
+    # time = work / eff + fixed, and own eff reproduces the measured time exactly
+    u = int(p["row"]["test"][2:])
+    measured_t = u / p["tps"]
+    work = own * (measured_t - _fixed_prefill_s(p, fits))
+    predicted_t = work / statistics.median(pool) + _fixed_prefill_s(p, fits)
+    return abs(measured_t / predicted_t - 1.0)
+
+
+def _fixed_prefill_s(p: dict, fits: dict) -> float:
+    """The part of the measured ubatch time prefill_efficiency does not attribute to the matmuls."""
+    u = int(p["row"]["test"][2:])
+    eff = prefill_efficiency(p, fits)
+    assert eff is not None
+    # prefill_efficiency = work / (t - fixed): recover fixed from two evaluations at different t
+    q = {**p, "tps": p["tps"] * 2}
+    eff2 = prefill_efficiency(q, fits)
+    t1, t2 = u / p["tps"], u / q["tps"]
+    if eff2 is None:
+        return 0.0
+    # work = eff (t1 - f) = eff2 (t2 - f)  ->  f = (eff t1 - eff2 t2) / (eff - eff2)
+    return (eff * t1 - eff2 * t2) / (eff - eff2)
+
+
 def _predict_decode(train: list[dict], p: dict) -> float | None:
-    """tokens/s for row p from the other GPUs: the per-backend fit, else the group median efficiency."""
+    """tokens/s for row p from the other GPUs: the per-backend fit (the architecture's efficiency
+    where other GPUs of it were measured), else the group median efficiency."""
     backend = p["group"].split("-")[0]
-    fit = fit_decode([q for q in train if q["group"].startswith(backend + "-")])
+    fit = decode_fits(train).get(backend)
     if fit is not None:
-        return 1.0 / (p["x"] / fit[0] + p["layers"] * fit[1])
+        eff = fit["groups"].get(p["group"], fit["efficiency"])
+        return 1.0 / (p["x"] / eff + p["nodes"] * fit["seconds_per_node"] * clock_factor(p))
     same = [q["eff"] for q in train if q["group"] == p["group"]]
     pool = same or [q["eff"] for q in train if q["group"].startswith(backend + "-")]
     return statistics.median(pool) / p["x"] if pool else None
 
 
-def leave_one_gpu_out(points: list[dict]) -> None:
+def leave_one_gpu_out(points: list[dict]) -> dict[str, dict[str, list[float]]]:
+    """{kind: {group: [relative errors of tokens/s]}}, each GPU predicted from the others."""
+    result: dict[str, dict[str, list[float]]] = {}
     for kind in ("decode", "prefill"):
         errors: dict[str, list[float]] = defaultdict(list)
         for p in (q for q in points if q["kind"] == kind):
-            others = [q for q in points if q["kind"] == kind and q["gpu"] != p["gpu"]]
+            train = [q for q in points if q["gpu"] != p["gpu"]]
             if kind == "decode":
-                tps = _predict_decode(others, p)
-                if tps is not None:
-                    errors[p["group"]].append(abs(tps * p["y"] - 1.0))
-                continue
-            same = [q["eff"] for q in others if q["group"] == p["group"]]
-            pool = same or [q["eff"] for q in others if q["group"].split("-")[0] == p["group"].split("-")[0]]
-            if not pool:
-                continue
-            predicted = statistics.median(pool)
-            errors[p["group"]].append(abs(predicted - p["eff"]) / p["eff"])
+                tps = _predict_decode([q for q in train if q["kind"] == "decode"], p)
+                err = None if tps is None else abs(tps * p["y"] - 1.0)
+            else:
+                err = _predict_prefill_error(train, p)
+            if err is not None:
+                errors[p["group"]].append(err)
+        result[kind] = dict(errors)
+    return result
+
+
+def print_errors(errors: dict[str, dict[str, list[float]]]) -> None:
+    for kind, groups in errors.items():
         print(f"{kind}: leave-one-GPU-out error of tokens/s (|predicted - measured| / measured)")
-        everything = [e for v in errors.values() for e in v]
+        everything = [e for v in groups.values() for e in v]
         if everything:
             print(f"  all: n={len(everything)} median {100 * statistics.median(everything):.1f}%  "
                   f"worst {100 * max(everything):.1f}%  within 15%: "
                   f"{100 * sum(e <= 0.15 for e in everything) / len(everything):.0f}%")
-        for group, errs in sorted(errors.items()):
+        for group, errs in sorted(groups.items()):
             med, worst = 100 * statistics.median(errs), 100 * max(errs)
-            print(f"  {group:22} n={len(errs):3}  median {med:5.1f}%  worst {worst:5.1f}%")
+            print(f"  {group:22} n={len(errs):3}  median {med:5.1f}%  worst {worst:5.1f}%  "
+                  f"within 15%: {sum(e <= 0.15 for e in errs)}/{len(errs)}")
+
+
+MULTI_GPU_DATA = REPO / "benchmarks" / "data" / "multigpu_llamabench.csv"
+# Repeating layers of the models in the multi-GPU pairs (their configs; Gemma 4 31B from model_db).
+MULTI_GPU_LAYERS = {"Llama 70B": 80, "Llama 8B": 32, "Llama 1B": 16, "Gemma 4 31B": 60}
+LLAMA_MATMULS_PER_LAYER = 7  # q, k, v, output, gate, up, down
+PCIE_LATENCY_S = 10e-6  # per hand-over; below what the published pairs resolve (see links_table)
+
+
+def links_table() -> dict:
+    """Multi-GPU costs from same-machine pairs in benchmarks/data/multigpu_llamabench.csv (tg128,
+    2026 builds). Against the layer split of the same run, a split that shares every matrix over n
+    GPUs would ideally take 1/n of the time; the rest is the split's own cost:
+      row:    per gathered matrix product (layers x 7 products)
+      tensor: per all-reduce (two per layer)
+    The layer split's own hand-over is not resolved: going from 2 to 4 GPUs changed tg128 by < 1%
+    (A16 8B 37.18 -> 37.44 t/s, 4090 70B 19.22 -> 19.80), so PCIE_LATENCY_S stays a 10 us budget."""
+    rows = list(csv.DictReader(MULTI_GPU_DATA.open()))
+
+    def tps(model: str, n: str, mode: str) -> float | None:
+        for r in rows:
+            if r["model"] == model and r["n_gpus"] == n and r["split_mode"] == mode and r["test"] == "tg128":
+                return float(r["tokens_per_s"])
+        return None
+
+    row_costs, tensor_costs = [], []
+    for model, layers in MULTI_GPU_LAYERS.items():
+        for n in ("2", "4"):
+            layer = tps(model, n, "layer")
+            if layer is None:
+                continue
+            ideal = 1.0 / layer / int(n)
+            if (row := tps(model, n, "row")) is not None:
+                row_costs.append((1.0 / row - ideal) / (layers * LLAMA_MATMULS_PER_LAYER))
+            if (tensor := tps(model, n, "tensor")) is not None and tensor > layer:  # the 4090 70B run is broken
+                tensor_costs.append((1.0 / tensor - ideal) / (2 * layers))
+    return {"pcie_latency_s": PCIE_LATENCY_S, "nvlink_latency_s": PCIE_LATENCY_S,
+            "row_gather_s": round(statistics.median(row_costs), 7),
+            "tensor_allreduce_s": round(statistics.median(tensor_costs), 7),
+            "n_row_pairs": len(row_costs), "n_tensor_pairs": len(tensor_costs),
+            "source": "benchmarks/calibrate_speed.py links_table over benchmarks/data/multigpu_llamabench.csv; "
+                      "no NVLink run was found, so NVLink takes the PCIe hand-over latency"}
 
 
 CPU_DATA = REPO / "benchmarks" / "data" / "cpu_llamabench.json"
@@ -233,22 +396,28 @@ def cpu_table() -> dict | None:
             "source": "benchmarks/measure_cpu_speed.py -> benchmarks/data/cpu_llamabench.json"}
 
 
+def calibration_doc(points: list[dict]) -> dict:
+    """What --write stores in model_db/llamacpp/speed_calibration.yaml."""
+    return {
+        "source": "benchmarks/calibrate_speed.py over benchmarks/data/llamabench_calibration.csv",
+        "note": "decode: seconds per token = bytes / (bandwidth x efficiency) + kernels x seconds_per_node x "
+                "(reference clock / boost clock), per backend fit; prefill: efficiency = achieved fraction of "
+                "the rated matmul throughput once element-wise traffic and kernel costs are taken off",
+        **table(points),
+        "cpu": cpu_table(),
+        "load": load_table(),
+        "links": links_table(),
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help=f"store the table in {OUT.relative_to(REPO)}")
     args = ap.parse_args()
     points = efficiencies()
-    leave_one_gpu_out(points)
+    print_errors(leave_one_gpu_out(points))
     if args.write:
-        doc = {
-            "source": "benchmarks/calibrate_speed.py over benchmarks/data/llamabench_calibration.csv",
-            "note": "efficiency = achieved fraction of datasheet memory bandwidth (decode) or dense FP16 tensor "
-                    "throughput (prefill) in published llama-bench runs; median per backend-architecture group",
-            **table(points),
-            "cpu": cpu_table(),
-            "load": load_table(),
-        }
-        OUT.write_text(yaml.safe_dump(doc, sort_keys=False))
+        OUT.write_text(yaml.safe_dump(calibration_doc(points), sort_keys=False))
         print(f"wrote {OUT.relative_to(REPO)}")
 
 

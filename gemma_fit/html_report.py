@@ -169,7 +169,12 @@ def _perf_rows(perf: dict[str, Any] | None) -> list[tuple[str, str]]:
         prompt = f" ({perf['prompt_tokens']:,}-token prompt)" if perf.get("prompt_tokens") else ""
         rows.append(("time to first token", f"{perf['ttft_s']:.2f} s{prompt}"))
     if perf.get("load_s") is not None:
-        rows.append(("load", f"{perf['load_s']:.1f} s"))
+        warm = f" ({perf['load_warm_s']:.1f} s from the page cache)" if perf.get("load_warm_s") is not None else ""
+        rows.append(("load", f"{perf['load_s']:.1f} s{warm}"))
+    modes = perf.get("split_modes_decode_tokens_per_s") or {}
+    if modes:
+        rows.append((f"split over {perf.get('interconnect')}",
+                     ", ".join(f"-sm {k}: {v:.1f} tokens/s" for k, v in modes.items())))
     if perf.get("bottleneck"):
         rows.append(("bottleneck", str(perf["bottleneck"])))
     return rows

@@ -56,9 +56,17 @@ def render_check(out: Console, doc: dict[str, Any]) -> None:
     out.print(f"  largest context that fits entirely: {doc['max_ctx_fit']:,} tokens")
     perf = doc.get("performance")
     if perf:
+        warm = f" ({perf['load_warm_s']:.1f} s from the page cache)" if perf.get("load_warm_s") is not None else ""
         out.print(f"  speed: decode {perf['decode_tokens_per_s']:.1f} tok/s, "
-                  f"prefill {perf['prefill_tokens_per_s']:.0f} tok/s, time to first token {perf['ttft_s']:.2f} s, "
-                  f"load {perf['load_s']:.1f} s; bottleneck: {perf['bottleneck']}")
+                  f"prefill {perf['prefill_tokens_per_s']:.0f} tok/s, time to first token {perf['ttft_s']:.2f} s "
+                  f"({perf['prompt_tokens']:,}-token prompt), load {perf['load_s']:.1f} s{warm}")
+        out.print(f"  bottleneck: {perf['bottleneck']}")
+        if perf.get("per_offloaded_layer_ms") and doc["settings"]["n_gpu_layers"] < doc["settings"]["n_layers_total"]:
+            out.print(f"  each layer left on the CPU costs {perf['per_offloaded_layer_ms']:.2f} ms per token")
+        modes = perf.get("split_modes_decode_tokens_per_s") or {}
+        if modes:
+            shown = ", ".join(f"{k} {v:.1f}" for k, v in modes.items())
+            out.print(f"  split over {perf['interconnect']}: decode tok/s by -sm mode: {shown}")
     out.print(f"  run it: [bold]{doc['llama_server_command']}[/bold]")
 
 

@@ -1,0 +1,102 @@
+"""Calibrated speed terms: the efficiencies llama.cpp reaches on each kind of processor and the fixed
+costs it pays, read from model_db/llamacpp/speed_calibration.yaml (written by
+benchmarks/calibrate_speed.py from published llama-bench runs and measurements kept in benchmarks/data).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+from .db_files import read_packaged_yaml
+from .hardware_db import GPUSpec
+
+
+@cache
+def calibration() -> dict:
+    return read_packaged_yaml("llamacpp/speed_calibration.yaml")
+
+
+def decode_group(gpu: GPUSpec) -> str:
+    """The calibration group of a GPU for decode: backend and architecture. Pascal GP100 (compute
+    capability 6.0) stands apart: it lacks the DP4A int8 dot product that llama.cpp's quantized
+    matrix-vector kernels use, so its decode is bound by arithmetic, not by memory."""
+    if gpu.backend == "cuda" and gpu.compute_capability == "6.0":
+        return "cuda-pascal-sm60"
+    return f"{gpu.backend}-{gpu.arch}"
+
+
+def prefill_group(gpu: GPUSpec) -> str:
+    """Prefill efficiency groups by market segment: consumer cards boost above the clock their
+    tensor throughput is quoted at; workstation and data-centre parts do not."""
+    consumer = "GeForce" in gpu.name
+    return f"{gpu.backend}-{'consumer' if consumer else 'pro'}"
+
+
+@dataclass(frozen=True)
+class DecodeModel:
+    efficiency: float  # achieved fraction of datasheet memory bandwidth
+    seconds_per_node: float  # fixed cost per graph node per token, at this GPU's clock
+    source: str
+
+
+REFERENCE_CLOCK_MHZ = 2000.0
+
+
+def decode_model(gpu: GPUSpec) -> DecodeModel:
+    """Seconds per token = bytes / (bandwidth x efficiency) + graph nodes x seconds per node.
+
+    From the backend's fit over published llama-bench runs (benchmarks/calibrate_speed.py): the
+    efficiency of the GPU's architecture where GPUs of it were measured, else the backend's median;
+    the per-node cost scaled by the reference clock over the GPU's boost clock."""
+    group = decode_group(gpu)
+    fit = (calibration()["decode"].get("fits") or {}).get(gpu.backend)
+    if fit:
+        clock = getattr(gpu, "boost_clock_mhz", None)
+        ref = float(fit.get("reference_clock_mhz", REFERENCE_CLOCK_MHZ))
+        per_node = float(fit["seconds_per_node"]) * (ref / clock if clock else 1.0)
+        if group in fit["groups"]:
+            return DecodeModel(float(fit["groups"][group]), per_node, f"{group} in the {gpu.backend} fit")
+        return DecodeModel(float(fit["efficiency"]), per_node, f"{gpu.backend} median (no {group} data)")
+    eff, src = efficiency_for_group("decode", group)
+    return DecodeModel(eff, 0.0, src)
+
+
+def efficiency_for_group(kind: str, group: str) -> tuple[float, str]:
+    """Calibrated median efficiency of a group ("cuda-ampere", "cuda-consumer"), and where it comes from."""
+    table = calibration()[kind]
+    backend = group.split("-")[0]
+    if group in table["groups"]:
+        return float(table["groups"][group]["efficiency"]), f"{group} median of {table['groups'][group]['n']} runs"
+    if backend in table["backends"]:
+        return float(table["backends"][backend]["efficiency"]), f"{backend} median (no {group} data)"
+    all_effs = [v["efficiency"] for v in table["backends"].values()]
+    return float(sorted(all_effs)[len(all_effs) // 2]), "all-backend median (no data for this backend)"
+
+
+def cpu_terms() -> tuple[float, float, str]:
+    """(decode efficiency vs memory bandwidth, prefill GFLOP/s per core, where measured)."""
+    cpu = calibration().get("cpu") or {}
+    m = cpu.get("machine", {})
+    where = f"measured with llama-bench on a {m.get('logical_cores', '?')}-core {m.get('cpu', 'CPU')} VM"
+    return float(cpu.get("decode_efficiency", 0.5)), float(cpu.get("prefill_gflops_per_core", 60.0)), where
+
+
+def load_terms() -> dict[str, float]:
+    """Page-cache read speed as a fraction of RAM bandwidth (measured, benchmarks/measure_load.py) and
+    the fixed setup seconds (a budget: backend init, compute-buffer reservation, warm-up)."""
+    load = calibration().get("load") or {}
+    return {"page_cache_fraction_of_ram": float(load.get("page_cache_fraction_of_ram", 0.9)),
+            "setup_s": float(load.get("setup_s_budget", 0.5))}
+
+
+def load_setup_s() -> float:
+    return load_terms()["setup_s"]
+
+
+def split_terms() -> dict[str, float]:
+    """Multi-GPU costs measured in published runs (benchmarks/data/multigpu_llamabench.csv): the main
+    GPU's gather after each row-split matrix product, and one all-reduce of the tensor split."""
+    links = calibration().get("links") or {}
+    return {"row_gather_s": float(links.get("row_gather_s", 8e-5)),
+            "tensor_allreduce_s": float(links.get("tensor_allreduce_s", 5e-5))}
