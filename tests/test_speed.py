@@ -13,7 +13,7 @@ from gemma_fit.check import check_json, run_check
 from gemma_fit.hardware_select import select_hardware
 from gemma_fit.model_db import resolve_model
 from gemma_fit.settings import RunSettings
-from gemma_fit.speed import _attended, attention_flops
+from gemma_fit.token_work import attended_cells, attention_flops
 
 
 def perf(model: str, gpus: list[str], quant: str = "Q4_K_M", prompt: int = 512, hardware: Path | None = None,
@@ -31,7 +31,7 @@ def test_attended_cells_match_a_token_by_token_count(n_tokens: int, n_ubatch: in
         end = min(start + n_ubatch, n_tokens)
         n_kv = min(end, window + n_ubatch) if window else end
         expected += (end - start) * n_kv
-    assert _attended(n_tokens, n_ubatch, window) == expected
+    assert attended_cells(n_tokens, n_ubatch, window) == expected
 
 
 def test_sliding_window_layers_stop_growing_past_their_window() -> None:
@@ -46,7 +46,7 @@ def test_sliding_window_layers_stop_growing_past_their_window() -> None:
 def test_long_prompts_prefill_slower_and_wait_longer() -> None:
     short = perf("gemma-3-27b", ["h100-sxm"], prompt=512, n_ctx=32768)
     long = perf("gemma-3-27b", ["h100-sxm"], prompt=32768, n_ctx=32768)
-    assert long["prefill_tokens_per_s"] < 0.9 * short["prefill_tokens_per_s"]
+    assert long["prefill_tokens_per_s"] < 0.95 * short["prefill_tokens_per_s"]  # 10 of 62 layers attend globally
     assert long["ttft_s"] > 50 * short["ttft_s"]
 
 
@@ -57,7 +57,7 @@ def test_two_cards_of_one_kind_both_count_and_the_link_is_named() -> None:
     assert len(gpu_keys) == 2
     assert two["interconnect"].startswith("PCIe")
     assert two["decode_time_by_device_s"]["links"] > 0
-    assert set(two["split_modes_decode_tokens_per_s"]) == {"layer", "row"}
+    assert set(two["split_modes_decode_tokens_per_s"]) == {"layer", "row", "tensor"}
     assert one["interconnect"] is None and one["split_modes_decode_tokens_per_s"] == {}
 
 
