@@ -61,7 +61,7 @@ def _plural(n: int, word: str) -> str:
 
 
 _COLUMNS = (("model", "<"), ("quant", "<"), ("ctx", ">"), ("verdict", "<"), ("headroom", ">"), ("max ctx", ">"),
-            ("tok/s", ">"), ("layers", ">"))
+            ("tok/s", ">"), ("prefill", ">"), ("layers", ">"))
 
 
 def _row(c: dict[str, Any]) -> list[str]:
@@ -69,7 +69,7 @@ def _row(c: dict[str, Any]) -> list[str]:
     layers = f"{c['n_gpu_layers']}/{c['n_layers_total']}" if c.get("n_layers_total") is not None else "-"
     return [c["model"], c["quant"], f"{c['ctx']:,}", c["verdict"], "-" if room is None else fmt_bytes(room),
             "-" if c.get("max_ctx_fit") is None else f"{c['max_ctx_fit']:,}", _tps(c.get("decode_tokens_per_s")),
-            layers]
+            _tps(c.get("prefill_tokens_per_s")), layers]
 
 
 def report_tables(report: dict[str, Any]) -> list[Text]:
@@ -182,7 +182,8 @@ def report_command(
     elif not quiet:
         out = Console(highlight=False)
         out.print(f"[bold]gemma-fit report[/bold]: {_plural(len(report['cells']), 'combination')}, llama.cpp "
-                  f"{report['llama_cpp']}; headroom is the smallest over the devices, tok/s the estimated decode speed",
+                  f"{report['llama_cpp']}; headroom is the smallest over the devices, tok/s the estimated decode "
+                  "speed, prefill the prompt tokens/s",
                   soft_wrap=True)
         for table in report_tables(report):
             out.print()

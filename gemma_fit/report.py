@@ -131,14 +131,16 @@ def _cell(cfg: HardwareConfig, model: ResolvedModel, quant: str, ctx: int, setti
             from .cli_engines import run_engine_check
 
             doc = run_engine_check(engine, model, quant, settings.with_ctx(ctx), cfg.hardware)
-    except BadInput as exc:  # e.g. --n-gpu-layers beyond this model's layers: the other cells still count
+    except BadInput as exc:  # a setting this model refuses: the other cells still count
         return {**base, "n_ctx": None, "verdict": "error", "error": str(exc), "min_headroom_bytes": None,
                 "max_ctx_fit": None, "n_gpu_layers": None, "n_layers_total": None, "decode_tokens_per_s": None,
-                "check": None}
+                "prefill_tokens_per_s": None, "ttft_s": None, "check": None}
     return {**base, "n_ctx": doc["settings"]["n_ctx"], "verdict": doc["verdict"],
             "min_headroom_bytes": min_headroom(doc), "max_ctx_fit": doc["max_ctx_fit"],
             "n_gpu_layers": doc["settings"]["n_gpu_layers"], "n_layers_total": doc["settings"]["n_layers_total"],
-            "decode_tokens_per_s": decode_speed(doc), "check": doc}
+            "decode_tokens_per_s": decode_speed(doc),
+            "prefill_tokens_per_s": (doc.get("performance") or {}).get("prefill_tokens_per_s"),
+            "ttft_s": (doc.get("performance") or {}).get("ttft_s"), "check": doc}
 
 
 def _gpu_sources(spec: GPUSpec, extra: tuple[Path, ...]) -> list[str]:
