@@ -56,7 +56,7 @@ def run_check(resolved: ResolvedModel, quant: str, settings: RunSettings, hardwa
             perf = predict_performance(
                 plan, verdict.estimate, hardware.gpus, prompt_tokens,
                 ram_bandwidth_gbps=machine.ram_bandwidth_gbps if machine else None,
-                disk_read_gbps=machine.disk.sequential_read_gbps if machine and machine.disk else None,
+                disk_read_gbps=_disk_read_gbps(hardware),
                 cpu_cores=_local_cores() if not hardware.gpus and machine is None else None,
                 attachments=machine.attachments if machine else None,
                 ram_bytes=(machine.ram_bytes if machine else None) or hardware.host_capacity_bytes,
@@ -64,6 +64,11 @@ def run_check(resolved: ResolvedModel, quant: str, settings: RunSettings, hardwa
         except SpeedInputError as exc:
             speed_error = str(exc)
     return CheckResult(resolved, plan, hardware, s, verdict, estimated_file_bytes(plan), perf, speed_error)
+
+
+def _disk_read_gbps(hardware: Hardware) -> float | None:
+    disk = hardware.machine.disk if hardware.machine else hardware.disk
+    return disk.sequential_read_gbps if disk else None
 
 
 def _local_cores() -> int | None:

@@ -9,7 +9,7 @@ import psutil
 
 from .errors import BadInput
 from .estimate import Device
-from .hardware_db import GPUSpec, Machine, load_machine, resolve_gpu
+from .hardware_db import GPUSpec, Machine, StorageSpec, load_machine, resolve_gpu, storage_class
 
 
 @dataclass(frozen=True)
@@ -19,6 +19,7 @@ class Hardware:
     host_capacity_bytes: int | None
     machine: Machine | None
     notes: tuple[str, ...] = ()
+    disk: StorageSpec | None = None  # the probed drive (--gpu local / cpu); a machine file names its own
 
     @property
     def devices(self) -> tuple[Device, ...]:
@@ -51,15 +52,29 @@ def select_hardware(gpu_names: list[str], hardware_file: Path | None, extra: tup
         if len(names) > 1:
             raise BadInput("--gpu cpu means no accelerator; it cannot be combined with GPUs")
         ram = psutil.virtual_memory().total
+        disk, disk_note = _local_disk(extra)
         return Hardware("CPU only (this machine's RAM)", (), ram, None,
-                        ("--gpu cpu: capacity is this machine's total RAM",))
+                        ("--gpu cpu: capacity is this machine's total RAM", disk_note), disk)
     gpus: list[GPUSpec] = []
     notes: tuple[str, ...] = ()
+    disk = None
     for name in names:
         if name.lower() == "local":
             local, notes = _local(extra)
             gpus.extend(local)
+            disk, disk_note = _local_disk(extra)
+            notes = (*notes, disk_note)
         else:
             gpus.append(resolve_gpu(name, extra))
     label = " + ".join(g.name for g in gpus)
-    return Hardware(label, tuple(gpus), None, None, notes)
+    return Hardware(label, tuple(gpus), None, None, notes, disk)
+
+
+def _local_disk(extra: tuple[Path, ...]) -> tuple[StorageSpec | None, str]:
+    """The drive of the current folder (where models are usually run from), for the load time."""
+    from .probe import disk_for_path
+
+    storage, how = disk_for_path(Path.cwd())
+    if storage is None:
+        return None, f"load time: {how}; an NVMe Gen4 disk assumed"
+    return storage_class(storage, extra), f"load time from this machine's drive: {how}"

@@ -175,6 +175,52 @@ def _disk_kind(device: str) -> str | None:
     return None
 
 
+# PCIe signalling rate per generation, as /sys/bus/pci/devices/*/current_link_speed prints it.
+_GT_PER_S_TO_GEN = {"2.5": 1, "5.0": 2, "8.0": 3, "16.0": 4, "32.0": 5, "64.0": 6}
+
+
+def _nvme_pcie_gen(device: str, sys_root: Path = Path("/sys")) -> int | None:
+    """The PCIe generation an NVMe drive's link runs at (Linux sysfs), or None."""
+    name = Path(device).name
+    namespace = name.split("p")[0] if "p" in name[4:] else name  # nvme0n1p2 -> nvme0n1
+    speed = sys_root / "class" / "block" / namespace / "device" / "device" / "current_link_speed"
+    try:
+        rate = speed.read_text().split()[0]
+    except (OSError, IndexError):
+        return None
+    return _GT_PER_S_TO_GEN.get(rate)
+
+
+def storage_class_for(kind: str | None, pcie_gen: int | None) -> tuple[str | None, str]:
+    """hardware_db/storage.yaml class for a probed disk, and how it was chosen."""
+    if kind == "nvme":
+        if pcie_gen is None:
+            return "nvme-gen3", "an NVMe drive whose link speed could not be read: Gen3 assumed (the slowest class)"
+        gen = min(max(pcie_gen, 3), 5)
+        return f"nvme-gen{gen}", f"an NVMe drive on a PCIe {pcie_gen}.0 link"
+    if kind == "ssd":
+        return "sata-ssd", "a non-rotational drive that is not NVMe: SATA SSD class"
+    if kind == "hdd":
+        return "hdd", "a rotational drive"
+    return None, "the drive could not be identified"
+
+
+def disk_for_path(path: Path) -> tuple[str | None, str]:
+    """The storage class of the drive that holds `path` (the longest mount point above it)."""
+    target = str(path.resolve())
+    best = None
+    for part in psutil.disk_partitions(all=False):
+        mount = part.mountpoint.rstrip("/") or "/"
+        inside = target == mount or target.startswith(mount + "/") or mount == "/"
+        if inside and (best is None or len(mount) > len(best.mountpoint.rstrip("/") or "/")):
+            best = part
+    if best is None:
+        return None, f"no drive found for {target}"
+    kind = _disk_kind(best.device)
+    storage, how = storage_class_for(kind, _nvme_pcie_gen(best.device) if kind == "nvme" else None)
+    return storage, f"{best.device} ({how})"
+
+
 def probe_disks() -> list[dict[str, Any]]:
     disks = []
     for part in psutil.disk_partitions(all=False):

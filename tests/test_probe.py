@@ -6,6 +6,7 @@ import json
 import os
 import types
 from collections import namedtuple
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -184,3 +185,32 @@ def test_probe_command_json_and_table(monkeypatch: pytest.MonkeyPatch) -> None:
     table = runner.invoke(_app(), ["probe"], env={"COLUMNS": "200"})
     assert table.exit_code == 0, table.output
     assert "rtx-4090" in table.output and "Gen4 x16" in table.output and "RAM:" in table.output
+
+
+def test_probed_drives_map_to_storage_classes(tmp_path: Path) -> None:
+    from gemma_fit.probe import _nvme_pcie_gen, storage_class_for
+
+    link = tmp_path / "class" / "block" / "nvme0n1" / "device" / "device"
+    link.mkdir(parents=True)
+    (link / "current_link_speed").write_text("16.0 GT/s PCIe\n")
+    assert _nvme_pcie_gen("/dev/nvme0n1p2", tmp_path) == 4
+    assert _nvme_pcie_gen("/dev/nvme1n1", tmp_path) is None
+    assert storage_class_for("nvme", 4)[0] == "nvme-gen4"
+    assert storage_class_for("nvme", 6)[0] == "nvme-gen5"  # the fastest class the database has
+    assert storage_class_for("nvme", None)[0] == "nvme-gen3"  # unknown link: the slowest NVMe class
+    assert storage_class_for("ssd", None)[0] == "sata-ssd"
+    assert storage_class_for("hdd", None)[0] == "hdd"
+    assert storage_class_for(None, None)[0] is None
+
+
+def test_cpu_check_takes_its_load_time_from_this_machines_drive() -> None:
+    from gemma_fit.check import check_json, run_check
+    from gemma_fit.hardware_select import select_hardware
+    from gemma_fit.model_db import resolve_model
+    from gemma_fit.settings import RunSettings
+
+    hw = select_hardware(["cpu"], None, ())
+    doc = check_json(run_check(resolve_model("gemma-3-1b"), "Q4_0", RunSettings(), hw))
+    assert any("drive" in a for a in doc["assumptions"])
+    if hw.disk is not None:
+        assert not any("NVMe Gen4 disk" in n for n in doc["performance"]["notes"])
