@@ -94,6 +94,7 @@ def _performance_json(r: CheckResult) -> dict[str, Any] | None:
             "load_warm_s": _rounded(p.load_warm_s, 2),
             "per_offloaded_layer_ms": _rounded(p.per_offloaded_layer_s, 3, scale=1e3),
             "interconnect": p.interconnect,
+            "load_bottleneck": p.load_bottleneck,
             "split_modes_decode_tokens_per_s": {k: round(v, 2)
                                                 for k, v in (p.split_modes_decode_tokens_per_s or {}).items()},
             "notes": list(p.notes)}

@@ -61,6 +61,8 @@ def render_check(out: Console, doc: dict[str, Any]) -> None:
                   f"prefill {perf['prefill_tokens_per_s']:.0f} tok/s, time to first token {perf['ttft_s']:.2f} s "
                   f"({perf['prompt_tokens']:,}-token prompt), load {perf['load_s']:.1f} s{warm}")
         out.print(f"  bottleneck: {perf['bottleneck']}")
+        if perf.get("load_bottleneck"):
+            out.print(f"  load: {perf['load_bottleneck']}")
         if perf.get("per_offloaded_layer_ms") and doc["settings"]["n_gpu_layers"] < doc["settings"]["n_layers_total"]:
             out.print(f"  each layer left on the CPU costs {perf['per_offloaded_layer_ms']:.2f} ms per token")
         modes = perf.get("split_modes_decode_tokens_per_s") or {}

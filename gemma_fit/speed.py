@@ -55,6 +55,7 @@ class Performance:
     per_offloaded_layer_s: float | None = None  # decode seconds per token each layer left on the CPU adds
     interconnect: str | None = None  # the GPU-to-GPU link of a multi-GPU split
     split_modes_decode_tokens_per_s: dict[str, float] | None = None  # layer / row / tensor split, several GPUs
+    load_bottleneck: str = ""  # what bounds the cold load, and what would move it
 
 
 class SpeedInputError(ValueError):
@@ -91,19 +92,21 @@ def predict_performance(plan: TensorPlan, est: MemoryEstimate, gpus: tuple[GPUSp
     host = host_link(attachments[0]) if gpus else None
     prefill_s = _prefill_seconds(plan, est, gpus, work, prompt_tokens, host, peer, cpu_cores, notes)
     load_cold, load_warm = _load_seconds(plan, est, host, disk_read_gbps, ram_bw, ram_bytes, notes)
+    modes = _split_modes(gpus, work, decode_s, times) if peer else {}
     return Performance(
         decode_tokens_per_s=1.0 / decode_s if decode_s > 0 else 0.0,
         prefill_tokens_per_s=prompt_tokens / prefill_s if prefill_s > 0 else 0.0,
         ttft_s=prefill_s + decode_s,
         load_s=load_cold,
-        bottleneck=_bottleneck(times, gpus, est, peer, kernel_bound, work),
+        bottleneck=_bottleneck(times, gpus, est, peer, kernel_bound, work, modes),
         prompt_tokens=prompt_tokens,
         decode_time_by_device_s=times,
         notes=tuple(notes),
         load_warm_s=load_warm,
         per_offloaded_layer_s=_per_offloaded_layer_s(plan, gpus, ram_bw) if gpus else None,
         interconnect=peer.name if peer else None,
-        split_modes_decode_tokens_per_s=_split_modes(gpus, work, decode_s, times) if peer else {},
+        split_modes_decode_tokens_per_s=modes,
+        load_bottleneck=_load_bottleneck(plan, est, host, disk_read_gbps),
     )
 
 
@@ -302,8 +305,19 @@ def _load_seconds(plan: TensorPlan, est: MemoryEstimate, host: Link | None, disk
 
 # --- bottleneck --------------------------------------------------------------------------------
 
+def _load_bottleneck(plan: TensorPlan, est: MemoryEstimate, host: Link | None, disk: float | None) -> str:
+    disk_bw = disk or DEFAULT_DISK_READ_GBPS
+    read = plan.tensor_data_bytes / (disk_bw * 1e9)
+    device_bytes = sum(d.weights_bytes for d in est.devices)
+    upload = host.seconds(device_bytes) if host is not None and device_bytes else 0.0
+    if read >= upload:
+        return (f"the cold load reads {plan.tensor_data_bytes / 1e9:.1f} GB from a {disk_bw:g} GB/s drive: a faster "
+                "drive (NVMe Gen4/5) or a file already in the page cache moves it")
+    return f"the load uploads {device_bytes / 1e9:.1f} GB over {host.name if host else 'PCIe'}: a wider link moves it"
+
+
 def _bottleneck(times: dict[str, float], gpus: tuple[GPUSpec, ...], est: MemoryEstimate,
-                peer: Link | None, kernel_bound: list[str], work: DeviceWork) -> str:
+                peer: Link | None, kernel_bound: list[str], work: DeviceWork, modes: dict[str, float]) -> str:
     if not times:
         return "unknown"
     worst = max(times, key=lambda k: times[k])
@@ -326,4 +340,8 @@ def _bottleneck(times: dict[str, float], gpus: tuple[GPUSpec, ...], est: MemoryE
             f"or a GPU with more bandwidth moves it; prefill is bound by tensor throughput")
     if len(gpus) > 1:
         text += "; with a layer split the GPUs take turns, so their times add up"
+        best = max(modes, key=lambda k: modes[k]) if modes else "layer"
+        if best != "layer":
+            text += (f"; -sm {best} would share the reading ({modes[best]:.1f} vs {modes['layer']:.1f} tokens/s over "
+                     f"{peer.name if peer else 'PCIe'}; NVLink would shorten each of its synchronisations)")
     return text
