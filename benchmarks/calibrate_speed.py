@@ -34,7 +34,7 @@ from gemma_fit.graph_nodes import llama_graph_nodes  # noqa: E402
 from gemma_fit.hardware_db import load_gpus  # noqa: E402
 from gemma_fit.links import default_attachment, host_link  # noqa: E402
 from gemma_fit.speed import _matmul_tops, elementwise_bytes  # noqa: E402
-from gemma_fit.speed_terms import decode_group, prefill_group  # noqa: E402
+from gemma_fit.speed_terms import NEAREST_GROUP, decode_group, prefill_group  # noqa: E402
 
 DATA = REPO / "benchmarks" / "data" / "llamabench_calibration.csv"
 OUT = REPO / "model_db" / "llamacpp" / "speed_calibration.yaml"
@@ -244,7 +244,8 @@ def _predict_prefill_error(train: list[dict], p: dict) -> float | None:
     own = prefill_efficiency(p, fits)
     trained = [q for q in with_prefill_efficiencies(train, fits) if q["kind"] == "prefill"]
     same = [q["eff"] for q in trained if q["group"] == p["group"]]
-    pool = same or [q["eff"] for q in trained if q["group"].split("-")[0] == p["group"].split("-")[0]]
+    near = [q["eff"] for q in trained if q["group"] == NEAREST_GROUP.get(p["group"])]
+    pool = same or near or [q["eff"] for q in trained if q["group"].split("-")[0] == p["group"].split("-")[0]]
     if own is None or not pool:
         return None
     # time = work / eff + fixed, and own eff reproduces the measured time exactly

@@ -26,11 +26,18 @@ def decode_group(gpu: GPUSpec) -> str:
     return f"{gpu.backend}-{gpu.arch}"
 
 
+# Data-centre tensor-core chips (GA100, GH100, GB100: compute capability x.0). Their rated tensor
+# throughput counts instructions llama.cpp's MMQ kernels do not issue (wider MMA per SM, Hopper's
+# wgmma), so they reach a smaller share of it: A100 0.12 against 0.25-0.29 for workstation cards.
+DATACENTER_TENSOR_CC = ("8.0", "9.0", "10.0")
+
+
 def prefill_group(gpu: GPUSpec) -> str:
-    """Prefill efficiency groups by market segment: consumer cards boost above the clock their
-    tensor throughput is quoted at; workstation and data-centre parts do not."""
-    consumer = "GeForce" in gpu.name
-    return f"{gpu.backend}-{'consumer' if consumer else 'pro'}"
+    """Prefill efficiency groups: GeForce cards boost above the clock their tensor throughput is quoted
+    at and run at higher power limits than workstation cards; data-centre tensor chips stand apart."""
+    if gpu.backend == "cuda" and gpu.compute_capability in DATACENTER_TENSOR_CC:
+        return "cuda-datacenter"
+    return f"{gpu.backend}-{'consumer' if 'GeForce' in gpu.name else 'pro'}"
 
 
 @dataclass(frozen=True)
@@ -62,12 +69,17 @@ def decode_model(gpu: GPUSpec) -> DecodeModel:
     return DecodeModel(eff, 0.0, src)
 
 
+# A group without runs of its own borrows its nearest relative's before the backend-wide median.
+NEAREST_GROUP = {"cuda-datacenter": "cuda-pro"}
+
+
 def efficiency_for_group(kind: str, group: str) -> tuple[float, str]:
     """Calibrated median efficiency of a group ("cuda-ampere", "cuda-consumer"), and where it comes from."""
     table = calibration()[kind]
     backend = group.split("-")[0]
-    if group in table["groups"]:
-        return float(table["groups"][group]["efficiency"]), f"{group} median of {table['groups'][group]['n']} runs"
+    for g in (group, NEAREST_GROUP.get(group)):
+        if g in table["groups"]:
+            return float(table["groups"][g]["efficiency"]), f"{g} median of {table['groups'][g]['n']} runs"
     if backend in table["backends"]:
         return float(table["backends"][backend]["efficiency"]), f"{backend} median (no {group} data)"
     all_effs = [v["efficiency"] for v in table["backends"].values()]
