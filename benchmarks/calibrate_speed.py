@@ -33,7 +33,7 @@ sys.path.insert(0, str(REPO))
 from gemma_fit.graph_nodes import llama_graph_nodes  # noqa: E402
 from gemma_fit.hardware_db import load_gpus  # noqa: E402
 from gemma_fit.links import default_attachment, host_link  # noqa: E402
-from gemma_fit.speed import _matmul_tops, elementwise_bytes  # noqa: E402
+from gemma_fit.speed import _attention_tflops, _matmul_tops, elementwise_bytes  # noqa: E402
 from gemma_fit.speed_terms import NEAREST_GROUP, decode_group, prefill_group  # noqa: E402
 
 DATA = REPO / "benchmarks" / "data" / "llamabench_calibration.csv"
@@ -104,9 +104,13 @@ def efficiencies() -> list[dict]:
                         "x": read / (gpu.memory_bandwidth_gbps * 1e9), "y": 1.0 / tps - logits_s(row, gpu),
                         "nodes": llama_graph_nodes(BENCH_LAYERS[row["model"]]).kernels,
                         "clock": getattr(gpu, "boost_clock_mhz", None)})
-        elif row["test"].startswith("pp") and recent_default_build(row):
-            out.append({"kind": "prefill", "gpu": gpu.id, "group": prefill_group(gpu), "row": row, "spec": gpu,
-                        "tps": tps})
+        elif row["test"].startswith("pp") and (recent_default_build(row) or row["quant"] == "F16"
+                                                or gpu.backend == "metal"):
+            # F16 prompts run through cuBLAS/hipBLAS/Metal GEMMs, which the May 2024 builds used already;
+            # Metal's matrix kernels have not been replaced since the Apple table was started
+            quantized = row["quant"] != "F16"
+            out.append({"kind": "prefill", "gpu": gpu.id, "group": prefill_group(gpu, quantized), "row": row,
+                        "spec": gpu, "tps": tps})
     return out
 
 
@@ -134,7 +138,7 @@ def prefill_efficiency(p: dict, decode_fits: dict) -> float | None:
     busy = u / p["tps"] - fixed
     if busy <= 0:
         return None
-    attn_tops = gpu.fp16_tensor_tflops or gpu.fp32_tflops or tops
+    attn_tops = _attention_tflops(gpu) or tops
     return (2 * params * u / tops + attn / attn_tops) / 1e12 / busy
 
 

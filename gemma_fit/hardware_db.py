@@ -80,6 +80,7 @@ class GPUSpec:
     nvlink_sxm: bool = False  # an SXM module: its NVLink reaches the other GPUs of the board
     boost_clock_mhz: float | None = None  # reference boost clock, MHz (per-node kernel cost scales with 1/clock)
     fp32_tflops: float | None = None  # non-tensor (shader) FP32 throughput, dense; prefill on tensor-less parts
+    gpu_cores: int | None = None  # Apple GPU cores
 
 
 def spec_from_entry(entry: GPUEntry) -> GPUSpec:
@@ -93,7 +94,7 @@ def spec_from_entry(entry: GPUEntry) -> GPUSpec:
         cuda_total_bytes=entry.cuda_total_bytes, logical_devices=entry.logical_devices,
         int8_tensor_tops=entry.int8_tensor_tops,
         nvlink_sxm="SXM" in entry.form_factor and bool(entry.nvlink_gbps),
-        boost_clock_mhz=entry.boost_clock_mhz, fp32_tflops=entry.fp32_tflops,
+        boost_clock_mhz=entry.boost_clock_mhz, fp32_tflops=entry.fp32_tflops, gpu_cores=entry.gpu_cores,
     )
 
 

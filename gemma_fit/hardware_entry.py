@@ -62,6 +62,7 @@ class GPUEntry(_Strict):
     int8_tensor_tops: float | None = Field(default=None, gt=0, le=20_000)
     boost_clock_mhz: float | None = Field(default=None, ge=100, le=4000)  # reference boost clock (TechPowerUp's), MHz
     fp32_tflops: float | None = Field(default=None, gt=0, le=500)  # non-tensor FP32, shaders x 2 x boost clock, dense
+    gpu_cores: int | None = Field(default=None, ge=1, le=1024)  # Apple GPU cores (the largest bin the entry covers)
     bf16_supported: bool
     tdp_w: float | None = Field(default=None, ge=5, le=2000)
     pcie_gen: int | None = Field(default=None, ge=1, le=6)

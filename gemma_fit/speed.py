@@ -13,9 +13,10 @@ hidden state across each boundary (gemma_fit/links.py).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 from .estimate import MemoryEstimate
-from .hardware_db import GPUAttachment, GPUSpec
+from .hardware_db import GPUAttachment, GPUSpec, load_gpus
 from .links import Link, default_attachment, host_link, peer_link
 from .model_spec import ModelSpec
 from .placement import CPU
@@ -202,7 +203,7 @@ def _tile_use(tokens: float) -> float:
 def _gpu_ubatch_s(g: GPUSpec, w: LayerWork, nodes: float, matmul_nodes: float, ffn_elements: float, u: int,
                   model: ModelSpec, quantized: bool) -> float:
     """Seconds for one ubatch of u tokens through this GPU's share of the layers."""
-    eff, _ = efficiency_for_group("prefill", prefill_group(g))
+    eff, _ = efficiency_for_group("prefill", prefill_group(g, quantized))
     rate = _matmul_tops(g, quantized) * 1e12 * eff
     dm = decode_model(g)
     bw = (g.memory_bandwidth_gbps or 0) * 1e9 * dm.efficiency
@@ -232,16 +233,31 @@ def _matmul_tops(g: GPUSpec, quantized: bool) -> float:
         return g.int8_tensor_tops
     if g.fp16_tensor_tflops:
         return g.fp16_tensor_tflops
-    fp32 = getattr(g, "fp32_tflops", None) or 0.0
+    fp32 = getattr(g, "fp32_tflops", None) or _apple_fp32_from_cores(g)
     if g.backend == "cuda" and g.compute_capability == "6.0":
         return 2 * fp32
     dot4 = quantized and g.backend in ("cuda", "rocm")
     return fp32 * (4 if dot4 else 1)
 
 
+@cache
+def _apple_tflops_per_core() -> float:
+    """FP32 TFLOPS per Apple GPU core where the database has both figures (the M2 family: 128 ALUs x 2
+    x 1398 MHz). Apple publishes no GPU clock for M3/M4 and secondary figures disagree, so those
+    entries carry core counts only and take this rate: a floor, as their clocks are reported at or
+    above the M2's; the prefill calibration over M3/M4 runs absorbs the difference."""
+    rates = sorted(g.fp32_tflops / g.gpu_cores for g in load_gpus().values()
+                   if g.backend == "metal" and g.fp32_tflops and g.gpu_cores)
+    return rates[len(rates) // 2] if rates else 0.0
+
+
+def _apple_fp32_from_cores(g: GPUSpec) -> float:
+    return g.gpu_cores * _apple_tflops_per_core() if g.backend == "metal" and g.gpu_cores else 0.0
+
+
 def _attention_tflops(g: GPUSpec) -> float:
     """Attention runs in FP16 on the tensor cores (flash attention's MMA kernels or cuBLAS)."""
-    return g.fp16_tensor_tflops or (getattr(g, "fp32_tflops", None) or 0.0)
+    return g.fp16_tensor_tflops or (getattr(g, "fp32_tflops", None) or _apple_fp32_from_cores(g))
 
 
 def _ubatches(prompt_tokens: int, n_ubatch: int) -> list[int]:
@@ -271,7 +287,7 @@ def _prefill_seconds(plan: TensorPlan, est: MemoryEstimate, gpus: tuple[GPUSpec,
             w, nodes, mm = w + work.work[CPU], nodes + work.nodes[CPU], mm + work.matmul_nodes[CPU]
             attn, ffn = attn + work.attn_flops[CPU], ffn + work.ffn_elements[CPU]
         total += sum(_gpu_ubatch_s(g, w, nodes, mm, ffn, u, plan.model, quantized) for u in ubatches)
-        eff, _ = efficiency_for_group("prefill", prefill_group(g))
+        eff, _ = efficiency_for_group("prefill", prefill_group(g, quantized))
         total += attn / (_attention_tflops(g) * 1e12 * eff) if _attention_tflops(g) else float("inf")
     if work.read(CPU) and host is not None:
         total += len(ubatches) * host.seconds(work.work[CPU].read_bytes)

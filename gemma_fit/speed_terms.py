@@ -32,12 +32,18 @@ def decode_group(gpu: GPUSpec) -> str:
 DATACENTER_TENSOR_CC = ("8.0", "9.0", "10.0")
 
 
-def prefill_group(gpu: GPUSpec) -> str:
-    """Prefill efficiency groups: GeForce cards boost above the clock their tensor throughput is quoted
-    at and run at higher power limits than workstation cards; data-centre tensor chips stand apart."""
-    if gpu.backend == "cuda" and gpu.compute_capability in DATACENTER_TENSOR_CC:
+def prefill_group(gpu: GPUSpec, quantized: bool = True) -> str:
+    """Prefill efficiency groups. F16/BF16 weights go through cuBLAS (hipBLAS, Metal's own GEMM), not
+    llama.cpp's MMQ kernels: one group per backend. Quantized weights on CUDA: GeForce cards boost
+    above the clock their tensor throughput is quoted at and run at higher power limits than
+    workstation cards; data-centre tensor chips stand apart. Other backends: one group each."""
+    if not quantized:
+        return f"{gpu.backend}-fp16"
+    if gpu.backend != "cuda":
+        return f"{gpu.backend}-quantized"
+    if gpu.compute_capability in DATACENTER_TENSOR_CC:
         return "cuda-datacenter"
-    return f"{gpu.backend}-{'consumer' if 'GeForce' in gpu.name else 'pro'}"
+    return f"cuda-{'consumer' if 'GeForce' in gpu.name else 'pro'}"
 
 
 @dataclass(frozen=True)
@@ -70,7 +76,7 @@ def decode_model(gpu: GPUSpec) -> DecodeModel:
 
 
 # A group without runs of its own borrows its nearest relative's before the backend-wide median.
-NEAREST_GROUP = {"cuda-datacenter": "cuda-pro"}
+NEAREST_GROUP = {"cuda-datacenter": "cuda-pro", "rocm-fp16": "cuda-fp16"}
 
 
 def efficiency_for_group(kind: str, group: str) -> tuple[float, str]:
