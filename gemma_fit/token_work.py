@@ -133,7 +133,7 @@ class DeviceWork:
 def device_work(plan: TensorPlan, est: MemoryEstimate, n_gpus: int, prompt_tokens: int) -> DeviceWork:
     model, placement = plan.model, est.placement
     devices = [*range(n_gpus), CPU]
-    work = dict.fromkeys(devices, LayerWork())
+    sums = {d: [0.0] * 5 for d in devices}  # LayerWork fields, summed without a dataclass per layer
     kv = dict.fromkeys(devices, 0.0)
     attn = dict.fromkeys(devices, 0.0)
     layers = dict.fromkeys(devices, 0)
@@ -141,10 +141,13 @@ def device_work(plan: TensorPlan, est: MemoryEstimate, n_gpus: int, prompt_token
     tw = token_work(plan)
     for il, lw in enumerate(tw.layers):
         d = placement.layer_device[il]
-        work[d] = work[d] + lw
+        acc = sums[d]
+        for k, v in enumerate(lw.astuple()):
+            acc[k] += v
         layers[d] += 1
         spec = model.layers[il]
         ffn[d] += spec.n_ff + (model.n_ff_exp * model.n_expert_used if spec.has_experts else 0)
+    work = {d: LayerWork(*v) for d, v in sums.items()}
     work[placement.output_device] = work[placement.output_device] + tw.output
     for il, nbytes in kv_read_per_token(model, est, max(1, prompt_tokens)).items():
         kv[placement.layer_device[il] if est.settings.kv_offload else CPU] += nbytes
