@@ -23,6 +23,7 @@ import math
 import statistics
 import sys
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
@@ -30,6 +31,7 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from gemma_fit.db_validate import BACKENDS  # noqa: E402
 from gemma_fit.graph_nodes import llama_graph_nodes  # noqa: E402
 from gemma_fit.hardware_db import load_gpus  # noqa: E402
 from gemma_fit.links import default_attachment, host_link  # noqa: E402
@@ -94,8 +96,10 @@ def efficiencies() -> list[dict]:
         gpu = gpus.get(row["gpu_id"])
         if gpu is None or row["model"] not in BENCH_MODELS or row["quant"] not in EMBD_BYTES:
             continue
-        if row["backend"].lower() != gpu.backend:
-            continue  # e.g. Vulkan runs on NVIDIA cards: a different software efficiency
+        run_backend = row["backend"].strip().lower()
+        if run_backend not in BACKENDS.get(gpu.vendor, ()):
+            continue
+        gpu = replace(gpu, backend=run_backend)  # e.g. Vulkan runs on NVIDIA cards: the Vulkan groups
         read, matmul_params = bytes_per_token(row)
         tps = float(row["tokens_per_s"])
         if row["test"].startswith("tg") and gpu.memory_bandwidth_gbps:
@@ -105,9 +109,10 @@ def efficiencies() -> list[dict]:
                         "nodes": llama_graph_nodes(BENCH_LAYERS[row["model"]]).kernels,
                         "clock": getattr(gpu, "boost_clock_mhz", None)})
         elif row["test"].startswith("pp") and (recent_default_build(row) or row["quant"] == "F16"
-                                                or gpu.backend == "metal"):
+                                                or gpu.backend in ("metal", "vulkan")):
             # F16 prompts run through cuBLAS/hipBLAS/Metal GEMMs, which the May 2024 builds used already;
-            # Metal's matrix kernels have not been replaced since the Apple table was started
+            # Metal's matrix kernels have not been replaced since the Apple table was started; the Vulkan
+            # scoreboard ran with flash attention off, a few percent at pp512
             quantized = row["quant"] != "F16"
             out.append({"kind": "prefill", "gpu": gpu.id, "group": prefill_group(gpu, quantized), "row": row,
                         "spec": gpu, "tps": tps})

@@ -3,7 +3,7 @@
 Gemma models, which the calibration (Llama runs only) never saw.
 
 Data: benchmarks/data/gemma_llamabench.csv (sources per row). Used: llama-bench rows (tg*/pp*) on a
-GPU of the hardware database with the backend gemma-fit models for it, all layers offloaded, a
+GPU of the hardware database, with the run's backend (as `--backend`), all layers offloaded, a
 llama.cpp file type gemma-fit knows. Listed but not scored: the `pp256 (ubatch=1)` rows of a
 llama.cpp PR (token-by-token prompt processing skips the output matrix and the logits copy that
 every generated token pays, so they are not decode), and rows from serving harnesses and
@@ -23,9 +23,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from gemma_fit.check import run_check  # noqa: E402
+from gemma_fit.db_validate import BACKENDS  # noqa: E402
 from gemma_fit.errors import BadInput  # noqa: E402
 from gemma_fit.hardware_db import load_gpus  # noqa: E402
-from gemma_fit.hardware_select import select_hardware  # noqa: E402
+from gemma_fit.hardware_select import select_hardware, with_backend  # noqa: E402
 from gemma_fit.model_db import resolve_model  # noqa: E402
 from gemma_fit.settings import RunSettings  # noqa: E402
 
@@ -45,7 +46,7 @@ def scored_kind(row: dict[str, str]) -> tuple[str, int] | None:
 def predict(row: dict[str, str], kind: str, n: int) -> float:
     fa = "on" if row["flash_attn"].strip().startswith("1") else "auto"
     settings = RunSettings(n_ctx=max(512, n + 256), n_gpu_layers=999, flash_attn=fa)  # type: ignore[arg-type]
-    hw = select_hardware([row["gpu_id"]], None, ())
+    hw = with_backend(select_hardware([row["gpu_id"]], None, ()), row["backend"].strip().lower())
     prompt = max(1, n // 2) if kind == "decode" else n
     result = run_check(resolve_model(row["model"]), row["quant"], settings, hw, prompt_tokens=prompt)
     if result.performance is None:
@@ -68,8 +69,8 @@ def rows() -> list[dict]:
             result["why"] = "noise: the run's spread is over half its mean"
         elif gpu is None:
             result["why"] = "GPU not in the database"
-        elif gpu.backend != row["backend"].strip().lower():
-            result["why"] = f"{row['backend']} run on a {gpu.backend} GPU"
+        elif row["backend"].strip().lower() not in BACKENDS.get(gpu.vendor, ()):
+            result["why"] = f"llama.cpp has no {row['backend']} backend for {gpu.name}"
         else:
             try:
                 result["predicted"] = predict(row, *kind_n)

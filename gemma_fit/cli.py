@@ -20,7 +20,7 @@ from .cli_report import report_command, write_check_html
 from .errors import EXIT_BAD_INPUT, EXIT_NO_GO, EXIT_OFFLOAD, EXIT_OK, BadInput, GemmaFitError
 from .ggml import CONTRACT_QUANTS, file_type
 from .gguf_layout import estimated_file_bytes
-from .hardware_select import Hardware, select_hardware
+from .hardware_select import Hardware, select_hardware, with_backend
 from .model_db import ResolvedModel, entry_spec, load_model_db, resolve_model
 from .model_entry import GENERATION_ORDER
 from .render import render_check, render_engine, render_inspect, render_smoke
@@ -144,6 +144,8 @@ def _run_and_print(resolved: ResolvedModel, plan: TensorPlan, settings: RunSetti
 
 
 EngineOpt = Annotated[str, typer.Option("--engine", help="llama.cpp, ollama, vllm or transformers.")]
+BackendOpt = Annotated[str | None, typer.Option(
+    "--backend", help="llama.cpp backend when not the GPU's own: vulkan (NVIDIA, AMD, Intel), sycl, rocm, cuda.")]
 
 
 @app.command()
@@ -179,11 +181,12 @@ def check(
     cache_implementation: Annotated[str | None, typer.Option("--cache-implementation",
                                                              help="transformers: dynamic or static.")] = None,
     images: Annotated[int | None, typer.Option("--images", help="Images per prompt (multimodal).")] = None,
+    backend: BackendOpt = None,
 ) -> None:
     """The go/no-go answer for one model, quant, context and hardware."""
     if (model is None) == (gguf is None):
         raise BadInput("give --model ID (with --quant) or --gguf FILE")
-    hw = select_hardware(gpu or [], hardware, _state["hardware_db"])
+    hw = with_backend(select_hardware(gpu or [], hardware, _state["hardware_db"]), backend)
     settings = _settings(ctx, batch, ubatch, parallel, kv_unified, flash_attn, cache_type_k, cache_type_v,
                          n_gpu_layers, swa_full, mmproj if engine == "llama.cpp" else None)
     if not is_llama_cpp(engine):
@@ -229,6 +232,7 @@ def inspect(
     prompt_tokens: PromptOpt = 512,
     as_json: JsonOpt = False,
     html: HtmlOpt = None,
+    backend: BackendOpt = None,
 ) -> None:
     """What a GGUF holds (header only) and, with --gpu or --hardware, what it needs there."""
     from .model_from_gguf import model_from_gguf
@@ -244,7 +248,7 @@ def inspect(
         else:
             render_inspect(_out(), info)
         return
-    hw = select_hardware(gpu or [], hardware, _state["hardware_db"])
+    hw = with_backend(select_hardware(gpu or [], hardware, _state["hardware_db"]), backend)
     settings = _settings(ctx, batch, ubatch, parallel, kv_unified, flash_attn, cache_type_k, cache_type_v,
                          n_gpu_layers, swa_full, mmproj)
     resolved = ResolvedModel(spec, None, f"from {file}")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import psutil
@@ -78,3 +78,25 @@ def _local_disk(extra: tuple[Path, ...]) -> tuple[StorageSpec | None, str]:
     if storage is None:
         return None, f"load time: {how}; an NVMe Gen4 disk assumed"
     return storage_class(storage, extra), f"load time from this machine's drive: {how}"
+
+
+def with_backend(hw: Hardware, backend: str | None) -> Hardware:
+    """The same machine with llama.cpp built for another backend (--backend vulkan on an NVIDIA, AMD or
+    Intel card): memory overhead, compute-buffer rules and speed calibration follow the backend."""
+    if backend is None:
+        return hw
+    from .db_validate import BACKENDS
+
+    chosen = backend.strip().lower()
+    if not hw.gpus:
+        raise BadInput(f"--backend {backend}: there is no GPU to run it on")
+    for g in hw.gpus:
+        allowed = sorted(BACKENDS.get(g.vendor, ()))
+        if chosen not in allowed:
+            raise BadInput(f"--backend {backend}: llama.cpp has no such backend for {g.name} "
+                           f"(use {' or '.join(allowed)})")
+    if all(g.backend == chosen for g in hw.gpus):
+        return hw
+    gpus = tuple(replace(g, backend=chosen) for g in hw.gpus)
+    return replace(hw, gpus=gpus, notes=(*hw.notes, f"llama.cpp built with its {chosen} backend (--backend)"))
+

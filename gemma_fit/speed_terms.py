@@ -39,6 +39,8 @@ def prefill_group(gpu: GPUSpec, quantized: bool = True) -> str:
     workstation cards; data-centre tensor chips stand apart. Other backends: one group each."""
     if not quantized:
         return f"{gpu.backend}-fp16"
+    if gpu.backend == "vulkan":  # each vendor's driver runs Vulkan's matrix kernels its own way
+        return f"vulkan-{gpu.vendor}"
     if gpu.backend != "cuda":
         return f"{gpu.backend}-quantized"
     if gpu.compute_capability in DATACENTER_TENSOR_CC:

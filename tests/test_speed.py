@@ -4,6 +4,9 @@ test_speed_calibration.py."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 from hypothesis import given
@@ -96,3 +99,18 @@ def test_a_gpu_without_bandwidth_keeps_the_memory_verdict(tmp_path: Path) -> Non
     doc = check_json(run_check(resolve_model("9b"), "Q4_K_M", RunSettings(), hw))
     assert doc["verdict"] == "go" and doc["performance"] is None
     assert "no memory-bandwidth figure" in doc["speed_error"]
+
+
+def test_backend_option_switches_overhead_and_calibration() -> None:
+    cli = [sys.executable, "-c", "from gemma_fit.cli import main; main()"]
+    base = ["check", "--gpu", "rtx-4070", "--model", "9b", "--json"]
+    cuda = subprocess.run([*cli, *base], capture_output=True, text=True, timeout=60)
+    vulkan = subprocess.run([*cli, *base, "--backend", "vulkan"], capture_output=True, text=True, timeout=60)
+    c, v = json.loads(cuda.stdout), json.loads(vulkan.stdout)
+    assert c["memory"]["devices"][0]["overhead_bytes"] == 453 * 2**20
+    assert v["memory"]["devices"][0]["overhead_bytes"] == 300 * 2**20
+    assert any("vulkan" in n for n in v["performance"]["notes"])
+    assert v["performance"]["decode_tokens_per_s"] != c["performance"]["decode_tokens_per_s"]
+    bad = subprocess.run([*cli, "check", "--gpu", "m2-max", "--model", "9b", "--backend", "vulkan"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "no such backend" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1

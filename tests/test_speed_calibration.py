@@ -35,17 +35,18 @@ def test_decode_error_on_unseen_gpus(points: list[dict]) -> None:
     errors = calibrate_speed.leave_one_gpu_out(points)["decode"]
     # GP100 (no DP4A) has no peer in the data: it is predicted from other Pascal-less groups and misses
     seen_kind = [e for group, errs in errors.items() if group != "cuda-pascal-sm60" for e in errs]
-    assert len(seen_kind) >= 70
+    assert len(seen_kind) >= 80
     assert statistics.median(seen_kind) < 0.08
-    assert sum(e <= 0.15 for e in seen_kind) / len(seen_kind) >= 0.80
-    assert max(seen_kind) < 0.30
+    assert sum(e <= 0.15 for e in seen_kind) / len(seen_kind) >= 0.78
+    assert max(seen_kind) < 0.40
 
 
 def test_prefill_error_on_unseen_gpus(points: list[dict]) -> None:
     errors = calibrate_speed.leave_one_gpu_out(points)["prefill"]
     everything = [e for errs in errors.values() for e in errs]
-    assert len(everything) >= 15
+    assert len(everything) >= 50
     assert statistics.median(everything) < 0.15
+    assert sum(e <= 0.25 for e in everything) / len(everything) >= 0.75
 
 
 def test_gemma_holdout_decode() -> None:
