@@ -36,7 +36,12 @@ from gemma_fit.graph_nodes import llama_graph_nodes  # noqa: E402
 from gemma_fit.hardware_db import load_gpus  # noqa: E402
 from gemma_fit.links import default_attachment, host_link  # noqa: E402
 from gemma_fit.speed import _attention_tflops, _matmul_tops, elementwise_bytes  # noqa: E402
-from gemma_fit.speed_terms import NEAREST_GROUP, decode_group, prefill_group  # noqa: E402
+from gemma_fit.speed_terms import (  # noqa: E402
+    NEAREST_GROUP,
+    REFERENCE_CLOCK_MHZ,
+    decode_group,
+    prefill_group,
+)
 
 DATA = REPO / "benchmarks" / "data" / "llamabench_calibration.csv"
 OUT = REPO / "model_db" / "llamacpp" / "speed_calibration.yaml"
@@ -85,10 +90,6 @@ def recent_default_build(row: dict) -> bool:
         row["flash_attn"] in ("1", "unknown")
 
 
-def group_of(gpu) -> str:
-    return decode_group(gpu)
-
-
 def efficiencies() -> list[dict]:
     gpus = load_gpus()
     out = []
@@ -104,10 +105,10 @@ def efficiencies() -> list[dict]:
         tps = float(row["tokens_per_s"])
         if row["test"].startswith("tg") and gpu.memory_bandwidth_gbps:
             eff = tps * read / (gpu.memory_bandwidth_gbps * 1e9)
-            out.append({"kind": "decode", "gpu": gpu.id, "group": group_of(gpu), "eff": eff, "row": row,
+            out.append({"kind": "decode", "gpu": gpu.id, "group": decode_group(gpu), "eff": eff, "row": row,
                         "x": read / (gpu.memory_bandwidth_gbps * 1e9), "y": 1.0 / tps - logits_s(row, gpu),
                         "nodes": llama_graph_nodes(BENCH_LAYERS[row["model"]]).kernels,
-                        "clock": getattr(gpu, "boost_clock_mhz", None)})
+                        "clock": gpu.boost_clock_mhz})
         elif row["test"].startswith("pp") and (recent_default_build(row) or row["quant"] == "F16"
                                                 or gpu.backend in ("metal", "vulkan")):
             # F16 prompts run through cuBLAS/hipBLAS/Metal GEMMs, which the May 2024 builds used already;
@@ -119,12 +120,14 @@ def efficiencies() -> list[dict]:
     return out
 
 
-def prefill_efficiency(p: dict, decode_fits: dict) -> float | None:
-    """The efficiency that makes gemma_fit.speed's ubatch time equal the measured one: the ubatch's
-    matrix and attention FLOPs over (measured time - element-wise traffic - per-node cost), as a
-    fraction of the rated throughput. Uses the decode fit for bandwidth efficiency and node cost."""
+def prefill_parts(p: dict, decode_fits: dict) -> tuple[float, float] | None:
+    """gemma_fit.speed's ubatch time for row p, split as (seconds the matrix and attention FLOPs take at
+    the rated throughput, seconds of element-wise traffic and per-kernel cost). The prefill efficiency
+    is the first over what the measured time leaves of the second. Uses the decode fit for bandwidth
+    efficiency and kernel cost."""
     row, gpu = p["row"], p["spec"]
     m = BENCH_MODELS[row["model"]]
+    layers = BENCH_LAYERS[row["model"]]
     u = int(row["test"][2:])
     params = float(row["params_b"]) * 1e9 - m["n_embd"] * m["n_vocab"] * (1 if m["tied"] else 2)
     quantized = row["quant"] not in ("F16", "BF16", "F32")
@@ -133,24 +136,28 @@ def prefill_efficiency(p: dict, decode_fits: dict) -> float | None:
     if not tops or not gpu.memory_bandwidth_gbps or fit is None:
         return None
     e_dec = fit["groups"].get(decode_group(gpu), fit["efficiency"])
-    tau = fit["seconds_per_node"] * (REF_CLOCK_MHZ / gpu.boost_clock_mhz if gpu.boost_clock_mhz else 1.0)
-    nodes = llama_graph_nodes(BENCH_LAYERS[row["model"]])
+    tau = fit["seconds_per_node"] * clock_factor({"clock": gpu.boost_clock_mhz})
+    nodes = llama_graph_nodes(layers)
     bw = gpu.memory_bandwidth_gbps * 1e9 * e_dec
-    layers = BENCH_LAYERS[row["model"]]
     fixed = elementwise_bytes(nodes.kernels, nodes.matmul_nodes, layers * m["n_ff"], m["n_embd"], u) / bw \
         + nodes.kernels * tau
-    attn = 4.0 * m["n_embd"] * u * u * BENCH_LAYERS[row["model"]]  # n_head x head_dim = n_embd
-    busy = u / p["tps"] - fixed
-    if busy <= 0:
+    attn = 4.0 * m["n_embd"] * u * u * layers  # n_head x head_dim = n_embd
+    rated = (2 * params * u / tops + attn / (_attention_tflops(gpu) or tops)) / 1e12
+    return rated, fixed
+
+
+def prefill_efficiency(p: dict, decode_fits: dict) -> float | None:
+    parts = prefill_parts(p, decode_fits)
+    if parts is None:
         return None
-    attn_tops = _attention_tflops(gpu) or tops
-    return (2 * params * u / tops + attn / attn_tops) / 1e12 / busy
+    busy = int(p["row"]["test"][2:]) / p["tps"] - parts[1]
+    return parts[0] / busy if busy > 0 else None
 
 
 # Decode fit bounds: an achieved fraction of datasheet bandwidth outside this range means a fit that
 # traded efficiency against the fixed cost, not a physical GPU.
 EFF_BOUNDS = (0.2, 0.98)
-REF_CLOCK_MHZ = 2000.0  # seconds_per_node is stated for a GPU at this boost clock
+REF_CLOCK_MHZ = REFERENCE_CLOCK_MHZ  # seconds_per_node is stated for a GPU at this boost clock
 TAU_GRID = [i * 0.05e-6 for i in range(0, 400)]  # seconds per graph node, 0 to 20 us
 
 
@@ -250,34 +257,16 @@ def table(points: list[dict]) -> dict:
 def _predict_prefill_error(train: list[dict], p: dict) -> float | None:
     """|predicted - measured| / measured tokens/s of prefill row p, everything fitted without its GPU."""
     fits = decode_fits(train)
-    own = prefill_efficiency(p, fits)
+    parts = prefill_parts(p, fits)
     trained = [q for q in with_prefill_efficiencies(train, fits) if q["kind"] == "prefill"]
     same = [q["eff"] for q in trained if q["group"] == p["group"]]
     near = [q["eff"] for q in trained if q["group"] == NEAREST_GROUP.get(p["group"])]
     pool = same or near or [q["eff"] for q in trained if q["group"].split("-")[0] == p["group"].split("-")[0]]
-    if own is None or not pool:
+    if parts is None or prefill_efficiency(p, fits) is None or not pool:
         return None
-    # time = work / eff + fixed, and own eff reproduces the measured time exactly
-    u = int(p["row"]["test"][2:])
-    measured_t = u / p["tps"]
-    work = own * (measured_t - _fixed_prefill_s(p, fits))
-    predicted_t = work / statistics.median(pool) + _fixed_prefill_s(p, fits)
-    return abs(measured_t / predicted_t - 1.0)
-
-
-def _fixed_prefill_s(p: dict, fits: dict) -> float:
-    """The part of the measured ubatch time prefill_efficiency does not attribute to the matmuls."""
-    u = int(p["row"]["test"][2:])
-    eff = prefill_efficiency(p, fits)
-    assert eff is not None
-    # prefill_efficiency = work / (t - fixed): recover fixed from two evaluations at different t
-    q = {**p, "tps": p["tps"] * 2}
-    eff2 = prefill_efficiency(q, fits)
-    t1, t2 = u / p["tps"], u / q["tps"]
-    if eff2 is None:
-        return 0.0
-    # work = eff (t1 - f) = eff2 (t2 - f)  ->  f = (eff t1 - eff2 t2) / (eff - eff2)
-    return (eff * t1 - eff2 * t2) / (eff - eff2)
+    rated, fixed = parts
+    measured_t = int(p["row"]["test"][2:]) / p["tps"]
+    return abs(measured_t / (rated / statistics.median(pool) + fixed) - 1.0)
 
 
 def _predict_decode(train: list[dict], p: dict) -> float | None:

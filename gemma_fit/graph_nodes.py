@@ -54,8 +54,7 @@ def graph_nodes(spec: ModelSpec) -> GraphNodes:
         return (_structure(other) != _structure(spec), other.n_layer != spec.n_layer,
                 abs(other.n_embd - spec.n_embd), abs(other.n_layer - spec.n_layer))
 
-    by_id = {model_id: m for model_id, _, m in _measured()}
-    known = by_id.get(spec.id.lower())  # model_db keys are lower-case ids
+    known = _table()["models"].get(spec.id.lower())  # model_db keys are lower-case ids
     if known and known["n_layer"] == spec.n_layer:
         return GraphNodes(int(known["nodes"]), int(known["matmul_nodes"]), int(known["kernels"]),
                           "measured with llama.cpp")

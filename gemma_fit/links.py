@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from .db_files import read_packaged_yaml
 from .hardware_db import GPUAttachment, GPUSpec, load_hardware_db, pcie_link
+from .speed_terms import split_terms
 
 # PCIe 4.0 x16 per direction after encoding, when a GPU entry names no host link.
 DEFAULT_PCIE = (4, 16)
@@ -25,12 +25,6 @@ class Link:
 
     def seconds(self, n_bytes: float) -> float:
         return self.latency_s + n_bytes / (self.per_direction_gbps * 1e9)
-
-
-@cache
-def _latencies() -> dict[str, float]:
-    doc = read_packaged_yaml("llamacpp/speed_calibration.yaml").get("links") or {}
-    return {"pcie": float(doc.get("pcie_latency_s", 0.0)), "nvlink": float(doc.get("nvlink_latency_s", 0.0))}
 
 
 def default_attachment(gpu: GPUSpec) -> GPUAttachment:
@@ -59,7 +53,7 @@ def host_link(attachment: GPUAttachment) -> Link:
     else:
         theoretical = entry.per_direction_gbps if entry else attachment.host_link_gbps or 31.5
         gbps = theoretical * _pcie_achieved_fraction()
-    return Link(f"PCIe {gen}.0 x{lanes}", gbps, _latencies()["pcie"])
+    return Link(f"PCIe {gen}.0 x{lanes}", gbps, split_terms()["pcie_latency_s"])
 
 
 def peer_link(gpus: tuple[GPUSpec, ...], attachments: tuple[GPUAttachment, ...]) -> Link | None:
@@ -68,5 +62,5 @@ def peer_link(gpus: tuple[GPUSpec, ...], attachments: tuple[GPUAttachment, ...])
         return None
     if all(a.nvlink for a in attachments) and all(g.nvlink_gbps for g in gpus):
         gbps = min(g.nvlink_gbps or 0.0 for g in gpus) / 2  # entries give total bidirectional
-        return Link(f"NVLink ({gbps:g} GB/s per direction)", gbps, _latencies()["nvlink"])
+        return Link(f"NVLink ({gbps:g} GB/s per direction)", gbps, split_terms()["nvlink_latency_s"])
     return min((host_link(a) for a in attachments), key=lambda link: link.per_direction_gbps)

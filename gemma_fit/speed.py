@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from .estimate import MemoryEstimate
+from .graph_nodes import graph_nodes
 from .hardware_db import GPUAttachment, GPUSpec, load_gpus
 from .links import Link, default_attachment, host_link, peer_link
 from .model_spec import ModelSpec
@@ -83,8 +84,7 @@ def predict_performance(plan: TensorPlan, est: MemoryEstimate, gpus: tuple[GPUSp
                      "give --hardware with ram_type/speed for yours")
     work = device_work(plan, est, len(gpus), prompt_tokens)
     times = _decode_times(gpus, work, ram_bw, notes)
-    kernel_bound = [g.name for i, g in enumerate(gpus)
-                    if (parts := _gpu_decode_parts(g, work.read(i), work.nodes[i]))[1] > parts[0]]
+    kernel_bound = [g.name for i, g in enumerate(gpus) if _kernel_bound(g, work.read(i), work.nodes[i])]
     peer = peer_link(gpus, attachments)
     transfer_s = _decode_transfer_s(plan.model, est, gpus, peer, attachments)
     if transfer_s:
@@ -113,17 +113,18 @@ def predict_performance(plan: TensorPlan, est: MemoryEstimate, gpus: tuple[GPUSp
 
 # --- decode ------------------------------------------------------------------------------------
 
-def _gpu_decode_parts(g: GPUSpec, read_bytes: float, n_nodes: float) -> tuple[float, float]:
-    """(seconds moving bytes, fixed seconds of the graph's kernels) per token on one GPU."""
-    m = decode_model(g)
-    bw = (g.memory_bandwidth_gbps or 0) * 1e9 * m.efficiency
-    return (read_bytes / bw if bw else float("inf")), n_nodes * m.seconds_per_node
-
-
 def _gpu_decode_s(g: GPUSpec, read_bytes: float, n_nodes: float) -> tuple[float, str]:
     m = decode_model(g)
-    return (sum(_gpu_decode_parts(g, read_bytes, n_nodes)),
-            f"{m.efficiency:.2f} ({m.source}) + {1e6 * m.seconds_per_node:.2f} us per kernel")
+    bw = (g.memory_bandwidth_gbps or 0) * 1e9 * m.efficiency
+    seconds = (read_bytes / bw if bw else float("inf")) + n_nodes * m.seconds_per_node
+    return seconds, f"{m.efficiency:.2f} ({m.source}) + {1e6 * m.seconds_per_node:.2f} us per kernel"
+
+
+def _kernel_bound(g: GPUSpec, read_bytes: float, n_nodes: float) -> bool:
+    """The graph's kernels cost more per token than moving the bytes."""
+    m = decode_model(g)
+    bw = (g.memory_bandwidth_gbps or 0) * 1e9 * m.efficiency
+    return bool(bw) and n_nodes * m.seconds_per_node > read_bytes / bw
 
 
 def _cpu_decode_s(read_bytes: float, ram_bw: float) -> float:
@@ -155,23 +156,24 @@ def _decode_transfer_s(model: ModelSpec, est: MemoryEstimate, gpus: tuple[GPUSpe
         return 0.0
     hidden = 4.0 * model.n_embd
     total = 0.0
-    devices = list(est.placement.layer_device)
-    for a, b in zip(devices, devices[1:], strict=False):
-        if a != b:
-            link = host_link(attachments[0]) if CPU in (a, b) or peer is None else peer
-            total += link.seconds(hidden)
+    for a, b in _handovers(list(est.placement.layer_device)):
+        link = host_link(attachments[0]) if CPU in (a, b) or peer is None else peer
+        total += link.seconds(hidden)
     out = est.placement.output_device
     if out != CPU and not gpus[out].unified_memory:
         total += host_link(attachments[out]).seconds(4.0 * model.n_vocab)
     return total
 
 
+def _handovers(layer_device: list[int]) -> list[tuple[int, int]]:
+    """(from, to) devices wherever consecutive layers sit on different devices."""
+    return [(a, b) for a, b in zip(layer_device, layer_device[1:], strict=False) if a != b]
+
+
 def _per_offloaded_layer_s(plan: TensorPlan, gpus: tuple[GPUSpec, ...], ram_bw: float) -> float:
     """Decode seconds per token one more repeating layer costs on the CPU instead of the main GPU."""
     layers = token_work(plan).layers
     layer_bytes = sum(lw.read_bytes for lw in layers) / len(layers)
-    from .graph_nodes import graph_nodes
-
     on_gpu, _ = _gpu_decode_s(gpus[0], layer_bytes, graph_nodes(plan.model).kernels / plan.model.n_layer)
     return max(0.0, _cpu_decode_s(layer_bytes, ram_bw) - on_gpu)
 
@@ -200,21 +202,34 @@ def _tile_use(tokens: float) -> float:
     return min(1.0, max(tokens, 1.0) / MMQ_TILE_TOKENS)
 
 
-def _gpu_ubatch_s(g: GPUSpec, w: LayerWork, nodes: float, matmul_nodes: float, ffn_elements: float, u: int,
-                  model: ModelSpec, quantized: bool) -> float:
-    """Seconds for one ubatch of u tokens through this GPU's share of the layers."""
+@dataclass(frozen=True)
+class _PrefillRates:
+    """What one GPU reaches in prefill, looked up once per prediction."""
+
+    matmul_flops_s: float  # matrix FLOP/s (rated x calibrated efficiency)
+    attention_flops_s: float
+    bytes_s: float  # memory bandwidth at the decode efficiency
+    seconds_per_kernel: float
+
+
+def _prefill_rates(g: GPUSpec, quantized: bool) -> _PrefillRates:
     eff, _ = efficiency_for_group("prefill", prefill_group(g, quantized))
-    rate = _matmul_tops(g, quantized) * 1e12 * eff
     dm = decode_model(g)
-    bw = (g.memory_bandwidth_gbps or 0) * 1e9 * dm.efficiency
-    if not rate or not bw:
+    return _PrefillRates(_matmul_tops(g, quantized) * 1e12 * eff, _attention_tflops(g) * 1e12 * eff,
+                         (g.memory_bandwidth_gbps or 0) * 1e9 * dm.efficiency, dm.seconds_per_node)
+
+
+def _gpu_ubatch_s(r: _PrefillRates, w: LayerWork, nodes: float, matmul_nodes: float, ffn_elements: float, u: int,
+                  model: ModelSpec) -> float:
+    """Seconds for one ubatch of u tokens through this GPU's share of the layers."""
+    if not r.matmul_flops_s or not r.bytes_s:
         return float("inf")
-    dense = max(w.dense_flops * u / (rate * _tile_use(u)), w.dense_bytes / bw)
+    dense = max(w.dense_flops * u / (r.matmul_flops_s * _tile_use(u)), w.dense_bytes / r.bytes_s)
     per_expert = u * model.n_expert_used / model.n_expert if model.n_expert else 0.0
-    experts = max(w.expert_flops * u / (rate * _tile_use(per_expert)),
-                  w.expert_bytes * min(1.0, per_expert) / bw) if w.expert_flops else 0.0
-    elementwise = elementwise_bytes(nodes, matmul_nodes, ffn_elements, model.n_embd, u) / bw
-    return dense + experts + elementwise + nodes * dm.seconds_per_node
+    experts = max(w.expert_flops * u / (r.matmul_flops_s * _tile_use(per_expert)),
+                  w.expert_bytes * min(1.0, per_expert) / r.bytes_s) if w.expert_flops else 0.0
+    elementwise = elementwise_bytes(nodes, matmul_nodes, ffn_elements, model.n_embd, u) / r.bytes_s
+    return dense + experts + elementwise + nodes * r.seconds_per_kernel
 
 
 def elementwise_bytes(kernels: float, matmul_nodes: float, ffn_elements: float, n_embd: int, u: int) -> float:
@@ -233,7 +248,7 @@ def _matmul_tops(g: GPUSpec, quantized: bool) -> float:
         return g.int8_tensor_tops
     if g.fp16_tensor_tflops:
         return g.fp16_tensor_tflops
-    fp32 = getattr(g, "fp32_tflops", None) or _apple_fp32_from_cores(g)
+    fp32 = g.fp32_tflops or _apple_fp32_from_cores(g)
     if g.backend == "cuda" and g.compute_capability == "6.0":
         return 2 * fp32
     dot4 = quantized and g.backend in ("cuda", "rocm")
@@ -257,12 +272,13 @@ def _apple_fp32_from_cores(g: GPUSpec) -> float:
 
 def _attention_tflops(g: GPUSpec) -> float:
     """Attention runs in FP16 on the tensor cores (flash attention's MMA kernels or cuBLAS)."""
-    return g.fp16_tensor_tflops or (getattr(g, "fp32_tflops", None) or _apple_fp32_from_cores(g))
+    return g.fp16_tensor_tflops or g.fp32_tflops or _apple_fp32_from_cores(g)
 
 
-def _ubatches(prompt_tokens: int, n_ubatch: int) -> list[int]:
+def _ubatches(prompt_tokens: int, n_ubatch: int) -> list[tuple[int, int]]:
+    """(tokens, how many ubatches of that size) for a prompt: full ubatches and the rest."""
     full, rest = divmod(prompt_tokens, n_ubatch)
-    return [n_ubatch] * full + ([rest] if rest else [])
+    return [(u, n) for u, n in ((n_ubatch, full), (rest, 1)) if u and n]
 
 
 def _prefill_seconds(plan: TensorPlan, est: MemoryEstimate, gpus: tuple[GPUSpec, ...], work: DeviceWork,
@@ -271,6 +287,7 @@ def _prefill_seconds(plan: TensorPlan, est: MemoryEstimate, gpus: tuple[GPUSpec,
     """With a GPU, llama.cpp also runs the CPU-resident layers on the (main) GPU for large batches,
     shipping their weights across PCIe once per ubatch."""
     ubatches = _ubatches(prompt_tokens, est.settings.ubatch)
+    n_ubatches = sum(n for _, n in ubatches)
     if not gpus:
         _, gflops_core, where = cpu_terms()
         cores = cpu_cores or 8
@@ -286,16 +303,15 @@ def _prefill_seconds(plan: TensorPlan, est: MemoryEstimate, gpus: tuple[GPUSpec,
         if i == 0:  # the main GPU also computes the CPU layers
             w, nodes, mm = w + work.work[CPU], nodes + work.nodes[CPU], mm + work.matmul_nodes[CPU]
             attn, ffn = attn + work.attn_flops[CPU], ffn + work.ffn_elements[CPU]
-        total += sum(_gpu_ubatch_s(g, w, nodes, mm, ffn, u, plan.model, quantized) for u in ubatches)
-        eff, _ = efficiency_for_group("prefill", prefill_group(g, quantized))
-        total += attn / (_attention_tflops(g) * 1e12 * eff) if _attention_tflops(g) else float("inf")
+        rates = _prefill_rates(g, quantized)
+        total += sum(n * _gpu_ubatch_s(rates, w, nodes, mm, ffn, u, plan.model) for u, n in ubatches)
+        total += attn / rates.attention_flops_s if rates.attention_flops_s else float("inf")
     if work.read(CPU) and host is not None:
-        total += len(ubatches) * host.seconds(work.work[CPU].read_bytes)
+        total += n_ubatches * host.seconds(work.work[CPU].read_bytes)
     if peer is not None:
         hidden = 4.0 * plan.model.n_embd * est.settings.ubatch
-        gpu_layers = [d for d in est.placement.layer_device if d != CPU]
-        boundaries = sum(1 for a, b in zip(gpu_layers, gpu_layers[1:], strict=False) if a != b)
-        total += len(ubatches) * boundaries * peer.seconds(hidden)
+        boundaries = len(_handovers([d for d in est.placement.layer_device if d != CPU]))
+        total += n_ubatches * boundaries * peer.seconds(hidden)
     return total
 
 

@@ -67,7 +67,7 @@ def decode_model(gpu: GPUSpec) -> DecodeModel:
     group = decode_group(gpu)
     fit = (calibration()["decode"].get("fits") or {}).get(gpu.backend)
     if fit:
-        clock = getattr(gpu, "boost_clock_mhz", None)
+        clock = gpu.boost_clock_mhz
         ref = float(fit.get("reference_clock_mhz", REFERENCE_CLOCK_MHZ))
         per_node = float(fit["seconds_per_node"]) * (ref / clock if clock else 1.0)
         if group in fit["groups"]:
@@ -105,9 +105,9 @@ def cpu_terms() -> tuple[float, float, str]:
 def load_terms() -> dict[str, float]:
     """Page-cache read speed as a fraction of RAM bandwidth (measured, benchmarks/measure_load.py) and
     the fixed setup seconds (a budget: backend init, compute-buffer reservation, warm-up)."""
-    load = calibration().get("load") or {}
-    return {"page_cache_fraction_of_ram": float(load.get("page_cache_fraction_of_ram", 0.9)),
-            "setup_s": float(load.get("setup_s_budget", 0.5))}
+    load = calibration()["load"]
+    return {"page_cache_fraction_of_ram": float(load["page_cache_fraction_of_ram"]),
+            "setup_s": float(load["setup_s_budget"])}
 
 
 def load_setup_s() -> float:
@@ -116,7 +116,7 @@ def load_setup_s() -> float:
 
 def split_terms() -> dict[str, float]:
     """Multi-GPU costs measured in published runs (benchmarks/data/multigpu_llamabench.csv): the main
-    GPU's gather after each row-split matrix product, and one all-reduce of the tensor split."""
-    links = calibration().get("links") or {}
-    return {"row_gather_s": float(links.get("row_gather_s", 8e-5)),
-            "tensor_allreduce_s": float(links.get("tensor_allreduce_s", 5e-5))}
+    GPU's gather after each row-split matrix product, one all-reduce of the tensor split, and the
+    hand-over latency of a PCIe or NVLink copy."""
+    links = calibration()["links"]
+    return {k: float(links[k]) for k in ("row_gather_s", "tensor_allreduce_s", "pcie_latency_s", "nvlink_latency_s")}
