@@ -31,9 +31,9 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from gemma_fit.db_validate import BACKENDS  # noqa: E402
 from gemma_fit.graph_nodes import llama_graph_nodes  # noqa: E402
 from gemma_fit.hardware_db import load_gpus  # noqa: E402
+from gemma_fit.hardware_entry import BACKENDS  # noqa: E402
 from gemma_fit.links import default_attachment, host_link  # noqa: E402
 from gemma_fit.speed import _attention_tflops, _matmul_tops, elementwise_bytes  # noqa: E402
 from gemma_fit.speed_terms import (  # noqa: E402

@@ -23,9 +23,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from gemma_fit.check import run_check  # noqa: E402
-from gemma_fit.db_validate import BACKENDS  # noqa: E402
 from gemma_fit.errors import BadInput  # noqa: E402
 from gemma_fit.hardware_db import load_gpus  # noqa: E402
+from gemma_fit.hardware_entry import BACKENDS  # noqa: E402
 from gemma_fit.hardware_select import select_hardware, with_backend  # noqa: E402
 from gemma_fit.model_db import resolve_model  # noqa: E402
 from gemma_fit.settings import RunSettings  # noqa: E402

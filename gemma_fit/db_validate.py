@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 from .db_files import packaged_dir
 from .errors import BadInput
 from .hardware_db import FILE_KINDS, find_gpu_entry, load_hardware_db, name_key
-from .hardware_entry import GPUEntry, GPUSlot, InterconnectEntry, MachineFile, MemoryEntry, StorageEntry
+from .hardware_entry import BACKENDS, GPUEntry, GPUSlot, InterconnectEntry, MachineFile, MemoryEntry, StorageEntry
 from .model_entry import ModelEntry
 from .yaml_lines import Loc, compose, line_of, validation_items
 
@@ -61,7 +61,6 @@ ARCH_TENSOR_FP32_RATIO: dict[str, tuple[float, float]] = {
 DATA_RATE_GBPS: list[tuple[str, tuple[float, float]]] = [
     ("GDDR6X", (19, 24)), ("GDDR7", (28, 40)), ("GDDR6", (10, 24)), ("HBM", (1, 10)), ("LPDDR", (3, 11)),
 ]
-BACKENDS = {"nvidia": {"cuda", "vulkan"}, "amd": {"rocm", "vulkan"}, "apple": {"metal"}, "intel": {"sycl", "vulkan"}}
 MODEL_FIELDS = [ModelEntry]
 HARDWARE_MODELS: list[type[BaseModel]] = [GPUEntry, InterconnectEntry, MemoryEntry, StorageEntry]
 

@@ -20,6 +20,8 @@ URL = r"^https?://\S+$"
 
 Vendor = Literal["nvidia", "amd", "apple", "intel"]
 Backend = Literal["cuda", "rocm", "metal", "vulkan", "sycl"]
+# The llama.cpp backends that run on each vendor's GPUs (an entry's default, or --backend).
+BACKENDS = {"nvidia": {"cuda", "vulkan"}, "amd": {"rocm", "vulkan"}, "apple": {"metal"}, "intel": {"sycl", "vulkan"}}
 Arch = Literal[
     "pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell",
     "rdna2", "rdna3", "cdna2", "cdna3",

@@ -10,6 +10,7 @@ import psutil
 from .errors import BadInput
 from .estimate import Device
 from .hardware_db import GPUSpec, Machine, StorageSpec, load_machine, resolve_gpu, storage_class
+from .hardware_entry import BACKENDS
 
 
 @dataclass(frozen=True)
@@ -85,8 +86,6 @@ def with_backend(hw: Hardware, backend: str | None) -> Hardware:
     Intel card): memory overhead, compute-buffer rules and speed calibration follow the backend."""
     if backend is None:
         return hw
-    from .db_validate import BACKENDS
-
     chosen = backend.strip().lower()
     if not hw.gpus:
         raise BadInput(f"--backend {backend}: there is no GPU to run it on")
