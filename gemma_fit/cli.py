@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from . import LLAMA_CPP_COMMIT, __version__
+from . import __version__
 from .check import check_json, run_check
 from .cli_hw import db_app, list_gpus, probe_command
 from .cli_report import report_command, write_check_html
@@ -57,6 +57,13 @@ def _resolve(model: str) -> ResolvedModel:
     return resolve_model(model, _state["model_db"])
 
 
+def _print_version(value: bool) -> None:
+    """Eager, so that `gemma-fit --version` needs no command (as pip and llama.cpp answer it)."""
+    if value:
+        print(f"gemma-fit {__version__}")
+        raise typer.Exit(0)
+
+
 @app.callback()
 def _global(
     model_db: Annotated[
@@ -65,11 +72,9 @@ def _global(
     hardware_db: Annotated[
         list[Path] | None, typer.Option("--hardware-db", help="Extra hardware database folder.")
     ] = None,
-    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
+    version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_print_version,
+                                          help="Print the version and exit.")] = False,
 ) -> None:
-    if version:
-        print(f"gemma-fit {__version__} (llama.cpp rules as of commit {LLAMA_CPP_COMMIT})")
-        raise typer.Exit(0)
     _state["model_db"] = tuple(model_db or ())
     _state["hardware_db"] = tuple(hardware_db or ())
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +16,14 @@ _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 def packaged_dir(name: str) -> Path:
     """The built-in database folder (`model_db` or `hardware_db`).
 
-    In a source checkout (and an editable install) it is the top-level folder of the repo; a
-    regular install ships it as the package data gemma_fit.<name>.
+    An installed wheel ships it as data under gemma_fit/_data/<name>; a source checkout (and an
+    editable install) reads the top-level folder of the repo.
     """
-    in_repo = Path(__file__).resolve().parent.parent / name
-    if in_repo.is_dir():
-        return in_repo
-    return Path(str(resources.files(f"gemma_fit.{name}")))
+    here = Path(__file__).resolve().parent
+    installed = here / "_data" / name
+    if installed.is_dir():
+        return installed
+    return here.parent / name
 
 
 def read_yaml(path: Path) -> Any:
