@@ -112,12 +112,22 @@ class ModelSpec:
         return first.n_head // first.n_head_kv
 
 
-def _arch(config: HFTextConfig) -> str:
-    arch = _ARCH_BY_MODEL_TYPE.get(config.model_type)
+def gemma_arch(model_type: object) -> str:
+    """The llama.cpp architecture of an HF model_type; BadInput when it is not a Gemma one."""
+    arch = _ARCH_BY_MODEL_TYPE.get(model_type) if isinstance(model_type, str) else None
     if arch is None:
         known = ", ".join(sorted(_ARCH_BY_MODEL_TYPE))
-        raise BadInput(f"model_type '{config.model_type}' is not a Gemma architecture (known: {known})")
+        if isinstance(model_type, str):
+            shown = model_type if model_type.isprintable() else ascii(model_type)[1:-1]
+        else:
+            shown = repr(model_type)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        raise BadInput(f"model_type '{shown}' is not a Gemma architecture (known: {known})")
     return arch
+
+
+def _arch(config: HFTextConfig) -> str:
+    return gemma_arch(config.model_type)
 
 
 def _layer_is_swa(config: HFTextConfig, arch: str) -> list[bool]:
@@ -151,8 +161,11 @@ def _kv_layers(config: HFTextConfig, arch: str) -> int:
 
 
 def _rope_theta(config: HFTextConfig, kind: str, default: float) -> float:
-    if config.rope_parameters and kind in config.rope_parameters:
-        return float(config.rope_parameters[kind].get("rope_theta", default))
+    params = config.rope_parameters
+    if params and isinstance(params.get(kind), dict) and params[kind].get("rope_theta") is not None:
+        return float(params[kind]["rope_theta"])
+    if params and params.get("rope_theta") is not None:  # one flat block (transformers 5 Gemma 1/2 configs)
+        return float(params["rope_theta"])
     if kind == "full_attention" and config.rope_theta:
         return float(config.rope_theta)
     if kind == "sliding_attention" and config.rope_local_base_freq:
@@ -163,6 +176,8 @@ def _rope_theta(config: HFTextConfig, kind: str, default: float) -> float:
 def spec_from_config(config: HFTextConfig, model_id: str, name: str | None = None) -> ModelSpec:
     """Derive llama.cpp's view of a model from its Hugging Face text config."""
     arch = _arch(config)
+    if arch == "gemma3n" and not (config.altup_num_inputs and config.laurel_rank):
+        raise BadInput("a Gemma 3n config needs altup_num_inputs and laurel_rank (its AltUp and LAuReL tensors)")
     n = config.num_hidden_layers
     n_head_kv = config.num_key_value_heads or config.num_attention_heads
     is_swa = _layer_is_swa(config, arch)

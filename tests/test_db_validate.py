@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -180,8 +182,74 @@ def test_model_bad_layer_types_and_key(model_copy: Path) -> None:
     text = text.replace("\nlicense:", "\nlicence: x\nlicense:")
     path.write_text(text, encoding="utf-8")
     problems = [str(p) for p in validate_paths([path])]
-    assert any("layer_types has 26 entries for 27 layers" in p for p in problems), problems
+    assert any(re.search(r"gemma-3-1b\.yaml:\d+: config\.layer_types: has 26 entries for 27 layers", p)
+               for p in problems), problems
     assert any(re.search(r"gemma-3-1b\.yaml:\d+: licence: unknown key 'licence'", p) for p in problems), problems
+
+
+def _edit_model(path: Path, old: str, new: str) -> None:
+    text = path.read_text(encoding="utf-8")
+    assert text.count(old) == 1, old
+    path.write_text(text.replace(old, new), encoding="utf-8")
+
+
+def test_ten_times_hidden_size_is_caught_by_the_parameter_count(tmp_path: Path) -> None:
+    """The entry publishes 1 B parameters; a 10x hidden_size gives 10 B: the command names the field and line."""
+    path = tmp_path / "gemma-3-1b.yaml"
+    shutil.copy(packaged_dir("model_db") / "gemma-3-1b.yaml", path)
+    _edit_model(path, "\n  hidden_size: 1152\n", "\n  hidden_size: 11520\n")
+    proc = subprocess.run([sys.executable, "-c", "from gemma_fit.cli import main; main()", "db", "validate",
+                           str(tmp_path)], capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode != 0
+    lines = [line for line in proc.stdout.splitlines() if "config.hidden_size" in line]
+    assert len(lines) == 1 and PROBLEM_LINE.match(lines[0]), proc.stdout
+    assert "11520 looks wrong" in lines[0] and "1,000,000,000" in lines[0]
+    assert "hidden_size 1152 would match" in lines[0]
+    line_no = int(lines[0].split(":")[1])
+    assert path.read_text(encoding="utf-8").splitlines()[line_no - 1].strip() == "hidden_size: 11520"
+
+
+@pytest.mark.parametrize(
+    ("model_id", "old", "new", "field", "on_line"),
+    [
+        ("gemma-4-26B-A4B", "moe_intermediate_size: 704", "moe_intermediate_size: 7040",
+         "config.moe_intermediate_size", "moe_intermediate_size: 7040"),
+        ("gemma-2-9b", "vocab_size: 256000", "vocab_size: 25600", "config.vocab_size", "vocab_size: 25600"),
+        ("gemma-2-9b", "published: 9242164736", "published: 9942164736", "params.published", "published:"),
+        ("gemma-2-9b", "published: 9242164736", "published: 924216473", "config.hidden_size",
+         "hidden_size: 3584"),  # the one field that would match is named; the message says both
+        ("gemma-3-27b", "intermediate_size: 21504", "intermediate_size: 25504", "params.published", "published:"),
+    ],
+)
+def test_parameter_count_mismatch_is_named(model_copy: Path, model_id: str, old: str, new: str, field: str,
+                                           on_line: str) -> None:
+    path = model_copy / f"{model_id}.yaml"
+    _edit_model(path, old, new)
+    mine = [p for p in validate_paths([path]) if p.field == field]
+    assert mine and "params.published is" in mine[0].message, validate_paths([path])
+    assert on_line in line_text(mine[0])
+    if "924216473" in new:
+        assert "or params.published is off by 10x" in mine[0].message
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "field", "message"),
+    [
+        ("num_key_value_heads: 4", "num_key_value_heads: 3", "config.num_key_value_heads",
+         "3 must divide num_attention_heads 8"),
+        ("num_hidden_layers: 34", "num_hidden_layers: 100000", "config.num_hidden_layers", "1024 layers is gemma-fit"),
+        ("hidden_size: 2560", "hidden_size: '2560'", "config.hidden_size", "valid integer, got '2560' (str)"),
+        ("rope_theta: 1000000.0", "rope_theta: .nan", "config.rope_theta", "finite"),
+        ("rope_scaling: {rope_type: linear, factor: 8.0}", "rope_scaling: {rope_type: linear, factor: .inf}",
+         "config.rope_scaling.factor", "inf is not a finite number"),
+    ],
+)
+def test_model_config_values_are_checked(model_copy: Path, old: str, new: str, field: str, message: str) -> None:
+    path = model_copy / "gemma-3-4b.yaml"
+    _edit_model(path, old, new)
+    mine = [p for p in validate_paths([path]) if p.field == field]
+    assert mine and message in mine[0].message, validate_paths([path])
+    assert field.split(".")[-1] in line_text(mine[0])
 
 
 # --- machine files and the command ------------------------------------------------------------
