@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .compute_buffer import flash_attention_on
@@ -44,11 +45,14 @@ class CheckResult:
 
 
 def run_check(resolved: ResolvedModel, quant: str, settings: RunSettings, hardware: Hardware,
-              prompt_tokens: int = 512, with_speed: bool = True, plan: TensorPlan | None = None) -> CheckResult:
-    """`plan` replaces the database plan when the tensors come from a real GGUF header."""
+              prompt_tokens: int = 512, with_speed: bool = True, plan: TensorPlan | None = None,
+              gguf_path: Path | str | None = None) -> CheckResult:
+    """`plan` replaces the database plan when the tensors come from a real GGUF header; `gguf_path` is
+    that file as the user gave it (the llama-server command then runs it, not a made-up file name)."""
     s = with_parallel_outputs(validate(settings, resolved.spec))
     plan = plan or build_plan(resolved.spec, quant)
-    verdict = decide(plan, s, hardware.devices, hardware.host_capacity_bytes)
+    verdict = decide(plan, s, hardware.devices, hardware.host_capacity_bytes,
+                     gguf_name=str(gguf_path) if gguf_path is not None else None)
     perf, speed_error = None, None
     if with_speed and verdict.verdict != "no-go":
         machine = hardware.machine
@@ -129,6 +133,8 @@ def check_json(r: CheckResult) -> dict[str, Any]:
         "verdict": v.verdict,
         "reasons": list(v.reasons),
         "max_ctx_fit": v.max_ctx_fit,
+        "max_ctx_fit_limit": v.max_ctx_fit_limit,  # "n_ctx_train": the trained context stops it, not memory
+        "unchecked": list(v.unchecked),  # capacities not checked because unknown ("host_ram")
         "suggestion": v.suggestion,
         "performance": _performance_json(r),
         "speed_error": r.speed_error,

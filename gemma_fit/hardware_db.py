@@ -17,10 +17,12 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from .db_files import packaged_dir, read_yaml
+from .db_files import packaged_dir, parse_yaml, read_text, read_yaml, shown
 from .errors import BadInput, DatabaseError
 from .hardware_entry import (
     GIB,
+    MAX_GPUS,
+    NO_CAPACITY,
     GPUEntry,
     GPUFile,
     GPUSlot,
@@ -31,8 +33,10 @@ from .hardware_entry import (
     MemoryFile,
     StorageEntry,
     StorageFile,
+    gpu_item_count,
+    too_many_gpus,
 )
-from .yaml_lines import compose, format_validation
+from .yaml_lines import compose, format_validation, line_of
 
 _VENDOR_WORDS = {"nvidia", "geforce", "tesla", "amd", "radeon", "instinct", "intel", "apple"}
 
@@ -334,22 +338,67 @@ def _ram_bandwidth(parsed: MachineFile, extra_dirs: tuple[Path, ...]) -> float |
     return round(per_channel * parsed.ram_channels, 2)
 
 
+# A machine file is a few lines written by hand; 1 MiB holds 16 full GPU specs many times over.
+MAX_MACHINE_BYTES = 1024 * 1024
+MAX_MACHINE_NODES = 100_000  # values after following YAML aliases
+
+
+def _one_line(message: str) -> str:
+    """A message on one line whatever the file held (a key or id with a newline in it)."""
+    return "".join(c if c >= " " and c != "\x7f" else ascii(c)[1:-1] for c in message)
+
+
+def _where(path: Path, root: Any, key: str) -> str:
+    line = line_of(root, (key,)) if root is not None else None
+    return f"{shown(path)}:{line}: {key}" if line else f"{shown(path)}: {key}"
+
+
+def _precheck(path: Path, data: dict[Any, Any], root: Any) -> None:
+    """What must be refused before any work: more GPUs than llama.cpp can use (a file listing 100,000
+    of them hung the estimate), and a machine with neither GPUs nor RAM (no capacity to check)."""
+    raw_gpus = data.get("gpus")
+    if isinstance(raw_gpus, list):
+        n = sum(gpu_item_count(item) for item in raw_gpus[: MAX_GPUS + 1])
+        if len(raw_gpus) > MAX_GPUS or n > MAX_GPUS:
+            total = n if len(raw_gpus) <= MAX_GPUS else len(raw_gpus)
+            raise BadInput(f"{_where(path, root, 'gpus')}: {too_many_gpus(total)}")
+    if not raw_gpus and data.get("ram_gb") is None:
+        where = _where(path, root, "gpus") if "gpus" in data else shown(path)
+        raise BadInput(f"{where}: {NO_CAPACITY}")
+
+
 def load_machine(path: Path, extra_dirs: tuple[Path, ...] = ()) -> Machine:
-    """The `--hardware FILE.yaml` machine; BadInput naming file, line and field on any problem."""
-    data = read_yaml(path)
-    if not isinstance(data, dict):
-        raise BadInput(f"{path}: expected a mapping (name:, gpus:, ram_gb:, disk:)")
+    """The `--hardware FILE.yaml` machine; BadInput naming file, line and field on any problem.
+
+    The file is read with bounds (regular files only, at most MAX_MACHINE_BYTES, UTF-8, no repeated
+    keys, aliases expanding to at most MAX_MACHINE_NODES values) and validated strictly.
+    """
     try:
-        parsed = MachineFile.model_validate(data)
+        return _load_machine(path, extra_dirs)
+    except BadInput as exc:
+        raise type(exc)(_one_line(str(exc))) from None
+
+
+def _load_machine(path: Path, extra_dirs: tuple[Path, ...]) -> Machine:
+    text = read_text(path, MAX_MACHINE_BYTES)
+    data, root = parse_yaml(text, path, unique_keys=True, max_nodes=MAX_MACHINE_NODES)
+    if not isinstance(data, dict):
+        raise BadInput(f"{shown(path)}: expected a mapping (name:, gpus:, ram_gb:, disk:)")
+    _precheck(path, data, root)
+    try:
+        parsed = MachineFile.model_validate(data, strict=True)
     except ValidationError as exc:
-        root = compose(path.read_text(encoding="utf-8"))
-        lines = format_validation(path, exc, data, root, models=[MachineFile, GPUSlot, GPUEntry])
+        lines = format_validation(Path(shown(path)), exc, data, root, models=[MachineFile, GPUSlot, GPUEntry])
         more = f" (+{len(lines) - 1} more)" if len(lines) > 1 else ""
         raise BadInput(lines[0] + more) from None
-    gpus, links = _machine_gpus(parsed, extra_dirs, str(path))
+    gpus, links = _machine_gpus(parsed, extra_dirs, shown(path))
+    devices = sum(g.logical_devices for g in gpus)
+    if devices > MAX_GPUS:
+        raise BadInput(f"{_where(path, root, 'gpus')}: these GPUs are {devices} devices to software (a card "
+                       f"such as the MI250X is two); llama.cpp uses at most {MAX_GPUS} in one process")
     try:
         disk = storage_class(parsed.disk, extra_dirs) if parsed.disk else None
     except BadInput as exc:
-        raise BadInput(f"{path}: disk: {exc}") from None
+        raise BadInput(f"{shown(path)}: disk: {exc}") from None
     ram = int(parsed.ram_gb * GIB) if parsed.ram_gb is not None else None
     return Machine(parsed.name, gpus, links, ram, _ram_bandwidth(parsed, extra_dirs), disk, parsed.cpu, path)

@@ -11,12 +11,63 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    StringConstraints,
+    Tag,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 GIB = 1024**3
 TIB = 1024**4
 SLUG = r"^[a-z0-9]+(-[a-z0-9]+)*$"
 URL = r"^https?://\S+$"
+
+# The most GPUs one llama.cpp process can use: GGML_CUDA_MAX_DEVICES and GGML_VK_MAX_DEVICES are 16
+# (ggml/include/ggml-cuda.h, ggml-vulkan.h) and llama_max_devices() returns 16 (src/llama.cpp), in the
+# llama.cpp this package follows (llama-cpp-python 0.3.36). A machine file may name at most that many.
+MAX_GPUS = 16
+# But one llama_context schedules at most GGML_SCHED_MAX_BACKENDS = 16 backends (ggml/src/ggml-backend.cpp,
+# GGML_ASSERT in ggml_backend_sched_new), the CPU backend among them (src/llama-context.cpp adds it after
+# the GPUs): 16 GPUs describe a real machine, but llama.cpp runs a model on at most 15 of them.
+MAX_GPUS_PER_CONTEXT = MAX_GPUS - 1
+# The most system memory one machine can have: 2^46 bytes = 64 TiB, the physical address space of the
+# Xeon processors in the largest single-system-image servers (HPE Superdome / SGI UV class, 48 TB
+# shipped; https://www.nextplatform.com/2017/11/06/hpes-superdome-gets-sgi-numalink-makeover/).
+# A machine file's ram_gb stops there, and a plan whose host side needs more is no-go on any machine.
+MAX_HOST_RAM_BYTES = 64 * TIB
+MAX_RAM_GIB = MAX_HOST_RAM_BYTES // GIB
+# The least: 256 MiB, below the smallest board llama.cpp runs a Gemma on (Gemma 3 270M alone is ~250 MB).
+MIN_RAM_GIB = 0.25
+
+
+def _no_controls(value: str) -> str:
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise PydanticCustomError("control_characters", "must be one line of text, without control characters")
+    return value
+
+
+_TEXT = AfterValidator(_no_controls)
+# Free text printed on one line: stripped, 1 to N characters, no control characters.
+Line64 = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64), _TEXT]
+Line100 = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100), _TEXT]
+Line200 = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200), _TEXT]
+
+
+def _whole_number(value: Any) -> Any:
+    """Literal[1, 2, ...] accepts True and 4.0 even in strict mode: refuse them before it does."""
+    if isinstance(value, bool | float):
+        raise PydanticCustomError("int_type", "Input should be a whole number (1, 2, 4, 8 or 16), not {value}",
+                                  {"value": repr(value)})
+    return value
+
 
 Vendor = Literal["nvidia", "amd", "apple", "intel"]
 Backend = Literal["cuda", "rocm", "metal", "vulkan", "sycl"]
@@ -28,7 +79,7 @@ Arch = Literal[
     "apple-m2", "apple-m3", "apple-m4",
     "xe-hpg", "xe2-hpg",
 ]
-PcieLanes = Literal[1, 2, 4, 8, 16]
+PcieLanes = Annotated[Literal[1, 2, 4, 8, 16], BeforeValidator(_whole_number)]
 
 MemoryBytes = Annotated[int, Field(ge=GIB, le=2 * TIB, description="bytes, 1 GiB to 2 TiB")]
 BandwidthGBps = Annotated[float, Field(ge=10, le=20_000, description="decimal GB/s")]
@@ -156,58 +207,93 @@ class StorageFile(_Strict):
 
 
 # --- the machine file -------------------------------------------------------------------------
+# Validated strictly (no "64" for 64, no true for 1: `MachineFile.model_validate(data, strict=True)`
+# also makes a full GPU spec in a machine file strict), every number within a range a real machine has.
+
+
+class _StrictInput(_Strict):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 def _gpu_ref_kind(value: Any) -> str:
-    return "id" if isinstance(value, str) else "spec"
+    return "spec" if isinstance(value, dict | GPUEntry) else "id"  # a number is a wrong id, not a wrong spec
 
 
+GPUId = Line100
 GPURef = Annotated[
-    Annotated[str, Tag("id")] | Annotated[GPUEntry, Tag("spec")],
+    Annotated[GPUId, Tag("id")] | Annotated[GPUEntry, Tag("spec")],
     Discriminator(_gpu_ref_kind),
 ]
 
 
-class GPUSlot(_Strict):
+class GPUSlot(_StrictInput):
     """One GPU (or `count` identical ones) in a machine, with how it is attached."""
 
     gpu: GPURef  # a database id/alias, or a full spec in the database schema
-    count: int = Field(default=1, ge=1, le=64)
+    count: int = Field(default=1, ge=1, le=MAX_GPUS)
     pcie_gen: int | None = Field(default=None, ge=1, le=6)
     pcie_lanes: PcieLanes | None = None
     nvlink: bool | None = None  # linked to the other GPUs by NVLink (uses the GPU's nvlink_gbps)
 
 
 def _gpu_item_kind(value: Any) -> str:
-    if isinstance(value, str):
-        return "id"
-    if isinstance(value, dict) and "gpu" in value:
-        return "slot"
+    if isinstance(value, dict):
+        return "slot" if "gpu" in value else "spec"
     if isinstance(value, GPUSlot):
         return "slot"
-    return "spec"
+    if isinstance(value, GPUEntry):
+        return "spec"
+    return "id"
 
 
 GPUItem = Annotated[
-    Annotated[str, Tag("id")] | Annotated[GPUSlot, Tag("slot")] | Annotated[GPUEntry, Tag("spec")],
+    Annotated[GPUId, Tag("id")] | Annotated[GPUSlot, Tag("slot")] | Annotated[GPUEntry, Tag("spec")],
     Discriminator(_gpu_item_kind),
 ]
 
 
-class MachineFile(_Strict):
+def gpu_item_count(item: Any) -> int:
+    """How many GPUs one `gpus:` item stands for (a slot's `count`), on parsed or raw data."""
+    if isinstance(item, GPUSlot):
+        return item.count
+    if isinstance(item, dict):
+        count = item.get("count", 1) if "gpu" in item else 1
+        return count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else 1
+    return 1
+
+
+class MachineFile(_StrictInput):
     """`--hardware FILE.yaml`: a whole machine. Unknown keys are an error."""
 
-    name: str = Field(min_length=1)
-    gpus: list[GPUItem] = []
-    ram_gb: float | None = Field(default=None, gt=0, le=64 * 1024)  # GiB, as RAM is sold
+    name: Line200  # free text, shown in reports
+    gpus: list[GPUItem] = Field(default=[], max_length=MAX_GPUS)
+    ram_gb: float | None = Field(default=None, ge=MIN_RAM_GIB, le=MAX_RAM_GIB, allow_inf_nan=False)  # GiB
     ram_type: Literal["DDR4", "DDR5", "LPDDR5", "LPDDR5X"] | None = None
     ram_speed_mts: int | None = Field(default=None, ge=800, le=12_000)
     ram_channels: int | None = Field(default=None, ge=1, le=24)
-    disk: str | None = None  # a storage class id (hardware_db/storage.yaml)
-    cpu: str | None = None
-    notes: str | None = None
+    disk: Line64 | None = None  # a storage class id (hardware_db/storage.yaml)
+    cpu: Line200 | None = None
+    notes: Annotated[str, StringConstraints(max_length=10_000)] | None = None
 
     @field_validator("disk")
     @classmethod
     def _disk_slug(cls, v: str | None) -> str | None:
         return v.strip().lower() if v is not None else None
+
+    @model_validator(mode="after")
+    def _capacity_known(self) -> MachineFile:
+        n_gpus = sum(gpu_item_count(item) for item in self.gpus)
+        if n_gpus > MAX_GPUS:
+            raise PydanticCustomError("too_many_gpus", too_many_gpus(n_gpus))
+        if not self.gpus and self.ram_gb is None:
+            raise PydanticCustomError("capacity_unknown", NO_CAPACITY)
+        return self
+
+
+NO_CAPACITY = ("no GPUs and no ram_gb: the machine's memory is unknown, and unknown capacity is never a fit "
+               "(list its GPUs under gpus:, or give ram_gb: its system memory in GiB)")
+
+
+def too_many_gpus(n: int) -> str:
+    return (f"{n:,} GPUs: llama.cpp uses at most {MAX_GPUS} devices in one process "
+            f"(GGML_CUDA_MAX_DEVICES, llama_max_devices())")

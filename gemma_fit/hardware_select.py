@@ -10,7 +10,7 @@ import psutil
 from .errors import BadInput
 from .estimate import Device
 from .hardware_db import GPUSpec, Machine, StorageSpec, load_machine, resolve_gpu, storage_class
-from .hardware_entry import BACKENDS
+from .hardware_entry import BACKENDS, MAX_GPUS
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,9 @@ def select_hardware(gpu_names: list[str], hardware_file: Path | None, extra: tup
         return Hardware(machine.name, machine.gpus, machine.ram_bytes, machine)
     if not gpu_names:
         raise BadInput("--gpu is required (a GPU id such as a4000, 'local', or 'cpu'; see gemma-fit list gpus)")
+    if len(gpu_names) > MAX_GPUS:
+        raise BadInput(f"--gpu given {len(gpu_names):,} times: llama.cpp uses at most {MAX_GPUS} devices in one "
+                       "process (GGML_CUDA_MAX_DEVICES, llama_max_devices())")
     names = [n.strip() for n in gpu_names]
     if any(n.lower() == "cpu" for n in names):
         if len(names) > 1:
@@ -59,16 +62,20 @@ def select_hardware(gpu_names: list[str], hardware_file: Path | None, extra: tup
     gpus: list[GPUSpec] = []
     notes: tuple[str, ...] = ()
     disk = None
+    host: int | None = None  # GPUs by id: this machine's RAM is not theirs, so it is unknown (and not checked)
     for name in names:
         if name.lower() == "local":
             local, notes = _local(extra)
             gpus.extend(local)
             disk, disk_note = _local_disk(extra)
-            notes = (*notes, disk_note)
+            host = psutil.virtual_memory().total
+            notes = (*notes, "--gpu local: host RAM capacity is this machine's total RAM", disk_note)
         else:
             gpus.append(resolve_gpu(name, extra))
+    if len(gpus) > MAX_GPUS:
+        raise BadInput(f"{len(gpus)} GPUs: llama.cpp uses at most {MAX_GPUS} devices in one process")
     label = " + ".join(g.name for g in gpus)
-    return Hardware(label, tuple(gpus), None, None, notes, disk)
+    return Hardware(label, tuple(gpus), host, None, notes, disk)
 
 
 def _local_disk(extra: tuple[Path, ...]) -> tuple[StorageSpec | None, str]:

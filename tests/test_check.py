@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import shlex
 import subprocess
 import sys
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -13,9 +18,11 @@ from test_model_db import CONTRACT_MODELS
 
 from gemma_fit.check import check_json, run_check
 from gemma_fit.ggml import CONTRACT_QUANTS
+from gemma_fit.hardware_entry import MAX_HOST_RAM_BYTES
 from gemma_fit.hardware_select import select_hardware
 from gemma_fit.model_db import resolve_model
 from gemma_fit.settings import RunSettings
+from gemma_fit.tensor_plan import build_plan
 
 CLI = [sys.executable, "-c", "from gemma_fit.cli import main; main()"]
 
@@ -188,3 +195,103 @@ def test_quantized_cache_adds_cuda_flash_attention_f16_copies() -> None:
     cuda = check("gemma-3-27b", ["h100-sxm"], n_ctx=32768, cache_type_k="q8_0", cache_type_v="q8_0")
     metal = check("gemma-3-27b", ["m3-ultra"], n_ctx=32768, cache_type_k="q8_0", cache_type_v="q8_0")
     assert cuda["memory"]["devices"][0]["compute_bytes"] > metal["memory"]["devices"][0]["compute_bytes"]
+
+
+
+# --- what was not checked, and the words of the verdict ------------------------------------------
+
+
+def test_unknown_host_ram_is_said_and_listed_as_unchecked() -> None:
+    doc = check("9b", ["a4000"], "Q5_K_M")
+    assert doc["memory"]["host"]["capacity_bytes"] is None
+    assert doc["unchecked"] == ["host_ram"]
+    assert any(r.startswith("host RAM not checked: this plan needs ") and "--hardware FILE with ram_gb" in r
+               for r in doc["reasons"])
+    offload = check("gemma-3-27b", ["rtx-3060-12gb"])
+    assert offload["verdict"] == "offload" and "not checked" in offload["reasons"][0]
+
+
+def test_a_machine_file_with_ram_checks_host_ram(tmp_path: Path) -> None:
+    path = tmp_path / "machine.yaml"
+    path.write_text("name: box\ngpus: [rtx-3060-12gb]\nram_gb: 4\n", encoding="utf-8")
+    hw = select_hardware([], path, ())
+    doc = check_json(run_check(resolve_model("gemma-3-27b"), "Q4_K_M", RunSettings(), hw))
+    assert doc["unchecked"] == [] and doc["memory"]["host"]["capacity_bytes"] == 4 * 2**30
+    assert doc["verdict"] == "no-go"  # the layers left on the CPU need 6.4 GiB, more than 4
+    assert any(r.startswith("host RAM: needs ") and "of 4.00 GiB (does not fit)" in r for r in doc["reasons"])
+    assert not any("not checked" in r for r in doc["reasons"])
+
+
+def test_a_host_side_no_machine_has_is_no_go_when_ram_is_unknown() -> None:
+    """A GGUF header claiming ~10^16 bytes of token embeddings came back "offload" at 283 tok/s."""
+    resolved = resolve_model("gemma-3-27b")
+    plan = build_plan(resolved.spec, "Q4_K_M")
+    huge = replace(plan, tensors=tuple(replace(t, shape=(t.shape[0], 10**13)) if t.name == "token_embd.weight"
+                                       else t for t in plan.tensors))
+    doc = check_json(run_check(resolved, "Q4_K_M", RunSettings(), select_hardware(["h100-sxm"], None, ()), plan=huge))
+    assert doc["memory"]["host"]["total_bytes"] > MAX_HOST_RAM_BYTES
+    assert doc["verdict"] == "no-go" and "more than any machine has" in doc["reasons"][0]
+    assert doc["performance"] is None
+
+
+def test_context_past_the_trained_one_is_explained() -> None:
+    """Gemma 2 was trained at 8,192: llama-server allocates --ctx 32768 but caps each slot at 8,192."""
+    doc = check("gemma-2-9b", ["a4000"], n_ctx=32768)
+    assert doc["settings"]["n_ctx"] == 32768 and doc["max_ctx_fit"] == 8192
+    assert doc["max_ctx_fit_limit"] == "n_ctx_train"
+    assert any("past the model's trained context of 8,192 tokens" in r and "caps each slot at 8,192" in r
+               and "--ctx 8192 gives the same usable context" in r for r in doc["reasons"])
+    assert any("8,192 tokens, is the model's trained context: a cap" in r and "not a memory limit" in r
+               for r in doc["reasons"])
+    small = check("gemma-3-27b", ["rtx-4090"], n_ctx=131072)
+    assert small["max_ctx_fit_limit"] == "memory" and small["max_ctx_fit"] < 131072
+    assert not any("trained context" in r for r in small["reasons"])
+
+
+def test_explicit_n_gpu_layers_is_reported_as_asked() -> None:
+    zero = check("gemma-2-9b", ["a4000"], n_gpu_layers=0)
+    assert zero["verdict"] == "offload"
+    assert zero["reasons"][0].startswith("0 of 43 layers on the GPU(s) as asked (-ngl 0); 43 run on the CPU")
+    assert "all 43 would fit on the GPU(s) (-ngl 43)" in zero["reasons"][0]
+    assert "only" not in zero["reasons"][0]
+    auto = check("gemma-3-27b", ["rtx-3060-12gb"])["settings"]["n_gpu_layers"]
+    ten = check("gemma-3-27b", ["rtx-3060-12gb"], n_gpu_layers=10)
+    assert ten["reasons"][0].startswith("10 of 63 layers on the GPU(s) as asked (-ngl 10)")
+    assert re.search(rf"; {auto} would fit on the GPU\(s\) \(-ngl {auto}\)", ten["reasons"][0])
+    too_many = check("gemma-3-27b", ["rtx-3060-12gb"], n_gpu_layers=63)
+    assert too_many["verdict"] == "no-go" and f"at most {auto} fit (-ngl {auto})" in too_many["reasons"][0]
+
+
+def test_gguf_command_runs_the_file_as_given(tmp_path: Path) -> None:
+    folder = tmp_path / "my models"
+    folder.mkdir()
+    gguf = folder / "g 270m's.gguf"
+    synth = subprocess.run([*CLI, "synth", str(gguf), "--model", "270m"], capture_output=True, text=True, timeout=60)
+    assert synth.returncode == 0, synth.stderr
+    for args in (["check", "--gguf", str(gguf)], ["inspect", str(gguf)]):
+        proc = subprocess.run([*CLI, *args, "--gpu", "a4000", "--json"], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        command = json.loads(proc.stdout)["llama_server_command"]
+        assert shlex.split(command)[:3] == ["llama-server", "-m", str(gguf)]
+
+
+def test_suggestion_is_printed_once(tmp_path: Path) -> None:
+    for ram in (16, 61):
+        path = tmp_path / f"ram{ram}.yaml"
+        path.write_text(f"name: box\nram_gb: {ram}\n", encoding="utf-8")
+        proc = subprocess.run([*CLI, "check", "--hardware", str(path), "--model", "31b", "--quant", "bf16",
+                               "--ctx", "4096"], capture_output=True, text=True, timeout=60,
+                              env={**os.environ, "COLUMNS": "400"})
+        assert proc.returncode == 4, proc.stderr
+        lines = [line.strip() for line in proc.stdout.splitlines() if line.strip().startswith("- ")]
+        assert len(lines) == len(set(lines))
+        assert proc.stdout.count("largest quant that fits entirely") == 1
+        assert proc.stdout.count("fits entirely up to --ctx") + proc.stdout.count("largest context that fits") == 1
+
+
+def test_sixteen_gpus_are_more_than_one_llama_cpp_process_runs() -> None:
+    """GGML_SCHED_MAX_BACKENDS (16) counts the CPU backend too: 16 GPUs abort llama_context creation."""
+    sixteen = check("9b", ["t4"] * 16)
+    assert sixteen["verdict"] == "no-go" and "at most 15 GPUs" in sixteen["reasons"][0]
+    assert sixteen["suggestion"] is None
+    assert check("9b", ["t4"] * 15)["verdict"] == "go"

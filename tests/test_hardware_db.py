@@ -252,9 +252,12 @@ def test_machine_file_loads(tmp_path: Path) -> None:
 
 def test_minimal_machine_file(tmp_path: Path) -> None:
     path = tmp_path / "m.yaml"
-    path.write_text('name: "cpu box"\ngpus: []\n', encoding="utf-8")
+    path.write_text('name: "cpu box"\ngpus: []\nram_gb: 32\n', encoding="utf-8")
     machine = load_machine(path)
-    assert machine.gpus == () and machine.ram_bytes is None and machine.disk is None
+    assert machine.gpus == () and machine.ram_bytes == 32 * GIB and machine.disk is None
+    path.write_text('name: "cpu box"\ngpus: []\n', encoding="utf-8")  # no GPUs and no RAM: capacity unknown
+    with pytest.raises(BadInput, match="no ram_gb"):
+        load_machine(path)
 
 
 @pytest.mark.parametrize(
@@ -265,7 +268,7 @@ def test_minimal_machine_file(tmp_path: Path) -> None:
         ('name: x\ngpus:\n  - gpu: a4000\n    pcie_lanez: 8\n',
          r"m\.yaml:4: gpus\[0\]\.pcie_lanez: unknown key 'pcie_lanez'"),
         ('name: x\ngpus: [a9999]\n', r"m\.yaml: gpus\[0\]: unknown GPU 'a9999'"),
-        ('name: x\ndisk: tape\n', r"m\.yaml: disk: unknown storage class 'tape'"),
+        ('name: x\ngpus: [a4000]\ndisk: tape\n', r"m\.yaml: disk: unknown storage class 'tape'"),
         ('name: x\nram_gb: -4\n', r"m\.yaml:2: ram_gb: "),
         ('gpus: [a4000]\n', r"m\.yaml:1: name: missing required key 'name'"),
     ],
