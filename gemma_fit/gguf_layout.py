@@ -258,7 +258,9 @@ def _metadata_table() -> dict[str, Any]:
 def real_metadata_bytes(arch: str, n_vocab: int) -> int:
     """Estimated metadata size of a real file (model_db/llamacpp/gguf_metadata.yaml)."""
     data = _metadata_table()
-    gen = data["generations"][_GENERATION_BY_ARCH[arch]]
+    gen = data["generations"].get(_GENERATION_BY_ARCH.get(arch, ""))
+    if gen is None:  # not a Gemma generation (a llama or qwen GGUF): no published figure, size it by the vocabulary
+        return n_vocab * int(data["extra_token_bytes"])
     return int(gen["metadata_bytes"]) + max(0, n_vocab - int(gen["n_tokens"])) * int(data["extra_token_bytes"])
 
 

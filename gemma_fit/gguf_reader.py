@@ -8,7 +8,11 @@ to `general.alignment` (default 32), then the data section.
 
 Only the header is read, with buffered reads, so a 60 GB file costs a few MiB of I/O. The checks
 follow llama.cpp's own parser (ggml/src/gguf.cpp) plus limits that keep hostile input cheap: every
-problem is a `BadInput("<file>: <what is wrong>")`, found within bounded time and memory.
+problem is a `BadInput("<file>: <what is wrong>")` on one line, with the file's strings (keys, tensor
+names) escaped by text_safety.printable, found within bounded time and memory. Each count and length
+is checked against its limit (and against the bytes left in the file) before anything is read or
+allocated for it, and no header, alone or summed over a split model's shards, is read past
+MAX_HEADER_BYTES.
 
 Split models (`name-00001-of-00003.gguf`, keys split.no / split.count / split.tensors.count): given
 the first shard, every shard's header is read and the tensors are merged, as llama.cpp's loader does.
@@ -28,6 +32,7 @@ from typing import Any, BinaryIO
 
 from .errors import BadInput
 from .ggml import GGMLType, ggml_types
+from .text_safety import printable
 
 GGUF_MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
@@ -35,13 +40,31 @@ DEFAULT_ALIGNMENT = 32
 GGML_MAX_DIMS = 4
 GGML_MAX_NAME = 64  # llama.cpp rejects tensor names of this length or longer
 
-# Limits on hostile input (far above any real file: a 262k-token vocabulary is ~6 MB of header).
-MAX_TENSORS = 1_000_000
-MAX_KV = 100_000
-MAX_ARRAY_LEN = 50_000_000
-MAX_STRING_BYTES = 100_000_000
+# Limits on hostile input, far above any real file. llama.cpp itself bounds these only by memory
+# (GGUF_MAX_ARRAY_ELEMENTS and GGUF_MAX_STRING_LENGTH are 2^30), which a hostile header turns into
+# minutes of parsing and gigabytes of Python objects; real headers are small:
+# - tensors: 65,536 = llama.cpp's LLAMA_MAX_LAYERS (512) x 128 tensors a layer. Real files hold 300 to
+#   1,200 (gemma-3-27b 808, Llama-3.1-405B 1,138; MoE experts are stacked in one tensor per layer);
+#   the limit holds for all shards of a split model together.
+# - KV pairs: real files have 20 to 60.
+# - array elements: 2^22 per array, 8 x the longest real one (gemma-4's 514,906 BPE merges; vocabularies
+#   are 32k to 262k tokens), and 2^23 over the whole header (gemma-4: 1.3 M), which caps the Python
+#   objects a header becomes at a few hundred MB.
+# - strings: 64 MiB (the longest real value is an embedded tokenizer.json of ~33 MB); keys 64 KiB.
+# - header: 256 MiB per file and over all shards (gemma-4's, the biggest, is 16 MB); shards: 1,024.
+# - tensor data: 32 TiB over all shards, 16 x the biggest published GGUF (Kimi-K2 in BF16, ~2 TB). Each
+#   tensor must also lie inside its own file, but a sparse file can be 8 EiB on tmpfs or XFS, and a
+#   split model could name 1,024 of them.
+MAX_TENSORS = 65_536
+MAX_KV = 65_536
+MAX_ARRAY_LEN = 1 << 22
+MAX_ARRAY_ELEMENTS = 1 << 23
+MAX_STRING_BYTES = 64 * 1024 * 1024
+MAX_KEY_BYTES = 64 * 1024
 MAX_HEADER_BYTES = 256 * 1024 * 1024
 MAX_ARRAY_DEPTH = 8
+MAX_SHARDS = 1024
+MAX_TENSOR_DATA_BYTES = 1 << 45
 _INT64_MAX = 2**63 - 1
 
 _CHUNK = 1 << 20
@@ -129,19 +152,41 @@ def _types_by_id() -> dict[int, GGMLType]:
     return {t.id: t for t in ggml_types().values()}
 
 
+def _q(s: str) -> str:
+    """A string from the file (key, tensor name) as it appears in a message: quoted, escaped, short."""
+    return f"'{printable(s, 80)}'"
+
+
+def bad_input(label: str, what: str) -> BadInput:
+    """`<file>: <what>` on one line with every control character escaped."""
+    return BadInput(printable(f"{label}: {what}", 5000))
+
+
+@dataclass
+class _Budget:
+    """What is left for the rest of a (split) model's headers (the limits are read when it is made)."""
+
+    header_bytes: int = field(default_factory=lambda: MAX_HEADER_BYTES)
+    tensors: int = field(default_factory=lambda: MAX_TENSORS)
+    array_elements: int = field(default_factory=lambda: MAX_ARRAY_ELEMENTS)
+    tensor_data_bytes: int = field(default_factory=lambda: MAX_TENSOR_DATA_BYTES)
+
+
 class _Reader:
     """Buffered sequential reads of one file's header, with every bound checked."""
 
-    def __init__(self, f: BinaryIO, label: str, file_bytes: int) -> None:
+    def __init__(self, f: BinaryIO, label: str, file_bytes: int, budget: _Budget | None = None) -> None:
         self.f = f
         self.label = label
         self.file_bytes = file_bytes
+        self.budget = budget or _Budget()
+        self.max_header = self.budget.header_bytes  # this file's share of the header budget
         self.buf = b""
         self.base = 0  # file offset of buf[0]
         self.pos = 0  # index into buf
 
     def fail(self, what: str) -> BadInput:
-        return BadInput(f"{self.label}: {what}")
+        return bad_input(self.label, what)
 
     @property
     def tell(self) -> int:
@@ -156,11 +201,11 @@ class _Reader:
         if self.tell + n > self.file_bytes:
             raise self.fail(f"truncated: {what} at byte {self.tell} needs {n} bytes, the file has "
                             f"{self.remaining} left")
-        if self.tell + n > MAX_HEADER_BYTES:
-            raise self.fail(f"header larger than {MAX_HEADER_BYTES // (1024 * 1024)} MiB at {what} "
-                            "(not a plausible GGUF)")
+        if self.tell + n > self.max_header:
+            raise self.fail(f"header larger than {MAX_HEADER_BYTES / (1024 * 1024):g} MiB at {what} "
+                            "(not a plausible GGUF; a split model counts all its shards)")
         have = len(self.buf) - self.pos
-        want = max(n - have, min(_CHUNK, self.file_bytes - self.base - len(self.buf)))
+        want = max(n - have, min(_CHUNK, self.file_bytes - self.base - len(self.buf), self.max_header - self.tell))
         self.f.seek(self.base + len(self.buf))
         more = self.f.read(want)
         if len(more) < n - have:
@@ -195,18 +240,25 @@ class _Reader:
     def i64(self, what: str) -> int:
         return self.scalar("q", 8, what)
 
-    def string_bytes(self, what: str) -> bytes:
+    def string_bytes(self, what: str, limit: int = MAX_STRING_BYTES) -> bytes:
         n = self.u64(f"{what} length")
-        if n > MAX_STRING_BYTES:
-            raise self.fail(f"{what} is {n} bytes long (limit {MAX_STRING_BYTES})")
+        if n > limit:
+            raise self.fail(f"{what} is {n} bytes long (limit {limit})")
         return self.take(n, what)
 
-    def name(self, what: str) -> str:
-        raw = self.string_bytes(what)
+    def name(self, what: str, limit: int = MAX_STRING_BYTES) -> str:
+        raw = self.string_bytes(what, limit)
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError:
             raise self.fail(f"{what} is not valid UTF-8: {raw[:40]!r}") from None
+
+    def count_elements(self, n: int, what: str) -> None:
+        if n > MAX_ARRAY_LEN:
+            raise self.fail(f"{what} has an array of {n} elements (limit {MAX_ARRAY_LEN})")
+        if n > self.budget.array_elements:
+            raise self.fail(f"{what}: the header's arrays hold more than {MAX_ARRAY_ELEMENTS} elements in all")
+        self.budget.array_elements -= n
 
     def string_array(self, n: int, what: str) -> tuple[str, ...]:
         out: list[str] = []
@@ -256,8 +308,7 @@ class _Reader:
             raise self.fail(f"{what}: arrays nested more than {MAX_ARRAY_DEPTH} deep")
         sub = self.u32(f"{what} element type")
         n = self.u64(f"{what} array length")
-        if n > MAX_ARRAY_LEN:
-            raise self.fail(f"{what} has an array of {n} elements (limit {MAX_ARRAY_LEN})")
+        self.count_elements(n, what)
         if sub in _SCALARS:
             fmt, size = _SCALARS[sub]
             if n * size > self.remaining:
@@ -283,19 +334,25 @@ def _read_kv(r: _Reader, n_kv: int) -> tuple[dict[str, Any], dict[str, str]]:
     metadata: dict[str, Any] = {}
     types: dict[str, str] = {}
     for i in range(n_kv):
-        key = r.name(f"key {i}")
+        key = r.name(f"key {i}", MAX_KEY_BYTES)
         if not key:
             raise r.fail(f"key {i} is empty")
         if key in metadata:
-            raise r.fail(f"duplicate key '{key}'")
-        vtype = r.u32(f"value type of '{key}'")
+            raise r.fail(f"duplicate key {_q(key)}")
+        vtype = r.u32(f"value type of {_q(key)}")
         if vtype == _ARRAY:
-            sub, metadata[key] = r.array(f"'{key}'", 1)
+            sub, metadata[key] = r.array(_q(key), 1)
             types[key] = f"ARRAY[{_type_name(sub)}]"
         else:
-            metadata[key] = r.value(vtype, f"'{key}'")
+            metadata[key] = r.value(vtype, _q(key))
             types[key] = _type_name(vtype)
     return metadata, types
+
+
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
+_TYPE_OFFSET = struct.Struct("<iQ")
+_DIMS = {n: struct.Struct(f"<{n}q") for n in range(1, GGML_MAX_DIMS + 1)}
 
 
 def _read_tensor_infos(r: _Reader, n_tensors: int, shard: int) -> list[GGUFTensorInfo]:
@@ -303,16 +360,24 @@ def _read_tensor_infos(r: _Reader, n_tensors: int, shard: int) -> list[GGUFTenso
     infos: list[GGUFTensorInfo] = []
     seen: set[str] = set()
     for i in range(n_tensors):
-        name = r.name(f"tensor {i} name")
-        if len(name.encode("utf-8")) >= GGML_MAX_NAME:
-            raise r.fail(f"tensor {i} name is too long ({len(name)} >= {GGML_MAX_NAME}): '{name[:80]}'")
+        (n_name,) = _U64.unpack(r.take(8, f"tensor {i} name length"))
+        if n_name >= GGML_MAX_NAME:  # checked before the name is read
+            shown = f": {_q(r.take(80, f'tensor {i} name').decode('utf-8', 'replace'))}…" \
+                if n_name <= r.remaining else ""
+            raise r.fail(f"tensor {i} name is too long ({n_name} bytes >= {GGML_MAX_NAME}){shown}")
+        raw = r.take(n_name, f"tensor {i} name")
+        try:
+            name = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise r.fail(f"tensor {i} name is not valid UTF-8: {raw[:40]!r}") from None
+        # (names are under 64 bytes; r.fail escapes control characters in the whole message)
         if name in seen:
             raise r.fail(f"duplicate tensor name '{name}'")
         seen.add(name)
-        n_dims = r.u32(f"tensor '{name}' n_dims")
+        (n_dims,) = _U32.unpack(r.take(4, f"tensor '{name}' n_dims"))
         if not 1 <= n_dims <= GGML_MAX_DIMS:
             raise r.fail(f"tensor '{name}' has {n_dims} dimensions (must be 1 to {GGML_MAX_DIMS})")
-        shape = tuple(r.i64(f"tensor '{name}' dimension {j}") for j in range(n_dims))
+        shape: tuple[int, ...] = _DIMS[n_dims].unpack(r.take(8 * n_dims, f"tensor '{name}' dimensions"))
         n_el = 1
         for d in shape:
             if d <= 0:
@@ -320,32 +385,37 @@ def _read_tensor_infos(r: _Reader, n_tensors: int, shard: int) -> list[GGUFTenso
             n_el *= d
         if n_el > _INT64_MAX:
             raise r.fail(f"tensor '{name}' shape {list(shape)} overflows int64")
-        type_id = r.i32(f"tensor '{name}' type")
+        type_id, offset = _TYPE_OFFSET.unpack(r.take(12, f"tensor '{name}' type and offset"))
         gt = by_id.get(type_id)
         if gt is None:
             raise r.fail(f"tensor '{name}' has unknown ggml type id {type_id}")
         if shape[0] % gt.block:
             raise r.fail(f"tensor '{name}' row of {shape[0]} elements is not a multiple of the {gt.name} "
                          f"block ({gt.block})")
-        offset = r.u64(f"tensor '{name}' offset")
         infos.append(GGUFTensorInfo(name, shape, gt, offset, gt.tensor_bytes(shape), shard))
     return infos
 
 
 def _check_layout(r: _Reader, infos: list[GGUFTensorInfo], alignment: int, data_offset: int) -> int:
-    """Offsets as llama.cpp requires them: in order, each tensor padded to the alignment, inside the file.
-    Returns the size of the data section."""
+    """Offsets as llama.cpp requires them: in order, each tensor padded to the alignment, and every
+    tensor's bytes inside this file (for a split model: inside its own shard, whatever the other
+    shards hold), so the tensor data never claims more bytes than the file has. Returns the size of
+    the data section."""
     expected = 0
     for t in infos:
         if t.offset % alignment:
-            raise r.fail(f"tensor '{t.name}' offset {t.offset} is not aligned to {alignment} bytes")
+            raise r.fail(f"tensor {_q(t.name)} offset {t.offset} is not aligned to {alignment} bytes")
         if data_offset + t.offset + t.n_bytes > r.file_bytes:
-            raise r.fail(f"tensor '{t.name}' data ({t.n_bytes} bytes at {data_offset + t.offset}) extends past the "
-                         f"end of the file ({r.file_bytes} bytes): truncated?")
+            raise r.fail(f"tensor {_q(t.name)} data ({t.n_bytes} bytes at {data_offset + t.offset}) extends past "
+                         f"the end of the file ({r.file_bytes} bytes): truncated?")
         if t.offset != expected:
-            raise r.fail(f"tensor '{t.name}' has offset {t.offset}, expected {expected} (tensor data must follow "
-                         f"in order, each padded to {alignment} bytes)")
+            raise r.fail(f"tensor {_q(t.name)} has offset {t.offset}, expected {expected} (tensor data must "
+                         f"follow in order, each padded to {alignment} bytes)")
         expected += (t.n_bytes + alignment - 1) // alignment * alignment
+        if expected > r.budget.tensor_data_bytes:
+            raise r.fail(f"tensor {_q(t.name)} takes the tensor data past {MAX_TENSOR_DATA_BYTES / 2**40:g} TiB "
+                         "(a split model counts all its shards): not a plausible model")
+    r.budget.tensor_data_bytes -= expected
     return expected
 
 
@@ -371,17 +441,20 @@ class _One:
     alignment: int
 
 
-def _read_one(path: Path, shard: int = 0) -> _One:
+def _read_one(path: Path, shard: int = 0, budget: _Budget | None = None) -> _One:
     label = str(path)
+    budget = budget or _Budget()
     try:
         with open(path, "rb") as f:
             file_bytes = os.fstat(f.fileno()).st_size
-            r = _Reader(f, label, file_bytes)
+            r = _Reader(f, label, file_bytes, budget)
             version = _version(r)
             n_tensors = r.u64("tensor count")
             n_kv = r.u64("KV count")
             if n_tensors > MAX_TENSORS:
                 raise r.fail(f"tensor count {n_tensors} is absurd (limit {MAX_TENSORS})")
+            if n_tensors > budget.tensors:
+                raise r.fail(f"tensor count {n_tensors} takes the split model past {MAX_TENSORS} tensors")
             if n_kv > MAX_KV:
                 raise r.fail(f"KV count {n_kv} is absurd (limit {MAX_KV})")
             # each KV pair takes at least 13 bytes, each tensor info at least 32
@@ -393,13 +466,15 @@ def _read_one(path: Path, shard: int = 0) -> _One:
             if "general.alignment" in metadata:
                 alignment = metadata["general.alignment"]
                 if types["general.alignment"] != "UINT32":
-                    raise r.fail(f"general.alignment must be UINT32, not {types['general.alignment']}")
+                    raise r.fail(f"general.alignment must be UINT32, not {printable(types['general.alignment'])}")
                 if alignment == 0 or alignment & (alignment - 1):
                     raise r.fail(f"general.alignment {alignment} is not a power of 2")
             infos = _read_tensor_infos(r, n_tensors, shard)
             header_end = r.tell
     except OSError as exc:
-        raise BadInput(f"{label}: cannot read: {exc.strerror or exc}") from None
+        raise bad_input(label, f"cannot read: {exc.strerror or exc}") from None
+    budget.header_bytes -= header_end
+    budget.tensors -= n_tensors
     data_offset = (header_end + alignment - 1) // alignment * alignment if n_tensors else header_end
     if data_offset > file_bytes:
         raise r.fail(f"truncated: the data section would start at {data_offset}, past the end ({file_bytes} bytes)")
@@ -413,29 +488,38 @@ def _int_key(one: _One, key: str, label: str) -> int | None:
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, int):
-        raise BadInput(f"{label}: {key} must be an integer, not {one.types.get(key)}")
+        raise bad_input(label, f"{key} must be an integer, not {one.types.get(key)}")
     return v
 
 
-def _read_split(first: _One, path: Path, n_split: int) -> list[_One]:
+def _inode(p: Path) -> tuple[int, int]:
+    st = p.stat()
+    return st.st_dev, st.st_ino
+
+
+def _read_split(first: _One, path: Path, n_split: int, budget: _Budget) -> list[_One]:
     m = _SPLIT_NAME.match(path.name)
     expected = f"-00001-of-{n_split:05d}.gguf"
     if m is None or int(m["no"]) != 1 or int(m["count"]) != n_split:
-        raise BadInput(f"{path}: split.count is {n_split} but the name does not end in '{expected}'")
+        raise bad_input(str(path), f"split.count is {n_split} but the name does not end in '{expected}'")
     shards = [first]
+    inodes = {_inode(path): 1}
     for i in range(1, n_split):
         p = path.with_name(f"{m['prefix']}-{i + 1:05d}-of-{n_split:05d}.gguf")
         if not p.is_file():
-            raise BadInput(f"{path}: shard {i + 1} of {n_split} is missing: {p}")
-        one = _read_one(p, i)
+            raise bad_input(str(path), f"shard {i + 1} of {n_split} is missing: {p}")
+        same = inodes.setdefault(_inode(p), i + 1)
+        if same != i + 1:
+            raise bad_input(str(p), f"shard {i + 1} is the same file as shard {same} (a link?)")
+        one = _read_one(p, i, budget)
         no = _int_key(one, "split.no", str(p))
         if no is None:
-            raise BadInput(f"{p}: missing key split.no")
+            raise bad_input(str(p), "missing key split.no")
         if no != i:
-            raise BadInput(f"{p}: split.no is {no}, expected {i}")
+            raise bad_input(str(p), f"split.no is {no}, expected {i}")
         count = _int_key(one, "split.count", str(p))
         if count is not None and count != n_split:
-            raise BadInput(f"{p}: split.count is {count}, but the first shard says {n_split}")
+            raise bad_input(str(p), f"split.count is {count}, but the first shard says {n_split}")
         shards.append(one)
     return shards
 
@@ -443,29 +527,36 @@ def _read_split(first: _One, path: Path, n_split: int) -> list[_One]:
 def read_gguf_header(path: str | os.PathLike[str]) -> GGUFHeader:
     """Read a GGUF file's header (all shards' headers for a split model, given its first shard)."""
     path = Path(path)
-    if path.is_dir():
-        raise BadInput(f"{path}: is a folder, not a GGUF file")
-    if not path.exists():
-        raise BadInput(f"{path}: file not found")
-    first = _read_one(path)
     label = str(path)
+    if path.is_dir():
+        raise bad_input(label, "is a folder, not a GGUF file")
+    if not path.exists():
+        raise bad_input(label, "file not found")
+    budget = _Budget()
+    first = _read_one(path, 0, budget)
     n_split = _int_key(first, "split.count", label) or 1
     split_no = _int_key(first, "split.no", label) or 0
+    if not 1 <= n_split <= MAX_SHARDS:
+        raise bad_input(label, f"split.count is {n_split} (must be 1 to {MAX_SHARDS})")
+    if not 0 <= split_no < n_split:
+        raise bad_input(label, f"split.no is {split_no} but split.count is {n_split}")
     if split_no != 0:
-        raise BadInput(f"{path}: this is shard {split_no + 1} of {n_split} of a split model; pass the first shard "
-                       f"(…-00001-of-{n_split:05d}.gguf)")
-    ones = _read_split(first, path, n_split) if n_split > 1 else [first]
+        raise bad_input(label, f"this is shard {split_no + 1} of {n_split} of a split model; pass the first shard "
+                        f"(…-00001-of-{n_split:05d}.gguf)")
+    n_expected = _int_key(first, "split.tensors.count", label)
+    if n_split > 1 and n_expected is not None and not 0 <= n_expected <= MAX_TENSORS:
+        raise bad_input(label, f"split.tensors.count is {n_expected} (limit {MAX_TENSORS})")
+    ones = _read_split(first, path, n_split, budget) if n_split > 1 else [first]
     tensors: list[GGUFTensorInfo] = []
     seen: set[str] = set()
     for one in ones:
         for t in one.tensors:
             if t.name in seen:
-                raise BadInput(f"{one.shard.path}: tensor '{t.name}' is also in an earlier shard")
+                raise bad_input(str(one.shard.path), f"tensor {_q(t.name)} is also in an earlier shard")
             seen.add(t.name)
             tensors.append(t)
-    n_expected = _int_key(first, "split.tensors.count", label)
     if n_split > 1 and n_expected is not None and n_expected != len(tensors):
-        raise BadInput(f"{path}: split.tensors.count is {n_expected} but the {n_split} shards hold {len(tensors)}")
+        raise bad_input(label, f"split.tensors.count is {n_expected} but the {n_split} shards hold {len(tensors)}")
     return GGUFHeader(
         path=path,
         version=first.shard.version,

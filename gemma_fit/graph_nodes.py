@@ -67,7 +67,12 @@ def graph_nodes(spec: ModelSpec) -> GraphNodes:
         scale = spec.n_layer / m["n_layer"]
         return GraphNodes(round(m["nodes"] * scale), round(m["matmul_nodes"] * scale), round(m["kernels"] * scale),
                           f"per-layer counts measured for {model_id}")
-    return llama_graph_nodes(spec.n_layer)
+    # no measured model of this architecture (llama, qwen2, qwen3, mistral3 files): llama's per-layer
+    # counts, the same dense attention + gated FFN block, labelled as the fallback they are
+    g = llama_graph_nodes(spec.n_layer)
+    if spec.arch == "llama":
+        return g
+    return GraphNodes(g.nodes, g.matmul_nodes, g.kernels, f"llama's counts per layer (no {spec.arch} model measured)")
 
 
 def llama_graph_nodes(n_layer: int) -> GraphNodes:

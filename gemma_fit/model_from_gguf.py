@@ -20,9 +20,10 @@ from typing import Any
 
 from .errors import BadInput
 from .ggml import FileType, GGMLType, file_types
-from .gguf_reader import GGUFHeader
+from .gguf_reader import GGUFHeader, bad_input
 from .model_spec import LayerSpec, ModelSpec
 from .tensor_plan import TensorPlan, TensorSpec
+from .text_safety import printable
 
 GEMMA_ARCHS = ("gemma", "gemma2", "gemma3", "gemma3n", "gemma4")
 DENSE_ARCHS = ("llama", "qwen2", "qwen3", "mistral3")
@@ -33,6 +34,11 @@ _SWA_PERIOD = {"gemma2": 2, "gemma3": 6, "gemma3n": 5}
 _GEMMA3N_KV_LAYERS = 20  # src/models/gemma3n.cpp: n_layer_kv_from_start = 20
 _GEMMA3N_ALTUP, _GEMMA3N_LAUREL_RANK, _GEMMA3N_EMBD_ALTUP = 4, 64, 256  # llama-hparams.h defaults
 _LLAMA_FTYPE_GUESSED = 1024
+# llama.cpp's own bounds (src/llama-hparams.h), asserted in llama_model::load_hparams: a file past them
+# aborts llama.cpp, and each layer multiplies gemma-fit's work (plans, placements, speed), so they are
+# checked before any per-layer work. The deepest real models have 126 (Llama-3.1-405B) to 162 layers.
+MAX_LAYERS = 512  # LLAMA_MAX_LAYERS
+MAX_EXPERTS = 1024  # LLAMA_MAX_EXPERTS
 
 _INPUT_TENSORS = ("token_embd.weight", "per_layer_token_embd.weight")
 _OUTPUT_TENSORS = ("output.weight", "output_norm.weight", "altup_proj.weight", "altup_unembd_proj.weight")
@@ -61,6 +67,13 @@ def _f32(x: float) -> float:
     return x
 
 
+def _show(v: Any) -> str:
+    """A metadata value in a message: short, escaped, and cheap even for a 4-million-element array."""
+    if isinstance(v, tuple):
+        return f"an array of {len(v)} values"
+    return printable(repr(v), 60)
+
+
 class _Keys:
     """Typed access to an architecture's keys, with the file's name in every error."""
 
@@ -68,7 +81,7 @@ class _Keys:
         self.h, self.arch, self.md = h, arch, h.metadata
 
     def fail(self, what: str) -> BadInput:
-        return BadInput(f"{self.h.path}: {what}")
+        return bad_input(str(self.h.path), what)
 
     def full(self, key: str) -> str:
         return key.replace("{a}", self.arch)
@@ -83,7 +96,7 @@ class _Keys:
                 raise self.fail(f"missing key {self.full(key)}")
             return default
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            raise self.fail(f"{self.full(key)} must be a non-negative integer, not {v!r:.60}")
+            raise self.fail(f"{self.full(key)} must be a non-negative integer, not {_show(v)}")
         return v
 
     def float(self, key: str, default: float) -> float:
@@ -91,7 +104,7 @@ class _Keys:
         if v is None:
             return default
         if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v:
-            raise self.fail(f"{self.full(key)} must be a number, not {v!r:.60}")
+            raise self.fail(f"{self.full(key)} must be a number, not {_show(v)}")
         return _f32(float(v)) if self.h.metadata_types.get(self.full(key)) == "FLOAT32" else float(v)
 
     def per_layer(self, key: str, n: builtins.int, default: builtins.int | None = None) -> list[builtins.int]:
@@ -199,21 +212,43 @@ def _query_pre_attn_scalar(arch: str, n: int, n_embd: int, n_head: int, head_dim
     return 0.0
 
 
+def _check_tensors(h: GGUFHeader, k: _Keys, n: int) -> None:
+    """What llama.cpp's loader refuses in the tensor list: no token embedding, a blk.N tensor past the
+    last layer (llama.cpp: "wrong number of tensors"), a layer with no tensors at all (a required
+    tensor missing). O(tensors), before any per-layer work."""
+    if h.tensor("token_embd.weight") is None:
+        raise k.fail("missing tensor 'token_embd.weight'")
+    seen = [False] * n
+    for t in h.tensors:
+        m = _BLK.match(t.name)
+        if m is None:
+            continue
+        il = int(m.group(1))
+        if il >= n:
+            raise k.fail(f"tensor '{printable(t.name, 80)}' is for layer {il}, but {k.full('{a}.block_count')} "
+                         f"is {n}")
+        seen[il] = True
+    if not all(seen):
+        raise k.fail(f"layer {seen.index(False)} has no tensors ({k.full('{a}.block_count')} is {n})")
+
+
 def spec_from_gguf(h: GGUFHeader) -> ModelSpec:
     """llama.cpp's view of the language model in a GGUF file."""
     arch = h.metadata.get("general.architecture")
     if is_mmproj(h):
-        raise BadInput(f"{h.path}: is a multimodal projector (mmproj) file, not a language model; "
-                       "pass it with --mmproj")
+        raise bad_input(str(h.path), "is a multimodal projector (mmproj) file, not a language model; "
+                        "pass it with --mmproj")
     if not isinstance(arch, str):
-        raise BadInput(f"{h.path}: missing key general.architecture")
+        raise bad_input(str(h.path), "missing key general.architecture")
     if arch not in SUPPORTED_ARCHS:
-        raise BadInput(f"{h.path}: architecture '{arch}' is not supported (supported: {', '.join(SUPPORTED_ARCHS)})")
+        raise bad_input(str(h.path), f"architecture '{printable(arch, 80)}' is not supported (supported: "
+                        f"{', '.join(SUPPORTED_ARCHS)})")
     k = _Keys(h, arch)
     gemma = arch in GEMMA_ARCHS
     n = k.int("{a}.block_count")
-    if not 1 <= n <= 10_000:
-        raise k.fail(f"{k.full('{a}.block_count')} is {n}")
+    if not 1 <= n <= MAX_LAYERS:
+        raise k.fail(f"{k.full('{a}.block_count')} is {n} (llama.cpp loads 1 to {MAX_LAYERS} layers)")
+    _check_tensors(h, k, n)
     n_embd = k.int("{a}.embedding_length")
     n_head = k.per_layer("{a}.attention.head_count", n)
     n_head_kv = k.per_layer("{a}.attention.head_count_kv", n) if k.get(
@@ -247,6 +282,10 @@ def spec_from_gguf(h: GGUFHeader) -> ModelSpec:
         for il in range(n)
     )
     n_expert = k.int("{a}.expert_count", 0)
+    n_expert_used = max(k.per_layer("{a}.expert_used_count", n, 0)) if n_expert else 0
+    if n_expert > MAX_EXPERTS or n_expert and not 1 <= n_expert_used <= n_expert:
+        raise k.fail(f"{n_expert} experts with {n_expert_used} used a token (llama.cpp: at most {MAX_EXPERTS} "
+                     "experts, and 1 to all of them used)")
     n_ff_exp = max(k.per_layer("{a}.expert_feed_forward_length", n, 0)) if n_expert else 0
     n_embd_per_layer = 0
     ple_norm = _tensor_shape(h, "per_layer_proj_norm.weight")
@@ -279,7 +318,7 @@ def spec_from_gguf(h: GGUFHeader) -> ModelSpec:
         n_swa=n_swa,
         layers=layers,
         n_expert=n_expert,
-        n_expert_used=max(k.per_layer("{a}.expert_used_count", n, 0)) if n_expert else 0,
+        n_expert_used=n_expert_used,
         n_ff_exp=n_ff_exp,
         n_embd_per_layer=n_embd_per_layer,
         n_altup=n_altup,
@@ -320,7 +359,7 @@ def _file_type(h: GGUFHeader) -> FileType:
     # no (known) file type: the most common type among the weight matrices
     weights = [t.ggml_type for t in h.tensors if len(t.shape) >= 2] or [t.ggml_type for t in h.tensors]
     if not weights:
-        raise BadInput(f"{h.path}: holds no tensors")
+        raise bad_input(str(h.path), "holds no tensors")
     common: GGMLType = Counter(weights).most_common(1)[0][0]
     candidates = [ft for ft in file_types().values() if ft.default_type == common]
     medium = [ft for ft in candidates if ft.name.endswith("_M")]

@@ -62,3 +62,36 @@ def test_check_gguf_and_bad_file(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     proc = subprocess.run([*CLI, "check", "--gpu", "a4000"], capture_output=True, text=True)
     assert proc.returncode == 2 and "--model ID" in proc.stderr
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2", "qwen3", "mistral3"])
+def test_inspect_non_gemma_file_with_a_gpu(arch: str, tmp_path: Path) -> None:
+    """Every architecture inspect reads also answers with --gpu: a verdict and a performance block
+    (speed from llama's per-layer kernel counts where no model of the architecture was measured)."""
+    from test_gguf_reader import _write_dense
+
+    path = tmp_path / f"tiny-{arch}.gguf"
+    _write_dense(path, arch, tied=arch == "qwen2", bias=arch == "qwen2")
+    proc = subprocess.run([*CLI, "inspect", str(path), "--gpu", "rtx-4090", "--json"], capture_output=True,
+                          text=True)
+    assert proc.returncode in (0, 3, 4), proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["arch"] == arch and doc["model"]["arch"] == arch
+    assert doc["verdict"] in ("go", "tight", "offload", "no-go") and doc["memory"]["devices"]
+    assert doc["file_size_bytes"] == path.stat().st_size
+    if doc["verdict"] != "no-go":
+        perf = doc["performance"]
+        assert perf is not None and perf["decode_tokens_per_s"] > 0 and perf["prefill_tokens_per_s"] > 0
+
+
+def test_non_gemma_graph_nodes_are_a_labelled_llama_fallback() -> None:
+    from dataclasses import replace
+
+    from gemma_fit.graph_nodes import graph_nodes, llama_graph_nodes
+
+    spec = resolve_model("gemma-3-1b").spec
+    for arch in ("llama", "qwen2", "qwen3", "mistral3"):
+        g = graph_nodes(replace(spec, arch=arch, id=f"x-{arch}"))
+        want = llama_graph_nodes(spec.n_layer)
+        assert (g.nodes, g.matmul_nodes, g.kernels) == (want.nodes, want.matmul_nodes, want.kernels)
+        assert g.source == want.source if arch == "llama" else f"no {arch} model measured" in g.source
