@@ -4,10 +4,23 @@
 The matrix: all 17 models x 5 quants x 10 GPUs x 4 contexts = 3400 cells, each the full `check`
 (verdict, max context, advice, speed) in one process. Target: under 3 s for run_report in a fresh
 process, imports included.
+
+    python benchmarks/bench_report.py                      # the 3400-cell matrix, library and CLI
+    python benchmarks/bench_report.py --large --gpus 20    # --model all --quant all over the first 20
+                                                           # database GPUs: time and peak RSS per cell
+
+`--large` runs run_report in a fresh process on `--model all --quant all` (every model, every contract
+quant) over the first `--gpus N` GPUs of the database and the `--ctx` list, then writes the report as JSON
+to /dev/null the way `report --json` does; it prints the seconds and the peak RSS (ru_maxrss) per cell, the
+RSS above what the imports alone take, and an extrapolation to `--extrapolate` cells. Wall and CPU seconds
+are both printed: on a shared machine the CPU seconds are the steadier figure. The fixed part of the RSS
+(tensor plans and caches, one per model and quant) is in each figure: the cost of one more cell is the
+difference between two sizes (--gpus 20 and --gpus 94, say) divided by the difference in cells.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -37,6 +50,55 @@ if not any(getattr(x, "name", None) == "report" for x in c.app.registered_comman
 c.main()
 """
 
+LARGE = """
+import json, resource, sys, time
+from gemma_fit.hardware_db import load_gpus
+from gemma_fit.report import run_report
+from gemma_fit.settings import RunSettings
+n_gpus, ctxs = int(sys.argv[1]), [int(c) for c in sys.argv[2].split(",")]
+gpus = [[g] for g in list(load_gpus(()))[:n_gpus]]
+rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+t0, c0 = time.perf_counter(), time.process_time()
+report = run_report(["all"], ["all"], gpus, ctxs, RunSettings())
+t1, c1 = time.perf_counter(), time.process_time()
+rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+try:
+    from gemma_fit.cli_report import dump_report_json
+except ImportError:  # before the streaming writer
+    def dump_report_json(doc, fp):
+        fp.write(json.dumps(doc, indent=2) + "\\n")
+with open("/dev/null", "w") as f:
+    dump_report_json(report, f)
+t2, c2 = time.perf_counter(), time.process_time()
+rss2 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"cells": len(report["cells"]), "gpus": len(gpus), "contexts": ctxs, "summary": report["summary"],
+                  "run_report_s": round(t1 - t0, 2), "json_s": round(t2 - t1, 2),
+                  "run_report_cpu_s": round(c1 - c0, 2), "json_cpu_s": round(c2 - c1, 2),
+                  "imports_rss_mib": round(rss0 / 1024), "peak_rss_after_run_mib": round(rss1 / 1024),
+                  "peak_rss_after_json_mib": round(rss2 / 1024)}))
+"""
+
+
+def large(n_gpus: int, contexts: str, extrapolate: int) -> None:
+    t = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", LARGE, str(n_gpus), contexts], capture_output=True, text=True,
+                          check=False)
+    if proc.returncode != 0:
+        sys.exit(proc.stderr[-2000:])
+    doc = json.loads(proc.stdout)
+    doc["whole_process_s"] = round(time.perf_counter() - t, 2)
+    cells = doc["cells"]
+    doc["ms_per_cell"] = round(1e3 * doc["run_report_s"] / cells, 3)
+    doc["cpu_ms_per_cell"] = round(1e3 * doc["run_report_cpu_s"] / cells, 3)  # steadier on a busy machine
+    doc["json_ms_per_cell"] = round(1e3 * doc["json_s"] / cells, 3)
+    above = doc["peak_rss_after_json_mib"] - doc["imports_rss_mib"]
+    doc["rss_kib_per_cell"] = round(1024 * above / cells, 2)
+    doc[f"extrapolated_to_{extrapolate}_cells"] = {
+        "run_report_s": round(doc["run_report_s"] / cells * extrapolate),
+        "run_report_cpu_s": round(doc["run_report_cpu_s"] / cells * extrapolate),
+        "peak_rss_mib": round(doc["imports_rss_mib"] + above / cells * extrapolate)}
+    print(json.dumps(doc, indent=2))
+
 
 def _cli(*extra: str) -> float:
     args = ["report", "--model", "all", *[a for q in QUANTS for a in ("--quant", q)],
@@ -47,6 +109,15 @@ def _cli(*extra: str) -> float:
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--large", action="store_true", help="time and peak RSS per cell on --model all --quant all")
+    ap.add_argument("--gpus", type=int, default=20, help="with --large: the first N database GPUs (default 20)")
+    ap.add_argument("--ctx", default="4096", help="with --large: contexts, comma-separated (default 4096)")
+    ap.add_argument("--extrapolate", type=int, default=442_000, help="with --large: cells to extrapolate to")
+    opts = ap.parse_args()
+    if opts.large:
+        large(opts.gpus, opts.ctx, opts.extrapolate)
+        return
     t = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", INPROCESS], check=True, capture_output=True, text=True).stdout.split()
     process_s = time.perf_counter() - t

@@ -8,22 +8,27 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Annotated, Any
+from typing import IO, TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.text import Text
 
 from .errors import BadInput
-from .hardware_select import Hardware
-from .model_db import ResolvedModel
-from .report import VERDICTS, run_report, sources
 from .settings import RunSettings, parse_n_gpu_layers
+from .text_safety import printable
 from .units import fmt_bytes
 
+if TYPE_CHECKING:  # rich and the report module load when a report runs, not on every start
+    from rich.console import Console
+    from rich.text import Text
+
+    from .hardware_select import Hardware
+    from .model_db import ResolvedModel
+
 PROGRESS_MIN_CELLS = 200  # smaller matrices finish before a progress bar would be seen
+TABLE_CHUNK_ROWS = 2000  # the table is printed this many lines at a time, never built whole
 _STYLE = {"go": "bold green", "tight": "bold yellow", "offload": "bold dark_orange", "no-go": "bold red",
           "error": "bold magenta"}
 
@@ -67,49 +72,75 @@ _COLUMNS = (("model", "<"), ("quant", "<"), ("ctx", ">"), ("verdict", "<"), ("he
 def _row(c: dict[str, Any]) -> list[str]:
     room = c.get("min_headroom_bytes")
     layers = f"{c['n_gpu_layers']}/{c['n_layers_total']}" if c.get("n_layers_total") is not None else "-"
-    return [c["model"], c["quant"], f"{c['ctx']:,}", c["verdict"], "-" if room is None else fmt_bytes(room),
+    return [printable(str(c["model"]), 80), printable(str(c["quant"]), 40), f"{c['ctx']:,}", c["verdict"],
+            "-" if room is None else fmt_bytes(room),
             "-" if c.get("max_ctx_fit") is None else f"{c['max_ctx_fit']:,}", _tps(c.get("decode_tokens_per_s")),
             _tps(c.get("prefill_tokens_per_s")), layers]
 
 
-def report_tables(report: dict[str, Any]) -> list[Text]:
-    """One table per hardware config, one line per (model, quant, context), verdicts coloured.
+def report_tables(report: dict[str, Any]) -> Iterator[Text | None]:
+    """One table per hardware config, one line per (model, quant, context), verdicts coloured; yields each
+    table in pieces of at most TABLE_CHUNK_ROWS lines, and None before each table (a blank line).
 
     Laid out here rather than with rich.Table, which takes about 0.5 ms a row: 3400 rows would double the
-    report's time. Lines never wrap inside rich (the terminal wraps them if it must).
+    report's time. Lines never wrap inside rich (the terminal wraps them if it must). The rows are made twice
+    (once for the column widths, once to print), never all held: a matrix of any size prints in bounded memory.
     """
-    rows: dict[str, list[Any]] = {h["key"]: [] for h in report["hardware"]}
-    for c in report["cells"]:
-        rows[c["hardware"]].append(_row(c))
-    widths = [len(name) for name, _ in _COLUMNS]
-    for table_rows in rows.values():
-        for r in table_rows:
-            widths = [max(w, len(v)) for w, v in zip(widths, r, strict=True)]
+    from rich.text import Text
 
-    def line(values: list[str], verdict: str | None = None) -> Text:
-        text = Text()
+    by_hw: dict[str, list[int]] = {h["key"]: [] for h in report["hardware"]}
+    cells = report["cells"]
+    for i, c in enumerate(cells):
+        by_hw[c["hardware"]].append(i)
+    widths = [len(name) for name, _ in _COLUMNS]
+    for c in cells:
+        widths = [max(w, len(v)) for w, v in zip(widths, _row(c), strict=True)]
+
+    def line(text: Text, values: list[str], verdict: str | None = None) -> None:
         for i, ((_, align), value, width) in enumerate(zip(_COLUMNS, values, widths, strict=True)):
             cell = f"{value:{align}{width}}"
             text.append(cell, style=_STYLE[verdict] if verdict is not None and i == 3 else "")
             if i < len(_COLUMNS) - 1:
                 text.append("  ")
-        return text
 
-    tables = []
     for h in report["hardware"]:
-        title = h["key"] if h["key"] == h["name"] else f"{h['key']}: {h['name']}"
+        title = printable(h["key"] if h["key"] == h["name"] else f"{h['key']}: {h['name']}", 400)
         body = Text(title, style="bold")
         body.append("\n")
-        body.append_text(line([name for name, _ in _COLUMNS]))
+        line(body, [name for name, _ in _COLUMNS])
         body.append("\n" + "-" * (sum(widths) + 2 * (len(widths) - 1)))
-        for r in rows[h["key"]]:
-            body.append("\n")
-            body.append_text(line(r, r[3]))
-        tables.append(body)
-    return tables
+        yield None
+        n = 0
+        for i in by_hw[h["key"]]:
+            if n == TABLE_CHUNK_ROWS:
+                yield body
+                body, n = Text(), 0
+            else:
+                body.append("\n")
+            r = _row(cells[i])
+            line(body, r, r[3])
+            n += 1
+        yield body
+
+
+def print_report_tables(out: Console, report: dict[str, Any]) -> None:
+    for piece in report_tables(report):
+        if piece is None:
+            out.print()
+        else:
+            out.print(piece, soft_wrap=True)
+
+
+def dump_report_json(report: dict[str, Any], fp: IO[str]) -> None:
+    """`report --json`: the same bytes as print(json.dumps(report, indent=2)), written as it is encoded (a large
+    report is never one string in memory)."""
+    json.dump(report, fp, indent=2)
+    fp.write("\n")
 
 
 def _summary_line(report: dict[str, Any]) -> str:
+    from .report import VERDICTS
+
     parts = [f"[{_STYLE[v]}]{report['summary'][v]} {v}[/]" for v in VERDICTS if report["summary"][v]]
     return ", ".join(parts) + f" of {_plural(len(report['cells']), 'combination')}"
 
@@ -142,10 +173,20 @@ def report_command(
     quiet: Annotated[bool, typer.Option(
         "--quiet", help="No table (still --json if asked, and --html); the exit status says it ran.")] = False,
 ) -> None:
-    """The check over several GPUs, models, quants and contexts: a table, --json or --html FILE."""
+    """The check over several GPUs, models, quants and contexts: a table, --json or --html FILE.
+
+    Exit status 0 when the report has an answer; 2 (bad input, one line on stderr, nothing on stdout and no
+    file written) for an unknown engine or id, an impossible setting, more than 1,000,000 cells, or a matrix
+    whose every cell is an error. Above 1,000 cells each cell's "check" in --json is a compact document.
+    """
+    from rich.console import Console
+
     from .html_report import render_report_html, write_html
+    from .render import console
+    from .report import canonical_engine, run_report
 
     model_dirs, hardware_dirs = _extra_dirs()
+    engine = canonical_engine(engine)
     if not model:
         raise BadInput("--model is required (repeatable: an id, an alias such as 9b, or 'all')")
     configs = gpu_configs(gpu or [], hardware_dirs)
@@ -178,21 +219,19 @@ def report_command(
         if not quiet:
             print(f"wrote {html}", file=sys.stderr)
     if as_json:
-        print(json.dumps(report, indent=2))
+        dump_report_json(report, sys.stdout)
     elif not quiet:
-        out = Console(highlight=False)
+        out = console()
         out.print(f"[bold]gemma-fit report[/bold]: {_plural(len(report['cells']), 'combination')}, llama.cpp "
                   f"{report['llama_cpp']}; headroom is the smallest over the devices, tok/s the estimated decode "
                   "speed, prefill the prompt tokens/s",
                   soft_wrap=True)
-        for table in report_tables(report):
-            out.print()
-            out.print(table, soft_wrap=True)
+        print_report_tables(out, report)
         out.print(_summary_line(report))
         for c in report["cells"]:
             if c["verdict"] == "error":
-                out.print(f"  error: {c['hardware']} {c['model']} {c['quant']} ctx {c['ctx']:,}: {c['error']}",
-                          markup=False)
+                out.print(printable(f"  error: {c['hardware']} {c['model']} {c['quant']} ctx {c['ctx']:,}: "
+                                    f"{c['error']}", 2000), markup=False)
 
 
 def _progress(console: Console) -> Any:
@@ -207,6 +246,7 @@ def write_check_html(doc: dict[str, Any], resolved: ResolvedModel, quant: str, s
     """`check --html FILE`: the check document with a what-to-buy ranking of every database GPU."""
     from .hardware_db import load_gpus
     from .html_report import gpu_ranking, render_check_html, write_html
+    from .report import sources
 
     _, hardware_dirs = _extra_dirs()
     if hardware is not None:

@@ -1,7 +1,14 @@
 """`gemma-fit report`: the check over a matrix of hardware x model x quant x context, as one document.
 
 Pure: no printing, no files. Every model, quant and hardware configuration is resolved once and reused
-for all its cells; each cell carries the summary figures and the full `gemma-fit.check/1` document.
+for all its cells; each cell carries the summary figures the table, the HTML page and the JSON show and,
+in `check`, the `gemma-fit.check/1` document: the full one up to FULL_CHECK_MAX_CELLS cells, above that a
+compact one (schema, "compact": true, the server command and the assumptions; the report then says so in
+"check_documents"), so that memory per cell stays small (about 2 KiB) however large the matrix.
+
+Refused up front, as bad input (exit 2): an unknown engine, impossible settings, a matrix of more than
+MAX_CELLS cells, and a report whose every cell is an error (no combination could be checked: it has no
+answer). A cell that only some models refuse is an "error" cell and the others still count.
 """
 
 from __future__ import annotations
@@ -18,8 +25,8 @@ from .ggml import CONTRACT_QUANTS, file_type
 from .hardware_db import GPUSpec, load_gpu_entries, load_gpus
 from .hardware_select import Hardware, select_hardware
 from .model_db import ResolvedModel, entry_spec, load_model_db, resolve_model
-from .model_entry import GENERATION_ORDER
-from .settings import RunSettings, validate
+from .model_spec import GENERATION_ORDER
+from .settings import RunSettings, is_llama_cpp, validate
 
 SCHEMA = "gemma-fit.report/1"
 LLAMA_CPP_LABEL = f"{LLAMA_CPP_COMMIT} (Oct 2026)"
@@ -28,6 +35,10 @@ VERDICTS = ("go", "tight", "offload", "no-go", "error")
 RANKING_SORT = ("verdict (go, tight, offload, no-go), then estimated decode speed where the performance model "
                 "gives one, then memory bandwidth (what bounds decode speed), then headroom; price is not considered")
 WHAT_TO_BUY_MAX_COMBOS = 12  # a ranking of every database GPU per (model, quant, context): only for small reports
+FULL_CHECK_MAX_CELLS = 1000  # up to this many cells, each keeps its full check document (about 8 KiB each)
+MAX_CELLS = 1_000_000  # about half an hour of checks; more is surely a mistake in --gpu/--model/--quant/--ctx
+COMPACT_CHECK_KEYS = ("engine", "llama_server_command", "command", "assumptions")  # what `check` keeps when compact
+ENGINE_NAMES = ("llama.cpp", "ollama", "vllm", "transformers")  # gemma_fit.engines.ENGINES
 
 ProgressFn = Callable[[int, int], None]
 
@@ -71,7 +82,7 @@ def expand_models(names: Sequence[str], extra: tuple[Path, ...] = ()) -> list[Re
             entries = sorted(load_model_db(extra).values(),
                              key=lambda e: (GENERATION_ORDER[e.generation], entry_spec(e).n_embd, e.id))
             for e in entries:
-                out.setdefault(e.id, ResolvedModel(entry_spec(e), e, f"model {e.id}"))
+                out.setdefault(e.id, ResolvedModel(entry_spec(e), e.id, f"model {e.id}", extra))
             continue
         resolved = resolve_model(name, extra)
         out.setdefault(resolved.spec.id, resolved)
@@ -117,12 +128,41 @@ def hardware_configs(gpus: Sequence[Sequence[str]], hardware_files: Sequence[Pat
     return list(out.values())
 
 
-def is_llama_cpp(engine: str) -> bool:
-    return engine.strip().lower() in ("llama.cpp", "llamacpp", "llama-cpp")
+def canonical_engine(engine: str) -> str:
+    """The engine's name as the report spells it; an unknown one is bad input."""
+    name = engine.strip().lower()
+    if is_llama_cpp(name):
+        return "llama.cpp"
+    if name not in ENGINE_NAMES:
+        raise BadInput(f"--engine {engine.strip() or repr(engine)} is not one of {', '.join(ENGINE_NAMES)}")
+    return name
+
+
+def _summary(base: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
+    perf = doc.get("performance") or {}
+    return {**base, "n_ctx": doc["settings"]["n_ctx"], "verdict": doc["verdict"],
+            "min_headroom_bytes": min_headroom(doc), "max_ctx_fit": doc["max_ctx_fit"],
+            "n_gpu_layers": doc["settings"]["n_gpu_layers"], "n_layers_total": doc["settings"]["n_layers_total"],
+            "decode_tokens_per_s": decode_speed(doc), "prefill_tokens_per_s": perf.get("prefill_tokens_per_s"),
+            "ttft_s": perf.get("ttft_s")}
+
+
+def compact_check(doc: dict[str, Any], shared: dict[Any, Any] | None = None) -> dict[str, Any]:
+    """What a cell of a large report keeps of its check document; `shared` makes equal assumption lists one
+    object (they differ per hardware, not per cell)."""
+    out: dict[str, Any] = {"schema": doc["schema"], "compact": True}
+    for key in COMPACT_CHECK_KEYS:
+        if key in doc:
+            value = doc[key]
+            if key == "assumptions" and shared is not None:
+                value = shared.setdefault(("assumptions", *value), value)
+            out[key] = value
+    return out
 
 
 def _cell(cfg: HardwareConfig, model: ResolvedModel, quant: str, ctx: int, settings: RunSettings,
-          engine: str = "llama.cpp") -> dict[str, Any]:
+          engine: str = "llama.cpp", full: bool = True, shared: dict[Any, Any] | None = None) -> dict[str, Any]:
+    """One cell: the summary figures and, in "check", the full check document (`full`) or a compact one."""
     base = {"hardware": cfg.key, "model": model.spec.id, "quant": quant, "ctx": ctx}
     try:
         if is_llama_cpp(engine):
@@ -135,12 +175,46 @@ def _cell(cfg: HardwareConfig, model: ResolvedModel, quant: str, ctx: int, setti
         return {**base, "n_ctx": None, "verdict": "error", "error": str(exc), "min_headroom_bytes": None,
                 "max_ctx_fit": None, "n_gpu_layers": None, "n_layers_total": None, "decode_tokens_per_s": None,
                 "prefill_tokens_per_s": None, "ttft_s": None, "check": None}
-    return {**base, "n_ctx": doc["settings"]["n_ctx"], "verdict": doc["verdict"],
-            "min_headroom_bytes": min_headroom(doc), "max_ctx_fit": doc["max_ctx_fit"],
-            "n_gpu_layers": doc["settings"]["n_gpu_layers"], "n_layers_total": doc["settings"]["n_layers_total"],
-            "decode_tokens_per_s": decode_speed(doc),
-            "prefill_tokens_per_s": (doc.get("performance") or {}).get("prefill_tokens_per_s"),
-            "ttft_s": (doc.get("performance") or {}).get("ttft_s"), "check": doc}
+    cell = _summary(base, doc)
+    cell["check"] = doc if full else compact_check(doc, shared)
+    return cell
+
+
+def check_settings(settings: RunSettings, models: Sequence[ResolvedModel], ctxs: Sequence[int], engine: str,
+                   quant: str) -> None:
+    """Impossible settings are bad input, for every engine, before any cell: llama.cpp's rules for every
+    context (-ngl depends on the model only above the layer count, which llama.cpp clamps), then the
+    engine's own numbers."""
+    if settings.n_gpu_layers is not None and settings.n_gpu_layers < 0:
+        raise BadInput(f"--n-gpu-layers {settings.n_gpu_layers} is impossible: a number of layers from 0 "
+                       "(more than a model has means all), or auto")
+    widest = max(models, key=lambda m: m.spec.n_ctx_train).spec  # --ctx 0: the per-sequence check at its widest
+    for c in ctxs:
+        validate(replace(settings, n_ctx=c, n_gpu_layers=None), widest)
+    if not is_llama_cpp(engine):
+        from .cli_engines import engine_settings
+        from .engines import validate_numbers
+
+        for c in ctxs:
+            validate_numbers(engine_settings(engine, quant, settings.with_ctx(c)))
+
+
+def check_matrix_size(n_configs: int, n_models: int, n_quants: int, n_ctxs: int) -> int:
+    total = n_configs * n_models * n_quants * n_ctxs
+    if total > MAX_CELLS:
+        raise BadInput(f"the report would have {total:,} cells ({n_configs:,} hardware configs x {n_models:,} "
+                       f"models x {n_quants:,} quants x {n_ctxs:,} contexts), more than {MAX_CELLS:,}: narrow "
+                       "--gpu, --model, --quant or --ctx")
+    return total
+
+
+def check_some_answer(cells: Sequence[dict[str, Any]]) -> None:
+    """A report whose every cell is an error has no answer: bad input, with the (first) reason."""
+    if cells and all(c["verdict"] == "error" for c in cells):
+        reasons = list(dict.fromkeys(c["error"] for c in cells))
+        more = f" (and {len(reasons) - 1:,} other reason(s))" if len(reasons) > 1 else ""
+        which = "the one cell is an error" if len(cells) == 1 else f"all {len(cells):,} cells are errors"
+        raise BadInput(f"no combination could be checked ({which}): {reasons[0]}{more}")
 
 
 def _gpu_sources(spec: GPUSpec, extra: tuple[Path, ...]) -> list[str]:
@@ -223,24 +297,29 @@ def run_report(models: Sequence[str], quants: Sequence[str], gpus: Sequence[Sequ
 
     `what_to_buy` adds, for each (model, quant, context) when there are at most WHAT_TO_BUY_MAX_COMBOS of
     them, a ranking of every GPU in the hardware database. `progress(done, total)` is called as cells finish.
+    Raises BadInput for an unknown engine, impossible settings, more than MAX_CELLS cells, and when every cell
+    is an error; above FULL_CHECK_MAX_CELLS cells, each cell's "check" is compact (see the module doc).
     """
+    engine = canonical_engine(engine)
     model_dirs, hardware_dirs = tuple(model_dirs), tuple(hardware_dirs)
     resolved = expand_models(models, model_dirs)
     quant_names = expand_quants(quants, engine)
     ctxs = expand_contexts(contexts)
     configs = hardware_configs(gpus, hardware_files, hardware_dirs)
-    for c in ctxs:  # impossible settings are bad input, not a cell (-ngl depends on the model: checked per cell)
-        validate(replace(settings, n_ctx=c, n_gpu_layers=None), resolved[0].spec)
-    total = len(configs) * len(resolved) * len(quant_names) * len(ctxs)
+    total = check_matrix_size(len(configs), len(resolved), len(quant_names), len(ctxs))
+    check_settings(settings, resolved, ctxs, engine, quant_names[0])
+    full = total <= FULL_CHECK_MAX_CELLS
+    shared: dict[Any, Any] = {}
     cells: list[dict[str, Any]] = []
     step = max(1, total // 100)
     for cfg in configs:
         for model in resolved:
             for quant in quant_names:
                 for ctx in ctxs:
-                    cells.append(_cell(cfg, model, quant, ctx, settings, engine))
+                    cells.append(_cell(cfg, model, quant, ctx, settings, engine, full, shared))
                     if progress is not None and (len(cells) % step == 0 or len(cells) == total):
                         progress(len(cells), total)
+    check_some_answer(cells)
     summary = {v: 0 for v in VERDICTS}
     for cell in cells:
         summary[cell["verdict"]] += 1
@@ -261,6 +340,10 @@ def run_report(models: Sequence[str], quants: Sequence[str], gpus: Sequence[Sequ
         "sources": sources(resolved, all_gpus, hardware_dirs),
     }
     report["engine"] = engine
+    if not full:
+        report["check_documents"] = (f"compact: {total:,} cells, more than {FULL_CHECK_MAX_CELLS:,}; each cell's "
+                                     "check keeps its schema, server command and assumptions (gemma-fit check "
+                                     "--json gives a cell's full document)")
     if what_to_buy and is_llama_cpp(engine):
         combos = [(m, q, c) for m in resolved for q in quant_names for c in ctxs]
         if len(combos) > WHAT_TO_BUY_MAX_COMBOS:

@@ -5,29 +5,50 @@ or on a zero-weight file written by `synth` (speed and allocations do not depend
 Memory comes from llama.cpp's own buffer lines (model, KV, compute, output), the process's peak RSS
 (psutil) and, with an NVIDIA driver, its peak device memory (NVML), sampled while it runs. Speed
 comes from llama.cpp's own timing lines. Never runs through a shell.
+
+llama.cpp runs in its own session (process group): on --timeout, or when it leaves children behind, the
+whole group is ended (SIGTERM, then SIGKILL). Its output is parsed as it arrives, line by line, keeping only
+the figures and a short tail (lines capped at MAX_LINE_BYTES), so a log of any size takes bounded memory;
+a reader that a stray process keeps blocked on the pipe is abandoned after READER_GRACE_S.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections import deque
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import psutil
 
+from . import llamacpp_cache
 from .errors import BadInput, GemmaFitError
+from .settings import MAX_CTX
 
 MIB = 1024**2
 TOOL = "llama-completion"
+MAX_LINE_BYTES = 4096  # a longer log line is cut here
+PARSED_LINE_BYTES = 512  # the buffer and timing lines are under 200 bytes: longer ones are not searched
+OOM_SEARCH_BYTES = 1024  # "out of memory" / "failed to allocate" is looked for in each line's start
+TAIL_LINES = 20  # kept for the error message and the document
+MAX_BUFFERS = 64  # distinct buffer names kept (llama.cpp prints a few per device)
+TAIL_LINE_CHARS = 300
+TERM_GRACE_S = 2.0  # after SIGTERM to the process group, before SIGKILL
+READER_GRACE_S = 5.0  # after the group is ended, for the output reader to reach end of file
+MAX_THREADS = 512  # GGML_MAX_N_THREADS
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
+MAX_PROMPT_TOKENS = 128 * 1024 - 1  # one byte per token in one argv string: Linux's MAX_ARG_STRLEN
 
 _BUFFER = re.compile(
     r"(?P<what>model|KV|compute|output) buffer size\s*=\s*(?P<mib>[\d.]+) MiB"
@@ -54,31 +75,115 @@ class Measured:
     log_tail: str = ""
 
 
-def parse_log(text: str) -> Measured:
-    m = Measured()
-    for line in text.splitlines():
-        size = _BUFFER.search(line)
-        name = _BUFFER_NAME.search(line)
-        if size and name:
-            slot = m.buffers.setdefault(name.group("buf"), {"model": 0, "KV": 0, "compute": 0, "output": 0})
+_OOM = re.compile(rb"out of memory|failed to allocate", re.I)
+
+
+class LogParser:
+    """llama.cpp's log, one line at a time: the buffer and timing figures, whether it ran out of memory, and the
+    last TAIL_LINES non-empty lines (each cut to TAIL_LINE_CHARS). Its state does not grow with the log."""
+
+    def __init__(self) -> None:
+        self.measured = Measured()
+        self.out_of_memory = False
+        self.n_lines = 0
+        self._tail: deque[bytes] = deque(maxlen=TAIL_LINES)
+        self._lock = threading.Lock()  # the reader thread feeds while the caller may read the tail
+
+    def feed(self, raw: bytes | str) -> None:
+        line = raw.encode("utf-8", "replace") if isinstance(raw, str) else raw
+        line = line[:MAX_LINE_BYTES].strip()
+        if not line:
+            return
+        with self._lock:
+            self.n_lines += 1
+            self._tail.append(line[:TAIL_LINE_CHARS * 4])
+            head = line[:OOM_SEARCH_BYTES]
+            if not self.out_of_memory and (b"emory" in head or b"EMORY" in head or b"lloc" in head or b"LLOC" in head) \
+                    and _OOM.search(head):
+                self.out_of_memory = True
+            if len(line) > PARSED_LINE_BYTES:
+                return
+            if b"buffer size" in line:
+                self._buffer_line(line.decode("utf-8", "replace"))
+            elif b"eval time" in line:
+                self._timing_line(line.decode("utf-8", "replace"))
+
+    def _buffer_line(self, line: str) -> None:
+        size, name = _BUFFER.search(line), _BUFFER_NAME.search(line)
+        if size and name and (name.group("buf") in self.measured.buffers
+                              or len(self.measured.buffers) < MAX_BUFFERS):
+            slot = self.measured.buffers.setdefault(name.group("buf"), {"model": 0, "KV": 0, "compute": 0,
+                                                                        "output": 0})
             slot[size.group("what")] += int(round(float(size.group("mib")) * MIB))
+
+    def _timing_line(self, line: str) -> None:
         if (p := _PROMPT.search(line)) is not None:
-            m.prefill_tokens_per_s = float(p.group(2))
+            self.measured.prefill_tokens_per_s = float(p.group(2))
         elif (e := _EVAL.search(line)) is not None:
-            m.decode_tokens_per_s = float(e.group(2))
-    return m
+            self.measured.decode_tokens_per_s = float(e.group(2))
+
+    def snapshot(self) -> Measured:
+        """A copy of the figures so far (the reader thread may still be feeding)."""
+        with self._lock:
+            m = self.measured
+            return Measured(buffers={k: dict(v) for k, v in m.buffers.items()},
+                            prefill_tokens_per_s=m.prefill_tokens_per_s, decode_tokens_per_s=m.decode_tokens_per_s)
+
+    def tail(self, n: int = 3) -> str:
+        with self._lock:
+            lines = list(self._tail)[-n:]
+        return " | ".join(x.decode("utf-8", "replace")[:TAIL_LINE_CHARS] for x in lines) or "(no output)"
+
+
+def parse_lines(lines: Iterable[bytes | str]) -> LogParser:
+    parser = LogParser()
+    for line in lines:
+        parser.feed(line)
+    return parser
+
+
+def parse_log(text: str) -> Measured:
+    return parse_lines(text.splitlines()).measured
+
+
+def read_lines(stream: Any, limit: int = MAX_LINE_BYTES) -> Iterator[bytes]:
+    """Lines of a binary stream, each cut to `limit` bytes (the rest of a longer line is skipped, never held)."""
+    cut = False
+    while True:
+        chunk = stream.readline(limit)
+        if not chunk:
+            return
+        whole = chunk.endswith(b"\n")
+        if not cut:
+            yield chunk
+        cut = not whole
+
+
+def cache_bin_dir() -> Path | None:
+    """Where scripts/build_llamacpp.py builds llama.cpp (None when there is no home folder to look in)."""
+    try:
+        return llamacpp_cache.bin_dir()
+    except RuntimeError:  # Path.home() without HOME or a passwd entry
+        return None
 
 
 def find_llama_bin(llama_bin: Path | None) -> Path:
+    """--llama-bin DIR; else the build scripts/build_llamacpp.py makes (the llama.cpp version whose rules the
+    estimate follows); else llama-completion on PATH."""
+    how = (f"build it with `{llamacpp_cache.BUILD_COMMAND}` in a gemma-fit source checkout (it prints the "
+           f"bin folder; {llamacpp_cache.CACHE_ENV} sets the cache) and pass --llama-bin DIR")
     if llama_bin is not None:
         exe = Path(llama_bin) / TOOL
         if not exe.is_file():
-            raise BadInput(f"{TOOL} not found in --llama-bin {llama_bin}")
+            raise BadInput(f"{TOOL} not found in --llama-bin {llama_bin}; {how}")
         return exe
+    cached = cache_bin_dir()
+    if cached is not None and (cached / TOOL).is_file():
+        return cached / TOOL
     found = shutil.which(TOOL)
     if not found:
-        raise BadInput(f"{TOOL} not found on PATH; build llama.cpp and pass --llama-bin DIR "
-                       "(python scripts/build_llamacpp.py prints one)")
+        where = f"in {cached} or on PATH" if cached is not None else "on PATH"
+        raise BadInput(f"{TOOL} not found {where}; {how}")
     return Path(found)
 
 
@@ -163,39 +268,118 @@ def llama_args(exe: Path, gguf: Path, n_ctx: int, s: Any, n_gpu_layers: int, pro
     return args
 
 
+def check_run_numbers(threads: int, prompt_tokens: int, n_predict: int, timeout: float) -> None:
+    """smoke's own numbers (the run settings are check's, validated there), before anything runs."""
+    if not 1 <= threads <= MAX_THREADS:
+        raise BadInput(f"--threads {threads} is impossible: 1 to {MAX_THREADS} (llama.cpp's maximum)")
+    if not 1 <= prompt_tokens <= MAX_PROMPT_TOKENS:
+        raise BadInput(f"--prompt-tokens {prompt_tokens} is impossible: 1 to {MAX_PROMPT_TOKENS:,} "
+                       "(the prompt is one command-line argument)")
+    if not 1 <= n_predict <= MAX_CTX:
+        raise BadInput(f"--n-predict {n_predict} is impossible: 1 to {MAX_CTX:,} (decode speed needs a token)")
+    check_timeout(timeout)
+
+
+def check_prompt_fits(prompt_tokens: int, n_ctx_seq: int) -> None:
+    """llama-completion refuses a prompt longer than the context - 4 ("prompt is too long")."""
+    if prompt_tokens > n_ctx_seq - 4:
+        raise BadInput(f"--prompt-tokens {prompt_tokens} does not fit the context of {n_ctx_seq:,} per sequence "
+                       f"(at most {n_ctx_seq - 4:,}); raise --ctx or lower --prompt-tokens")
+
+
+def shown_command(args: list[str], prompt_tokens: int) -> list[str]:
+    """The llama.cpp command line as the document shows it: the binary's name, the prompt as its length."""
+    shown = [Path(args[0]).name, *args[1:]]
+    i = shown.index("-p")
+    shown[i + 1] = f"<{prompt_tokens} tokens>"
+    return shown
+
+
+def check_timeout(timeout: float) -> None:
+    if not (math.isfinite(timeout) and 0 < timeout <= MAX_TIMEOUT_S):
+        raise BadInput(f"--timeout {timeout:g} is impossible: seconds above 0, at most {MAX_TIMEOUT_S:.0f}")
+
+
 def run_llama(args: list[str], timeout: float) -> Measured:
+    check_timeout(timeout)
     env = dict(os.environ)
     env["LD_LIBRARY_PATH"] = os.pathsep.join([str(Path(args[0]).parent), env.get("LD_LIBRARY_PATH", "")])
     start = time.monotonic()
     try:
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=env, text=True, errors="replace")
+                                env=env, start_new_session=True)
     except OSError as exc:
         raise BadInput(f"cannot run {args[0]}: {exc.strerror or exc}") from None
-    with _Sampler(proc.pid) as sampler:
-        try:
-            out, _ = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, _ = proc.communicate()
-            raise LlamaCppFailed(f"llama.cpp did not finish in {timeout:.0f} s; last lines: "
-                                 f"{_tail(out)}") from None
-    measured = parse_log(out)
+    parser = LogParser()
+    reader = threading.Thread(target=_read_into, args=(proc.stdout, parser), daemon=True)
+    reader.start()
+    timed_out = False
+    try:
+        with _Sampler(proc.pid) as sampler:
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+    finally:  # on a timeout, an interrupt or a normal exit: nothing of llama.cpp's is left running
+        end_process_group(proc)
+    reader.join(READER_GRACE_S)  # a process that left the group may hold the pipe open: not waited for
+    measured = parser.snapshot()
+    if timed_out:
+        raise LlamaCppFailed(f"llama.cpp did not finish in {timeout:g} s (ended); last lines: {parser.tail()}")
     measured.peak_rss_bytes = sampler.peak_rss
     measured.peak_device_bytes = dict(sampler.peak_device)
-    measured.log_tail = _tail(out, 20)
+    measured.log_tail = parser.tail(TAIL_LINES)
     if proc.returncode != 0:
-        reason = "ran out of memory" if re.search(r"out of memory|failed to allocate", out, re.I) else "failed"
-        raise LlamaCppFailed(f"llama.cpp {reason} (exit {proc.returncode}) after {time.monotonic() - start:.1f} s; "
-                             f"last lines: {_tail(out)}")
+        reason = "ran out of memory" if parser.out_of_memory else "failed"
+        raise LlamaCppFailed(f"llama.cpp {reason} ({_status(proc.returncode)}) after "
+                             f"{time.monotonic() - start:.1f} s; last lines: {parser.tail()}")
     if not measured.buffers:
-        raise LlamaCppFailed(f"llama.cpp printed no buffer sizes; last lines: {_tail(out)}")
+        raise LlamaCppFailed(f"llama.cpp printed no buffer sizes; last lines: {parser.tail()}")
     return measured
 
 
-def _tail(text: str, n: int = 3) -> str:
-    lines = [x.strip() for x in (text or "").strip().splitlines() if x.strip()]
-    return " | ".join(lines[-n:]) or "(no output)"
+def _read_into(stream: Any, parser: LogParser) -> None:
+    try:
+        for line in read_lines(stream):
+            parser.feed(line)
+    except (OSError, ValueError):  # the pipe closed under the reader
+        return
+
+
+def _status(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exit {returncode}"
+
+
+def end_process_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to llama.cpp's process group, SIGKILL after TERM_GRACE_S; reaps llama.cpp itself."""
+    pgid = proc.pid  # start_new_session: the group is the child's own
+    if proc.poll() is None:
+        _signal_group(pgid, signal.SIGTERM)
+        with suppress(subprocess.TimeoutExpired):
+            proc.wait(TERM_GRACE_S)
+    elif _signal_group(pgid, 0):  # it exited; what it started is still there
+        _signal_group(pgid, signal.SIGTERM)
+        deadline = time.monotonic() + TERM_GRACE_S
+        while time.monotonic() < deadline and _signal_group(pgid, 0):
+            time.sleep(0.05)
+    _signal_group(pgid, signal.SIGKILL)
+    proc.wait()
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    """False when the group is gone."""
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # a member changed user: nothing more to do for it
+        return True
+    return True
 
 
 def measured_memory(m: Measured, n_devices: int) -> dict[str, Any]:

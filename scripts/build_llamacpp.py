@@ -11,22 +11,39 @@ Environment: GEMMA_FIT_CACHE (default ~/.cache/gemma-fit).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
 
 SDIST_VERSION = "0.3.36"
 TARGETS = ("llama-quantize", "llama-completion", "llama-fit-params", "llama-bench")
 
 
+def _cache_rule(name: str, *args: str) -> Path:
+    """Calls `name` in gemma_fit/llamacpp_cache.py, loaded by path (the package need not be installed): the
+    one place of the cache rule, shared with `gemma-fit smoke`, which looks for this build there."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "gemma_fit" / "llamacpp_cache.py"
+    spec = importlib.util.spec_from_file_location("_gemma_fit_llamacpp_cache", path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return Path(getattr(module, name)(*args))
+
+
 def cache_root() -> Path:
-    return Path(os.environ.get("GEMMA_FIT_CACHE", Path.home() / ".cache" / "gemma-fit"))
+    """$GEMMA_FIT_CACHE, else ~/.cache/gemma-fit."""
+    return _cache_rule("cache_root")
 
 
 def bin_dir() -> Path:
-    return cache_root() / f"llama.cpp-{SDIST_VERSION}" / "build" / "bin"
+    """<cache>/llama.cpp-<SDIST_VERSION>/build/bin."""
+    return _cache_rule("bin_dir", SDIST_VERSION)
 
 
 PROBE_SOURCE = Path(__file__).resolve().parent.parent / "tools" / "llama_mem_probe.cpp"
@@ -50,7 +67,7 @@ def fetch_source(work: Path) -> Path:
     if not sdist.is_file():
         _log(f"downloading llama-cpp-python=={SDIST_VERSION} sdist")
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", "llama-cpp-python",
              f"llama-cpp-python=={SDIST_VERSION}", "-d", str(dl)],
             check=True, stdout=subprocess.DEVNULL,
         )
@@ -84,13 +101,35 @@ def build() -> Path:
     subprocess.run(["cmake", "-S", str(src), "-B", str(build_dir), *flags], check=True,
                    stdout=subprocess.DEVNULL)
     jobs = str(os.cpu_count() or 2)
-    _log(f"building {', '.join(TARGETS)} with {jobs} jobs (several minutes on two cores)")
-    subprocess.run(["cmake", "--build", str(build_dir), "-j", jobs, "--target", *TARGETS], check=True,
-                   stdout=subprocess.DEVNULL)
+    _log(f"building {', '.join(TARGETS)} with {jobs} jobs (about 10 minutes on two cores)")
+    _run_with_progress(["cmake", "--build", str(build_dir), "-j", jobs, "--target", *TARGETS])
     build_probe(src, b)
     if not _have_all(b):
         raise SystemExit(f"build finished but binaries are missing in {b}")
     return b
+
+
+def _run_with_progress(cmd: list[str]) -> None:
+    """Run a build, printing its percentage every 10% or every minute (a silent 10-minute step reads
+    as a hang), and the last lines of its output if it fails."""
+    started = time.monotonic()
+    last_pct, last_time = -10, started
+    tail: list[str] = []
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          errors="replace") as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            tail = [*tail[-19:], line.rstrip()]
+            match = re.match(r"\[\s*(\d+)%\]", line)
+            now = time.monotonic()
+            pct = int(match.group(1)) if match else last_pct
+            if pct >= last_pct + 10 or now - last_time >= 60:
+                _log(f"{pct}% after {int(now - started) // 60}m{int(now - started) % 60:02d}s")
+                last_pct, last_time = max(pct, last_pct), now
+    if proc.returncode != 0:
+        print("\n".join(tail), file=sys.stderr)
+        raise SystemExit(f"build failed ({' '.join(cmd)}: exit {proc.returncode})")
+    _log(f"built in {int(time.monotonic() - started) // 60}m{int(time.monotonic() - started) % 60:02d}s")
 
 
 def build_probe(src: Path, b: Path) -> None:

@@ -219,6 +219,33 @@ def fits_verdict(devices: tuple[EngineDevice, ...], tight_margin: int = GIB) -> 
     return "go"
 
 
+MAX_TOKENS = 16 * 1024 * 1024  # settings.MAX_CTX: beyond any Gemma's trained context x 64, certainly a typo
+MAX_SEQS = 65536
+MAX_IMAGES = 1024
+
+
+def validate_numbers(s: EngineSettings) -> None:
+    """The numbers every engine takes, before any engine rule: one line naming the option (--ctx is
+    max_model_len / num_ctx, --parallel max_num_seqs / OLLAMA_NUM_PARALLEL, or transformers' batch)."""
+    def bounded(flag: str, value: int | None, low: int, high: int, note: str = "") -> None:
+        if value is not None and not low <= value <= high:
+            raise BadInput(f"{flag} {value} is impossible: {low:,} to {high:,}{note}")
+
+    bounded("--ctx", s.max_model_len, 0, MAX_TOKENS, " (0 = the engine's default)")
+    bounded("--parallel", s.max_num_seqs, 1, MAX_SEQS)
+    bounded("--batch-size (or --parallel)", s.batch_size, 1, MAX_SEQS)
+    bounded("--max-num-batched-tokens", s.max_num_batched_tokens, 1, MAX_TOKENS)
+    bounded("--tensor-parallel-size", s.tensor_parallel_size, 1, 1024)
+    bounded("--block-size", s.block_size, 1, 1024)
+    bounded("--prompt-tokens", s.prompt_tokens, 1, MAX_TOKENS)
+    bounded("--max-new-tokens", s.max_new_tokens, 0, MAX_TOKENS)
+    bounded("--images", s.images_per_prompt, 0, MAX_IMAGES)
+    bounded("--gpu-overhead", s.gpu_overhead_bytes, 0, 2**50)
+    u = s.gpu_memory_utilization
+    if not (isinstance(u, int | float) and 0 < u <= 1):  # NaN fails both comparisons
+        raise BadInput(f"--gpu-memory-utilization {u} must be in (0, 1]")
+
+
 def estimate(resolved: ResolvedModel, settings: EngineSettings, hardware: Any) -> EngineResult:
     """Dispatch to the engine named in `settings.engine`."""
     from .ollama import estimate_ollama
@@ -229,4 +256,5 @@ def estimate(resolved: ResolvedModel, settings: EngineSettings, hardware: Any) -
         settings.engine)
     if fn is None:
         raise BadInput(f"--engine {settings.engine} is not one of {', '.join(ENGINES)}")
+    validate_numbers(settings)
     return fn(resolved, resolved.spec, settings, hardware)
