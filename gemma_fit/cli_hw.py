@@ -11,21 +11,24 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Column, Table
 
 from .db_files import packaged_dir
-from .errors import EXIT_PROBLEMS
+from .errors import EXIT_PROBLEMS, BadInput
 from .units import GIB, fmt_bytes
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")]
 
 
 def _out() -> Console:
-    return Console(highlight=False, soft_wrap=True)
+    from .render import console  # rich only when a table is drawn
+
+    return console()
 
 
 def _extra_dirs(kind: str) -> tuple[Path, ...]:
@@ -66,6 +69,8 @@ def _print_gpus(out: Console, doc: dict[str, Any]) -> None:
         return
     cuda = f", CUDA {doc['cuda_driver_version']}" if doc.get("cuda_driver_version") else ""
     out.print(f"NVIDIA driver {doc.get('driver_version') or '?'}{cuda}")
+    from rich.table import Table
+
     table = Table("#", "name", "database id", "total", "free", "PCIe", "processes")
     for g in doc["gpus"]:
         pcie = f"Gen{g['pcie_gen']} x{g['pcie_width']}" if g.get("pcie_gen") and g.get("pcie_width") else "-"
@@ -79,6 +84,8 @@ def _print_gpus(out: Console, doc: dict[str, Any]) -> None:
 def _print_disks(out: Console, disks: list[dict[str, Any]]) -> None:
     if not disks:
         return
+    from rich.table import Table
+
     table = Table("disk", "mount point", "kind", "size", "free")
     for d in disks:
         table.add_row(d["device"], d["mountpoint"], d.get("kind") or "?", fmt_bytes(d["total_bytes"]),
@@ -101,6 +108,9 @@ def validate_command(
     """Validate hardware and model databases; exit 1 on any problem, one `file:line: field: problem` per line."""
     from .db_validate import validate
 
+    missing = [p for p in paths or () if not p.exists()]
+    if missing:  # nothing to validate is bad input (exit 2), not a database problem (exit 1)
+        raise BadInput(f"db validate: no such file or folder: {missing[0]}")
     roots = list(paths or [packaged_dir("hardware_db"), packaged_dir("model_db"),
                            *_extra_dirs("hardware_db"), *_extra_dirs("model_db")])
     report = validate(roots)
@@ -127,8 +137,13 @@ def list_gpus(as_json: JsonOpt = False) -> None:
     if as_json:
         print(json.dumps([e.model_dump(mode="json") for e in entries], indent=2))
         return
-    table = Table(Column("id", no_wrap=True), "name", "memory GiB", "usable GiB", "bandwidth GB/s", "FP16 TFLOPS",
-                  "backend")
+    width = max((len(e.id) for e in entries), default=2)
+    from rich.table import Column, Table
+
+    table = Table(Column("id", no_wrap=True, min_width=width), Column("name", overflow="fold"),
+                  *(Column(h, justify="right", no_wrap=True) for h in ("GiB", "usable", "GB/s", "TFLOPS")),
+                  Column("backend", no_wrap=True),
+                  title="memory and usable memory in GiB, bandwidth in GB/s, FP16 tensor TFLOPS", title_justify="left")
     for e in entries:
         table.add_row(e.id, e.name, f"{e.memory_bytes / GIB:g}", f"{e.usable_memory_bytes / GIB:.1f}",
                       _num(e.memory_bandwidth_gbps), _num(e.fp16_tensor_tflops), e.backend)

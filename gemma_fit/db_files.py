@@ -6,7 +6,6 @@ import codecs
 import os
 import re
 import stat
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -38,13 +37,14 @@ def _may_have_alias(text: str) -> bool:
 def packaged_dir(name: str) -> Path:
     """The built-in database folder (`model_db` or `hardware_db`).
 
-    In a source checkout (and an editable install) it is the top-level folder of the repo; a
-    regular install ships it as the package data gemma_fit.<name>.
+    An installed wheel ships it as data under gemma_fit/_data/<name>; a source checkout (and an
+    editable install) reads the top-level folder of the repo.
     """
-    in_repo = Path(__file__).resolve().parent.parent / name
-    if in_repo.is_dir():
-        return in_repo
-    return Path(str(resources.files(f"gemma_fit.{name}")))
+    here = Path(__file__).resolve().parent
+    installed = here / "_data" / name
+    if installed.is_dir():
+        return installed
+    return here.parent / name
 
 
 def shown(path: Path | str) -> str:
@@ -216,4 +216,7 @@ def read_yaml(path: Path, max_bytes: int = MAX_YAML_BYTES, *, unique_keys: bool 
 
 
 def read_packaged_yaml(relative: str) -> Any:
-    return read_yaml(packaged_dir("model_db") / relative)
+    """A built-in llama.cpp rule table (model_db/llamacpp/...), from the validated snapshot."""
+    from .catalog import rule_table
+
+    return rule_table(relative)

@@ -214,10 +214,10 @@ def _gpu_fp32_checks(e: GPUEntry) -> Iterator[tuple[str, str]]:
     ratio_range = ARCH_TENSOR_FP32_RATIO.get(e.arch)
     if e.fp16_tensor_tflops is not None and ratio_range:
         ratio = e.fp16_tensor_tflops / e.fp32_tflops
-        low, high = ratio_range
-        if not low <= ratio <= high:
+        r_low, r_high = ratio_range
+        if not r_low <= ratio <= r_high:
             yield ("fp32_tflops", f"fp16_tensor_tflops / fp32_tflops = {e.fp16_tensor_tflops:g} / {e.fp32_tflops:g} "
-                   f"= {ratio:.1f}, outside {low:g}-{high:g} for {e.arch} (one of the two is off by a unit or "
+                   f"= {ratio:.1f}, outside {r_low:g}-{r_high:g} for {e.arch} (one of the two is off by a unit or "
                    "a sparse/dense factor)")
 
 

@@ -9,7 +9,6 @@ from digits, so `RTX4090`, `rtx-4090` and `GeForce RTX 4090` are the same key.
 from __future__ import annotations
 
 import difflib
-import re
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -36,9 +35,8 @@ from .hardware_entry import (
     gpu_item_count,
     too_many_gpus,
 )
+from .hardware_spec import GPUAttachment, GPUSpec, Machine, StorageSpec, name_key  # noqa: F401 - re-exported
 from .yaml_lines import compose, format_validation, line_of
-
-_VENDOR_WORDS = {"nvidia", "geforce", "tesla", "amd", "radeon", "instinct", "intel", "apple"}
 
 # top-level key of a hardware_db file -> the schema of the whole file
 FILE_KINDS: dict[str, type[BaseModel]] = {
@@ -47,44 +45,6 @@ FILE_KINDS: dict[str, type[BaseModel]] = {
     "memory": MemoryFile,
     "storage": StorageFile,
 }
-
-
-def name_key(name: str) -> str:
-    """The comparison key of a GPU name: lower case, vendor words dropped, letters and digits split."""
-    text = name.lower().replace("(r)", " ").replace("(tm)", " ")
-    tokens = re.findall(r"[a-z]+|\d+(?:\.\d+)?", text)
-    while tokens and tokens[0] in _VENDOR_WORDS:
-        tokens.pop(0)
-    return "-".join(tokens)
-
-
-@dataclass(frozen=True)
-class GPUSpec:
-    """What the estimator needs about one GPU. Bytes are integers; bandwidth is decimal GB/s."""
-
-    id: str
-    name: str
-    vendor: str
-    backend: str
-    memory_bytes: int
-    usable_memory_bytes: int
-    unified_memory: bool
-    memory_bandwidth_gbps: float | None
-    fp16_tensor_tflops: float | None
-    arch: str
-    compute_capability: str | None
-    pcie_gen: int | None
-    pcie_lanes: int | None
-    nvlink_gbps: float | None
-    tdp_w: float | None
-    source: str
-    cuda_total_bytes: int | None = None  # CUDA's own total where published (can be below usable_memory_bytes)
-    int8_tensor_tops: float | None = None  # dense INT8 tensor throughput (llama.cpp's MMQ kernels use it)
-    logical_devices: int = 1  # devices software sees on this card (MI250X: 2)
-    nvlink_sxm: bool = False  # an SXM module: its NVLink reaches the other GPUs of the board
-    boost_clock_mhz: float | None = None  # reference boost clock, MHz (per-node kernel cost scales with 1/clock)
-    fp32_tflops: float | None = None  # non-tensor (shader) FP32 throughput, dense; prefill on tensor-less parts
-    gpu_cores: int | None = None  # Apple GPU cores
 
 
 def spec_from_entry(entry: GPUEntry) -> GPUSpec:
@@ -100,16 +60,6 @@ def spec_from_entry(entry: GPUEntry) -> GPUSpec:
         nvlink_sxm="SXM" in entry.form_factor and bool(entry.nvlink_gbps),
         boost_clock_mhz=entry.boost_clock_mhz, fp32_tflops=entry.fp32_tflops, gpu_cores=entry.gpu_cores,
     )
-
-
-@dataclass(frozen=True)
-class StorageSpec:
-    id: str
-    name: str
-    sequential_read_gbps: float
-    random_read_gbps: float
-    link_ceiling_gbps: float | None
-    source: str
 
 
 def _storage_spec(entry: StorageEntry) -> StorageSpec:
@@ -277,28 +227,6 @@ def memory_speed(ram_type: str, speed_mts: int, extra_dirs: tuple[Path, ...] = (
 
 
 # --- the machine file -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class GPUAttachment:
-    """How one GPU of a machine is attached. Bandwidths per direction, decimal GB/s."""
-
-    pcie_gen: int | None
-    pcie_lanes: int | None
-    host_link_gbps: float | None
-    nvlink: bool
-
-
-@dataclass(frozen=True)
-class Machine:
-    name: str
-    gpus: tuple[GPUSpec, ...]
-    attachments: tuple[GPUAttachment, ...]
-    ram_bytes: int | None
-    ram_bandwidth_gbps: float | None
-    disk: StorageSpec | None
-    cpu: str | None
-    path: Path
 
 
 def _attachment(entry: GPUEntry, slot: GPUSlot | None, extra_dirs: tuple[Path, ...]) -> GPUAttachment:

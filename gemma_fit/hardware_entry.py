@@ -25,27 +25,20 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-GIB = 1024**3
-TIB = 1024**4
+from .hardware_spec import (  # noqa: F401 - re-exported: the schema and its limits
+    BACKENDS,
+    GIB,
+    MAX_GPUS,
+    MAX_GPUS_PER_CONTEXT,
+    MAX_HOST_RAM_BYTES,
+    MAX_RAM_GIB,
+    MIN_RAM_GIB,
+    TIB,
+)
+
 SLUG = r"^[a-z0-9]+(-[a-z0-9]+)*$"
 URL = r"^https?://\S+$"
 
-# The most GPUs one llama.cpp process can use: GGML_CUDA_MAX_DEVICES and GGML_VK_MAX_DEVICES are 16
-# (ggml/include/ggml-cuda.h, ggml-vulkan.h) and llama_max_devices() returns 16 (src/llama.cpp), in the
-# llama.cpp this package follows (llama-cpp-python 0.3.36). A machine file may name at most that many.
-MAX_GPUS = 16
-# But one llama_context schedules at most GGML_SCHED_MAX_BACKENDS = 16 backends (ggml/src/ggml-backend.cpp,
-# GGML_ASSERT in ggml_backend_sched_new), the CPU backend among them (src/llama-context.cpp adds it after
-# the GPUs): 16 GPUs describe a real machine, but llama.cpp runs a model on at most 15 of them.
-MAX_GPUS_PER_CONTEXT = MAX_GPUS - 1
-# The most system memory one machine can have: 2^46 bytes = 64 TiB, the physical address space of the
-# Xeon processors in the largest single-system-image servers (HPE Superdome / SGI UV class, 48 TB
-# shipped; https://www.nextplatform.com/2017/11/06/hpes-superdome-gets-sgi-numalink-makeover/).
-# A machine file's ram_gb stops there, and a plan whose host side needs more is no-go on any machine.
-MAX_HOST_RAM_BYTES = 64 * TIB
-MAX_RAM_GIB = MAX_HOST_RAM_BYTES // GIB
-# The least: 256 MiB, below the smallest board llama.cpp runs a Gemma on (Gemma 3 270M alone is ~250 MB).
-MIN_RAM_GIB = 0.25
 
 
 def _no_controls(value: str) -> str:
@@ -71,8 +64,6 @@ def _whole_number(value: Any) -> Any:
 
 Vendor = Literal["nvidia", "amd", "apple", "intel"]
 Backend = Literal["cuda", "rocm", "metal", "vulkan", "sycl"]
-# The llama.cpp backends that run on each vendor's GPUs (an entry's default, or --backend).
-BACKENDS = {"nvidia": {"cuda", "vulkan"}, "amd": {"rocm", "vulkan"}, "apple": {"metal"}, "intel": {"sycl", "vulkan"}}
 Arch = Literal[
     "pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell",
     "rdna2", "rdna3", "cdna2", "cdna3",

@@ -5,12 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import psutil
-
+from .catalog import catalog
 from .errors import BadInput
 from .estimate import Device
-from .hardware_db import GPUSpec, Machine, StorageSpec, load_machine, resolve_gpu, storage_class
-from .hardware_entry import BACKENDS, MAX_GPUS
+from .hardware_spec import BACKENDS, MAX_GPUS, GPUSpec, Machine, StorageSpec
 
 
 @dataclass(frozen=True)
@@ -44,6 +42,8 @@ def select_hardware(gpu_names: list[str], hardware_file: Path | None, extra: tup
     if hardware_file is not None:
         if gpu_names:
             raise BadInput("give either --gpu or --hardware, not both")
+        from .hardware_db import load_machine
+
         machine = load_machine(hardware_file, extra)
         return Hardware(machine.name, machine.gpus, machine.ram_bytes, machine)
     if not gpu_names:
@@ -55,7 +55,7 @@ def select_hardware(gpu_names: list[str], hardware_file: Path | None, extra: tup
     if any(n.lower() == "cpu" for n in names):
         if len(names) > 1:
             raise BadInput("--gpu cpu means no accelerator; it cannot be combined with GPUs")
-        ram = psutil.virtual_memory().total
+        ram = _total_ram()
         disk, disk_note = _local_disk(extra)
         return Hardware("CPU only (this machine's RAM)", (), ram, None,
                         ("--gpu cpu: capacity is this machine's total RAM", disk_note), disk)
@@ -68,14 +68,31 @@ def select_hardware(gpu_names: list[str], hardware_file: Path | None, extra: tup
             local, notes = _local(extra)
             gpus.extend(local)
             disk, disk_note = _local_disk(extra)
-            host = psutil.virtual_memory().total
+            host = _total_ram()
             notes = (*notes, "--gpu local: host RAM capacity is this machine's total RAM", disk_note)
         else:
-            gpus.append(resolve_gpu(name, extra))
+            gpus.append(_gpu(name, extra))
     if len(gpus) > MAX_GPUS:
         raise BadInput(f"{len(gpus)} GPUs: llama.cpp uses at most {MAX_GPUS} devices in one process")
     label = " + ".join(g.name for g in gpus)
     return Hardware(label, tuple(gpus), host, None, notes, disk)
+
+
+def _total_ram() -> int:
+    import psutil  # only for --gpu cpu / local: a check for a named GPU never loads it
+
+    return int(psutil.virtual_memory().total)
+
+
+def _gpu(name: str, extra: tuple[Path, ...]) -> GPUSpec:
+    """A GPU by id, alias or driver name: the built-in snapshot first; hardware_db for extra databases
+    and for names it does not know (it explains, with suggestions)."""
+    spec = catalog().gpu(name) if not extra else None
+    if spec is None:
+        from .hardware_db import resolve_gpu
+
+        spec = resolve_gpu(name, extra)
+    return spec
 
 
 def _local_disk(extra: tuple[Path, ...]) -> tuple[StorageSpec | None, str]:
@@ -85,7 +102,12 @@ def _local_disk(extra: tuple[Path, ...]) -> tuple[StorageSpec | None, str]:
     storage, how = disk_for_path(Path.cwd())
     if storage is None:
         return None, f"load time: {how}; an NVMe Gen4 disk assumed"
-    return storage_class(storage, extra), f"load time from this machine's drive: {how}"
+    known = catalog().storage.get(storage) if not extra else None
+    if known is None:
+        from .hardware_db import storage_class
+
+        known = storage_class(storage, extra)
+    return known, f"load time from this machine's drive: {how}"
 
 
 def with_backend(hw: Hardware, backend: str | None) -> Hardware:

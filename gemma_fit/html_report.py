@@ -152,7 +152,8 @@ def check_sources(doc: dict[str, Any], model_dirs: tuple[Path, ...] = (), hardwa
     try:
         entry = load_model_db(tuple(model_dirs)).get(str(doc["model"]["id"]).lower())
         if entry is not None:
-            models.append(ResolvedModel(entry_spec(entry), entry, doc["model"].get("resolved", "")))
+            models.append(ResolvedModel(entry_spec(entry), entry.id, doc["model"].get("resolved", ""),
+                                        tuple(model_dirs)))
         table = load_gpus(tuple(hardware_dirs))
         gpus = [table[g] for g in doc.get("hardware", {}).get("gpus", []) if g in table]
     except GemmaFitError:  # an unreadable extra database: the report still renders, with fewer sources
@@ -290,19 +291,29 @@ def render_report_html(report: dict[str, Any]) -> str:
 
 
 def write_html(path: Path, html: str) -> None:
-    """Write atomically (a temporary file in the same folder, then os.replace); BadInput on any failure."""
+    """Write a regular file atomically (a temporary file in the same folder, then os.replace), through
+    a symlink to its target; anything else that exists (/dev/null, a pipe such as /dev/fd/63 from
+    `--html >(cat)`) is written in place, never replaced. BadInput on any failure."""
     path = Path(path)
-    folder = path.parent if str(path.parent) else Path(".")
-    tmp: str | None = None
     try:
         if path.is_dir():
             raise IsADirectoryError(21, "is a directory")
+        if path.exists() and not path.is_file():
+            with path.open("w", encoding="utf-8", newline="\n") as f:
+                f.write(html)
+            return
+        if path.is_symlink():
+            path = path.resolve(strict=True)
+    except OSError as exc:
+        raise BadInput(f"cannot write {path}: {exc.strerror or exc}") from None
+    folder = path.parent if str(path.parent) else Path(".")
+    tmp: str | None = None
+    try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
             f.write(html)
-        mask = os.umask(0o022)
-        os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)  # as an ordinary file would be, not mkstemp's 0600
+        mode = path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~_umask()
+        os.chmod(tmp, mode)  # an existing file keeps its mode; a new one gets the umask's, not mkstemp's 0600
         os.replace(tmp, path)
         tmp = None
     except OSError as exc:
@@ -311,3 +322,9 @@ def write_html(path: Path, html: str) -> None:
         if tmp is not None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

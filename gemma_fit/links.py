@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from .hardware_db import GPUAttachment, GPUSpec, load_hardware_db, pcie_link
+from .catalog import PcieRate, catalog
+from .hardware_spec import GPUAttachment, GPUSpec
 from .speed_terms import split_terms
 
 # PCIe 4.0 x16 per direction after encoding, when a GPU entry names no host link.
@@ -30,16 +31,20 @@ class Link:
 def default_attachment(gpu: GPUSpec) -> GPUAttachment:
     """How a GPU named on the command line is attached: its own host link; NVLink for SXM modules."""
     gen, lanes = gpu.pcie_gen or DEFAULT_PCIE[0], gpu.pcie_lanes or DEFAULT_PCIE[1]
-    link = pcie_link(gen, lanes)
+    link = _pcie(gen, lanes)
     return GPUAttachment(gen, lanes, link.per_direction_gbps if link else None, gpu.nvlink_sxm)
+
+
+def _pcie(generation: int, lanes: int) -> PcieRate | None:
+    """hardware_db/interconnects.yaml's entry for a PCIe generation and width, if it has one."""
+    return catalog().pcie.get(f"pcie-{generation}-x{lanes}")
 
 
 @cache
 def _pcie_achieved_fraction() -> float:
     """Copies reach this fraction of a PCIe link's theoretical rate: the median over the links with a
     cited measurement in hardware_db/interconnects.yaml (Gen3-Gen5 x16: 0.77-0.84)."""
-    ratios = sorted(e.measured_gbps / e.per_direction_gbps for e in load_hardware_db().interconnects.values()
-                    if e.kind == "pcie" and e.measured_gbps)
+    ratios = sorted(e.measured_gbps / e.per_direction_gbps for e in catalog().pcie.values() if e.measured_gbps)
     return ratios[len(ratios) // 2] if ratios else 1.0
 
 
@@ -47,7 +52,7 @@ def host_link(attachment: GPUAttachment) -> Link:
     """A GPU's PCIe link at the rate copies reach (measured where the database has it)."""
     gen = attachment.pcie_gen or DEFAULT_PCIE[0]
     lanes = attachment.pcie_lanes or DEFAULT_PCIE[1]
-    entry = pcie_link(gen, lanes)
+    entry = _pcie(gen, lanes)
     if entry is not None and entry.measured_gbps:
         gbps = entry.measured_gbps
     else:

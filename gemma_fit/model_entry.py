@@ -20,6 +20,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from .model_spec import GENERATION_ORDER  # noqa: F401 - re-exported
+
 LayerType = Literal["sliding_attention", "full_attention"]
 
 # --- limits -----------------------------------------------------------------------------------
@@ -407,9 +409,6 @@ class ModelEntry(BaseModel):
             if part in self.params.includes and tower is not None and tower.params:
                 total += tower.params
         return total
-
-
-GENERATION_ORDER = {"1": 1, "2": 2, "3": 3, "3n": 3.5, "4": 4}
 
 
 _UNION_TAG = re.compile(r"^(constrained-\w+|(list|dict|literal|function-\w+)\[.*\]|int|str|float|bool|none)$")

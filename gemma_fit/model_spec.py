@@ -8,9 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from .errors import BadInput
-from .model_entry import HFTextConfig
+
+if TYPE_CHECKING:  # the schema is only needed when a config is read (model_files), not to use a spec
+    from .model_entry import HFTextConfig
+
+# Newer generations sort later: a size alias (9b, e4b) means the newest model of that size.
+GENERATION_ORDER = {"1": 1, "2": 2, "3": 3, "3n": 3.5, "4": 4}
 
 # HF model_type -> llama.cpp architecture.
 _ARCH_BY_MODEL_TYPE = {

@@ -72,6 +72,11 @@ class RunSettings:
         return replace(self, n_ctx=n_ctx)
 
 
+def is_llama_cpp(engine: str) -> bool:
+    """--engine names that mean llama.cpp itself (the default path, not an engine plan)."""
+    return engine.strip().lower() in ("llama.cpp", "llamacpp", "llama-cpp")
+
+
 def parse_n_gpu_layers(value: str) -> int | None:
     """-ngl as llama.cpp spells it: a number, or auto / all / -1 (as many as fit)."""
     if value.strip().lower() in ("auto", "-1", "all"):

@@ -15,9 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
+from .catalog import catalog
 from .estimate import MemoryEstimate
 from .graph_nodes import graph_nodes
-from .hardware_db import GPUAttachment, GPUSpec, load_gpus
+from .hardware_spec import GPUAttachment, GPUSpec
 from .links import Link, default_attachment, host_link, peer_link
 from .model_spec import ModelSpec
 from .placement import CPU
@@ -261,7 +262,7 @@ def _apple_tflops_per_core() -> float:
     x 1398 MHz). Apple publishes no GPU clock for M3/M4 and secondary figures disagree, so those
     entries carry core counts only and take this rate: a floor, as their clocks are reported at or
     above the M2's; the prefill calibration over M3/M4 runs absorbs the difference."""
-    rates = sorted(g.fp32_tflops / g.gpu_cores for g in load_gpus().values()
+    rates = sorted(g.fp32_tflops / g.gpu_cores for g in catalog().gpus.values()
                    if g.backend == "metal" and g.fp32_tflops and g.gpu_cores)
     return rates[len(rates) // 2] if rates else 0.0
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from .db_files import read_packaged_yaml
-from .hardware_db import GPUSpec
+from .hardware_spec import GPUSpec
 
 
 @cache

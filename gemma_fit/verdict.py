@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 
 from .estimate import Device, MemoryEstimate, auto_gpu_layers, context_terms, estimate_memory, max_ctx_fit
 from .ggml import CONTRACT_QUANTS
-from .hardware_entry import MAX_GPUS_PER_CONTEXT, MAX_HOST_RAM_BYTES
+from .hardware_spec import MAX_GPUS_PER_CONTEXT, MAX_HOST_RAM_BYTES
 from .model_spec import ModelSpec
 from .settings import RunSettings
 from .tensor_plan import TensorPlan, build_plan

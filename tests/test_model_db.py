@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from gemma_fit.errors import BadInput, DatabaseError
-from gemma_fit.model_db import entry_spec, load_entry, load_model_db, resolve_model
+from gemma_fit.model_db import entry_spec, load_model_db, resolve_model
+from gemma_fit.model_files import load_entry
 from gemma_fit.tensor_plan import build_plan
 
 CONTRACT_MODELS = [

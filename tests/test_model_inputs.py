@@ -25,8 +25,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gemma_fit.errors import BadInput
-from gemma_fit.model_db import MAX_CONFIG_BYTES, entry_spec, load_model_db, resolve_model
+from gemma_fit.model_db import entry_spec, load_model_db, resolve_model
 from gemma_fit.model_entry import HF_DEFAULTS, MAX_LAYERS, HFTextConfig, _derived_defaults, fill_hf_defaults
+from gemma_fit.model_files import MAX_CONFIG_BYTES
 from gemma_fit.model_spec import spec_from_config
 from gemma_fit.tensor_plan import build_plan
 

@@ -141,7 +141,7 @@ def estimate_ollama(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSe
     shim = _ReservedHardware(getattr(hardware, "label", ""), tuple(getattr(hardware, "gpus", ())),
                              getattr(hardware, "host_capacity_bytes", None), getattr(hardware, "machine", None),
                              reserved)
-    r = run_check(resolved, quant, run, shim, with_speed=False)
+    r = run_check(resolved, quant, run, shim, with_speed=False)  # type: ignore[arg-type]  # a Hardware with reserves
     est = r.verdict.estimate
     towers = tower_params(resolved) if (s.mmproj or s.images_per_prompt) else 0
     vis_act = vision_activation_bytes(resolved, s.images_per_prompt)

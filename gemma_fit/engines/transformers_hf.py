@@ -207,7 +207,7 @@ def estimate_transformers(resolved: ResolvedModel, spec: ModelSpec, settings: En
     }
     return EngineResult(
         engine="transformers", resolved=resolved, quant=quant, settings=s, devices=out_devices, verdict=verdict,
-        reasons=tuple(reasons), command=extras["python"], n_params=p.total + towers, weights_total_bytes=weights,
+        reasons=tuple(reasons), command=str(extras["python"]), n_params=p.total + towers, weights_total_bytes=weights,
         max_ctx_fit=max_fit, n_ctx=n_tokens, hardware_label=getattr(hardware, "label", ""), extras=extras,
         sources=(f"{VERSION} src/transformers/cache_utils.py DynamicSlidingWindowLayer, StaticSlidingWindowLayer",
                  f"{VERSION} src/transformers/generation/utils.py logits_to_keep",

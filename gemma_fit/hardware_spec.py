@@ -1,0 +1,105 @@
+"""What the estimate needs to know about hardware, as plain frozen data (no pydantic: a cold `check`
+imports this, not the schema). hardware_db builds these from validated entries; the limits of what
+llama.cpp can drive live here too.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+GIB = 1024**3
+TIB = 1024**4
+
+# The most GPUs one llama.cpp process can use: GGML_CUDA_MAX_DEVICES and GGML_VK_MAX_DEVICES are 16
+# (ggml/include/ggml-cuda.h, ggml-vulkan.h) and llama_max_devices() returns 16 (src/llama.cpp), in the
+# llama.cpp this package follows (llama-cpp-python 0.3.36). A machine file may name at most that many.
+MAX_GPUS = 16
+# But one llama_context schedules at most GGML_SCHED_MAX_BACKENDS = 16 backends (ggml/src/ggml-backend.cpp,
+# GGML_ASSERT in ggml_backend_sched_new), the CPU backend among them (src/llama-context.cpp adds it after
+# the GPUs): 16 GPUs describe a real machine, but llama.cpp runs a model on at most 15 of them.
+MAX_GPUS_PER_CONTEXT = MAX_GPUS - 1
+# The most system memory one machine can have: 2^46 bytes = 64 TiB, the physical address space of the
+# Xeon processors in the largest single-system-image servers (HPE Superdome / SGI UV class, 48 TB
+# shipped; https://www.nextplatform.com/2017/11/06/hpes-superdome-gets-sgi-numalink-makeover/).
+# A machine file's ram_gb stops there, and a plan whose host side needs more is no-go on any machine.
+MAX_HOST_RAM_BYTES = 64 * TIB
+MAX_RAM_GIB = MAX_HOST_RAM_BYTES // GIB
+# The least: 256 MiB, below the smallest board llama.cpp runs a Gemma on (Gemma 3 270M alone is ~250 MB).
+MIN_RAM_GIB = 0.25
+
+# The llama.cpp backends that run on each vendor's GPUs (an entry's default, or --backend).
+BACKENDS = {"nvidia": {"cuda", "vulkan"}, "amd": {"rocm", "vulkan"}, "apple": {"metal"}, "intel": {"sycl", "vulkan"}}
+
+_VENDOR_WORDS = {"nvidia", "geforce", "tesla", "amd", "radeon", "instinct", "intel", "apple"}
+
+
+def name_key(name: str) -> str:
+    """The comparison key of a GPU name: lower case, vendor words dropped, letters and digits split."""
+    text = name.lower().replace("(r)", " ").replace("(tm)", " ")
+    tokens = re.findall(r"[a-z]+|\d+(?:\.\d+)?", text)
+    while tokens and tokens[0] in _VENDOR_WORDS:
+        tokens.pop(0)
+    return "-".join(tokens)
+
+
+@dataclass(frozen=True)
+class GPUSpec:
+    """What the estimator needs about one GPU. Bytes are integers; bandwidth is decimal GB/s."""
+
+    id: str
+    name: str
+    vendor: str
+    backend: str
+    memory_bytes: int
+    usable_memory_bytes: int
+    unified_memory: bool
+    memory_bandwidth_gbps: float | None
+    fp16_tensor_tflops: float | None
+    arch: str
+    compute_capability: str | None
+    pcie_gen: int | None
+    pcie_lanes: int | None
+    nvlink_gbps: float | None
+    tdp_w: float | None
+    source: str
+    cuda_total_bytes: int | None = None  # CUDA's own total where published (can be below usable_memory_bytes)
+    int8_tensor_tops: float | None = None  # dense INT8 tensor throughput (llama.cpp's MMQ kernels use it)
+    logical_devices: int = 1  # devices software sees on this card (MI250X: 2)
+    nvlink_sxm: bool = False  # an SXM module: its NVLink reaches the other GPUs of the board
+    boost_clock_mhz: float | None = None  # reference boost clock, MHz (per-node kernel cost scales with 1/clock)
+    fp32_tflops: float | None = None  # non-tensor (shader) FP32 throughput, dense; prefill on tensor-less parts
+    gpu_cores: int | None = None  # Apple GPU cores
+
+
+@dataclass(frozen=True)
+class StorageSpec:
+    id: str
+    name: str
+    sequential_read_gbps: float
+    random_read_gbps: float
+    link_ceiling_gbps: float | None
+    source: str
+
+
+@dataclass(frozen=True)
+class GPUAttachment:
+    """How one GPU of a machine is attached. Bandwidths per direction, decimal GB/s."""
+
+    pcie_gen: int | None
+    pcie_lanes: int | None
+    host_link_gbps: float | None
+    nvlink: bool
+
+
+@dataclass(frozen=True)
+class Machine:
+    name: str
+    gpus: tuple[GPUSpec, ...]
+    attachments: tuple[GPUAttachment, ...]
+    ram_bytes: int | None
+    ram_bandwidth_gbps: float | None
+    disk: StorageSpec | None
+    cpu: str | None
+    path: Path
