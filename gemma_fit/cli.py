@@ -7,11 +7,9 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from . import __version__
 from .check import check_json, run_check
@@ -22,12 +20,13 @@ from .ggml import CONTRACT_QUANTS, file_type
 from .gguf_layout import estimated_file_bytes
 from .hardware_select import Hardware, select_hardware, with_backend
 from .model_db import ResolvedModel, entry_spec, load_model_db, resolve_model
-from .model_entry import GENERATION_ORDER
-from .render import render_check, render_engine, render_inspect, render_smoke
-from .report import is_llama_cpp
-from .settings import RunSettings, parse_n_gpu_layers
+from .model_spec import GENERATION_ORDER
+from .settings import MAX_CTX, RunSettings, is_llama_cpp, parse_n_gpu_layers
 from .tensor_plan import TensorPlan, build_plan
 from .units import fmt_bytes
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 app = typer.Typer(
     add_completion=False,
@@ -50,7 +49,9 @@ QuantOpt = Annotated[str, typer.Option("--quant", "-q", help="llama.cpp file typ
 
 
 def _out() -> Console:
-    return Console(highlight=False, soft_wrap=True)
+    from .render import console  # rich only when something is drawn: --json never imports it
+
+    return console()
 
 
 def _resolve(model: str) -> ResolvedModel:
@@ -131,11 +132,11 @@ def _settings(ctx: int, batch: int, ubatch: int, parallel: int, kv_unified: bool
 
 def _run_and_print(resolved: ResolvedModel, plan: TensorPlan, settings: RunSettings, hw: Hardware,
                    prompt_tokens: int, as_json: bool, html: Path | None,
-                   extra: dict[str, object] | None = None) -> None:
-    if prompt_tokens < 1:
-        raise BadInput(f"--prompt-tokens {prompt_tokens} is impossible (at least 1)")
+                   extra: dict[str, object] | None = None, gguf_path: Path | None = None) -> None:
+    if not 1 <= prompt_tokens <= MAX_CTX:
+        raise BadInput(f"--prompt-tokens {prompt_tokens} is impossible (must be between 1 and {MAX_CTX:,})")
     quant = plan.ftype.name
-    result = run_check(resolved, quant, settings, hw, prompt_tokens=prompt_tokens, plan=plan)
+    result = run_check(resolved, quant, settings, hw, prompt_tokens=prompt_tokens, plan=plan, gguf_path=gguf_path)
     if result.speed_error:
         print(f"gemma-fit: speed not predicted: {result.speed_error}", file=sys.stderr)
     doc = {**check_json(result), **(extra or {})}
@@ -144,6 +145,8 @@ def _run_and_print(resolved: ResolvedModel, plan: TensorPlan, settings: RunSetti
     if as_json:
         print(json.dumps(doc, indent=2))
     else:
+        from .render import render_check
+
         render_check(_out(), doc)
     raise typer.Exit(EXIT_BY_VERDICT[result.verdict.verdict])
 
@@ -208,6 +211,8 @@ def check(
         if as_json:
             print(json.dumps(doc, indent=2))
         else:
+            from .render import render_engine
+
             render_engine(_out(), doc)
         raise typer.Exit(EXIT_BY_VERDICT[doc["verdict"]])
     if gguf is not None:
@@ -215,7 +220,7 @@ def check(
     else:
         resolved = _resolve(model or "")
         plan = build_plan(resolved.spec, quant or "Q4_K_M")
-    _run_and_print(resolved, plan, settings, hw, prompt_tokens, as_json, html)
+    _run_and_print(resolved, plan, settings, hw, prompt_tokens, as_json, html, gguf_path=gguf)
 
 
 @app.command()
@@ -251,13 +256,15 @@ def inspect(
         if as_json:
             print(json.dumps(info, indent=2))
         else:
+            from .render import render_inspect
+
             render_inspect(_out(), info)
         return
     hw = with_backend(select_hardware(gpu or [], hardware, _state["hardware_db"]), backend)
     settings = _settings(ctx, batch, ubatch, parallel, kv_unified, flash_attn, cache_type_k, cache_type_v,
                          n_gpu_layers, swa_full, mmproj)
     resolved = ResolvedModel(spec, None, f"from {file}")
-    _run_and_print(resolved, plan, settings, hw, prompt_tokens, as_json, html, extra=info)
+    _run_and_print(resolved, plan, settings, hw, prompt_tokens, as_json, html, extra=info, gguf_path=file)
 
 
 @app.command()
@@ -292,11 +299,15 @@ def smoke(
     cache_type_v: Annotated[str, typer.Option("--cache-type-v", "-ctv")] = "f16",
     n_gpu_layers: Annotated[str, typer.Option("--n-gpu-layers", "-ngl")] = "auto",
     swa_full: Annotated[bool, typer.Option("--swa-full")] = False,
-    prompt_tokens: Annotated[int, typer.Option("--prompt-tokens")] = 128,
-    n_predict: Annotated[int, typer.Option("--n-predict", "-n")] = 16,
-    threads: Annotated[int, typer.Option("--threads", "-t")] = max(1, (os.cpu_count() or 2)),
-    llama_bin: Annotated[Path | None, typer.Option("--llama-bin", help="Folder with llama.cpp binaries.")] = None,
-    timeout: Annotated[float, typer.Option("--timeout", help="Seconds before giving up on llama.cpp.")] = 600,
+    prompt_tokens: Annotated[int, typer.Option("--prompt-tokens", help="Prompt length (up to the context - 4).")] = 128,
+    n_predict: Annotated[int, typer.Option("--n-predict", "-n", help="Tokens to generate (at least 1).")] = 16,
+    threads: Annotated[int, typer.Option("--threads", "-t", help="CPU threads, 1 to 512.")] = max(
+        1, min(512, os.cpu_count() or 2)),
+    llama_bin: Annotated[Path | None, typer.Option(
+        "--llama-bin", help="Folder with llama.cpp binaries (default: the build of scripts/build_llamacpp.py in "
+                            "$GEMMA_FIT_CACHE or ~/.cache/gemma-fit, else PATH).")] = None,
+    timeout: Annotated[float, typer.Option(
+        "--timeout", help="Seconds before llama.cpp and all it started are ended.")] = 600,
     record: Annotated[bool, typer.Option("--record", help="Append the comparison to benchmarks/data.")] = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
@@ -307,7 +318,7 @@ def smoke(
         raise BadInput("give --gguf FILE, or --model ID --synthetic")
     if synthetic and not model:
         raise BadInput("--synthetic needs --model")
-    exe = sm.find_llama_bin(llama_bin)
+    sm.check_run_numbers(threads=threads, prompt_tokens=prompt_tokens, n_predict=n_predict, timeout=timeout)
     hw = select_hardware(gpu or ["cpu"], None, _state["hardware_db"])
     settings = RunSettings(
         n_ctx=ctx, n_batch=batch, n_ubatch=ubatch, n_parallel=parallel, flash_attn=flash_attn.lower(),  # type: ignore[arg-type]
@@ -322,7 +333,9 @@ def smoke(
         resolved = _resolve(model or "")
         plan = build_plan(resolved.spec, quant)
         source = sm.synthetic_file(plan)
-    result = run_check(resolved, plan.ftype.name, settings, hw, prompt_tokens=prompt_tokens, plan=plan)
+    result = run_check(resolved, plan.ftype.name, settings, hw, prompt_tokens=prompt_tokens, plan=plan)  # validates
+    sm.check_prompt_fits(prompt_tokens, result.settings.ctx_per_stream(resolved.spec))
+    exe = sm.find_llama_bin(llama_bin)
     est = check_json(result)
     with source as path:
         args = sm.llama_args(exe, Path(path), result.verdict.estimate.n_ctx, result.settings,
@@ -334,12 +347,14 @@ def smoke(
            "measured": {**mem, "decode_tokens_per_s": measured.decode_tokens_per_s,
                         "prefill_tokens_per_s": measured.prefill_tokens_per_s},
            "estimated_speed": est["performance"], "error_pct": sm.error_pct(est["memory"], mem),
-           "llama_cpp_command": [Path(args[0]).name, *args[1:-2], "-p", f"<{prompt_tokens} tokens>"]}
+           "llama_cpp_command": sm.shown_command(args, prompt_tokens), "llama_cpp_bin": str(exe.parent)}
     if record:
         _record_smoke(doc)
     if as_json:
         print(json.dumps(doc, indent=2))
     else:
+        from .render import render_smoke
+
         render_smoke(_out(), doc)
 
 
@@ -374,7 +389,11 @@ def list_models(as_json: Annotated[bool, typer.Option("--json")] = False) -> Non
     if as_json:
         print(json.dumps(rows, indent=2))
         return
-    table = Table("id", "name", "arch", "layers", "context", "params (text)", "licence")
+    from rich.table import Column, Table
+
+    width = max(len(str(r["id"])) for r in rows)
+    table = Table(Column("id", no_wrap=True, min_width=width), Column("name", overflow="fold"), "arch", "layers",
+                  "context", "params (text)", Column("licence", overflow="fold"))
     for r in rows:
         table.add_row(str(r["id"]), str(r["name"]), str(r["arch"]), str(r["n_layers"]),
                       f"{r['n_ctx_train']:,}", f"{float(str(r['n_params'])) / 1e9:.2f} B", str(r["license"]))
@@ -393,35 +412,46 @@ def list_quants(as_json: Annotated[bool, typer.Option("--json")] = False) -> Non
     if as_json:
         print(json.dumps(rows, indent=2))
         return
+    from rich.table import Table
+
     table = Table("quant", "llama_ftype", "base tensor type", "bits/weight (base)")
     for r in rows:
         table.add_row(str(r["quant"]), str(r["ftype_id"]), str(r["base_type"]), f"{r['base_bits_per_weight']:.4g}")
     _out().print(table)
 
 
+def _fail(message: str, code: int) -> None:
+    """The one line a failure prints: control bytes escaped, so user input cannot drive the terminal."""
+    from .text_safety import printable
+
+    print(f"gemma-fit: error: {printable(message, limit=2000)}", file=sys.stderr)
+    sys.exit(code)
+
+
 def main() -> None:
     """Entry point: one-line errors and contract exit statuses, never a traceback."""
+    import signal
+
+    # `gemma-fit ... | head`: die of SIGPIPE (status 141 in the shell) like cat and grep, instead of
+    # click's "exit 1" or Python's BrokenPipeError at the first write after head has gone.
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     try:
-        rc = app(standalone_mode=False)  # returns typer.Exit's code instead of raising it
+        rc = app(standalone_mode=False, prog_name="gemma-fit")  # returns typer.Exit's code, not raising it
         if isinstance(rc, int) and rc:
             sys.exit(rc)
     except GemmaFitError as exc:
-        print(f"gemma-fit: error: {exc}", file=sys.stderr)
-        sys.exit(exc.exit_code)
+        _fail(str(exc), exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except BrokenPipeError:  # `gemma-fit ... | head`: stop quietly, as other CLIs do
-        import os
-
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(141)
     except typer.Abort:
         print("gemma-fit: aborted", file=sys.stderr)
         sys.exit(130)
     except Exception as exc:  # usage errors and anything unexpected: one line, no traceback
         format_message = getattr(exc, "format_message", None)
         if format_message is not None:  # typer/click usage errors (unknown option, bad value)
-            print(f"gemma-fit: error: {format_message()}", file=sys.stderr)
-            sys.exit(EXIT_BAD_INPUT)
+            message = format_message()
+            if not message:  # no command given: click printed the help, there is nothing more to say
+                sys.exit(EXIT_BAD_INPUT)
+            _fail(message, EXIT_BAD_INPUT)
         print(f"gemma-fit: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         sys.exit(1)

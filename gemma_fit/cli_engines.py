@@ -31,9 +31,25 @@ from .engines import ENGINES, EngineSettings, estimate
 from .engines.json import engine_check_json
 from .errors import BadInput
 from .model_db import ResolvedModel
-from .settings import RunSettings
+from .settings import MAX_CTX, RunSettings, validate
 
 _OPTION_NAMES = {f.name for f in fields(EngineSettings)} - {"engine", "quant"}
+
+
+# Engine options that count something: (least, most). The most is far past any real use (vLLM caps
+# a batch at the model length; 1,024 images is 256k vision tokens for Gemma 3), so a typo is caught.
+_COUNTS = {"max_num_batched_tokens": (1, MAX_CTX), "tensor_parallel_size": (1, 64), "batch_size": (1, 65536),
+           "prompt_tokens": (1, MAX_CTX), "max_new_tokens": (0, MAX_CTX), "images_per_prompt": (0, 1024)}
+_FLAGS = {"images_per_prompt": "--images"}
+
+
+def check_engine_options(options: dict[str, Any]) -> None:
+    """One line for an engine option out of range, before any estimate."""
+    for name, (least, most) in _COUNTS.items():
+        value = options.get(name)
+        if value is not None and not least <= value <= most:
+            flag = _FLAGS.get(name, "--" + name.replace("_", "-"))
+            raise BadInput(f"{flag} {value} is impossible (must be between {least:,} and {most:,})")
 
 
 def engine_settings(engine: str, quant: str, settings: RunSettings, mmproj: bool = False,
@@ -68,6 +84,8 @@ def run_engine_check(engine: str, resolved: ResolvedModel, quant: str | None, se
     quant None = the engine's default (bf16 for vLLM and transformers, Q4_K_M for Ollama)."""
     if quant is None:
         quant = "Q4_K_M" if engine.strip().lower() == "ollama" else "bf16"
+    validate(settings, resolved.spec)  # --ctx, --parallel, ... mean the same for every engine
+    check_engine_options(engine_options)
     mmproj = bool(engine_options.pop("mmproj", False))
     es = engine_settings(engine, quant, settings, mmproj=mmproj, **engine_options)
     return engine_check_json(estimate(resolved, es, hardware))

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -441,12 +442,30 @@ class _One:
     alignment: int
 
 
+def _refuse_special(path: Path) -> None:
+    """A FIFO, a device (/dev/zero, /dev/urandom) or a folder is refused before it is opened: reading one
+    would block or never end."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # the open that follows reports it (no such file, permission) in its own words
+    if not stat.S_ISREG(mode):
+        kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device or special file"
+        raise bad_input(str(path), f"is {kind}, not a GGUF file")
+
+
 def _read_one(path: Path, shard: int = 0, budget: _Budget | None = None) -> _One:
     label = str(path)
     budget = budget or _Budget()
     try:
-        with open(path, "rb") as f:
-            file_bytes = os.fstat(f.fileno()).st_size
+        _refuse_special(path)
+        # O_NONBLOCK: a path that turns into a FIFO between the check and the open cannot hang the open
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                raise bad_input(label, "not a regular file (a GGUF is a file on disk)")
+            file_bytes = st.st_size
             r = _Reader(f, label, file_bytes, budget)
             version = _version(r)
             n_tensors = r.u64("tensor count")

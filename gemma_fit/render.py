@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from .text_safety import printable_doc
 from .units import fmt_bytes
 
 _STYLE = {"go": "bold green", "tight": "bold yellow", "offload": "bold dark_orange", "no-go": "bold red"}
@@ -15,6 +19,22 @@ _TERMS = ("weights_bytes", "kv_cache_bytes", "compute_bytes", "overhead_bytes", 
 _LABEL = {"weights_bytes": "weights", "kv_cache_bytes": "KV cache", "compute_bytes": "compute buffer",
           "overhead_bytes": "runtime overhead", "output_bytes": "output buffer", "total_bytes": "total",
           "capacity_bytes": "capacity", "headroom_bytes": "headroom"}
+
+
+# In a pipe rich would wrap and cut at 80 columns; ids people copy from `list gpus | grep` must be whole.
+_PIPE_WIDTH = 240
+
+
+def console() -> Console:
+    """The console every command prints to: the terminal's width, or a wide one in a pipe."""
+    wide = not sys.stdout.isatty() and "COLUMNS" not in os.environ
+    return Console(highlight=False, soft_wrap=True, width=_PIPE_WIDTH if wide else None)
+
+
+def for_terminal(doc: dict[str, Any]) -> dict[str, Any]:
+    """The document with every string made inert: control bytes escaped, rich markup escaped (a
+    machine named "[bold]x[/zz]" is text, not markup)."""
+    return dict(printable_doc(doc, then=escape))
 
 
 def _cell(value: Any) -> str:
@@ -41,6 +61,7 @@ def memory_table(doc: dict[str, Any]) -> Table:
 
 
 def render_check(out: Console, doc: dict[str, Any]) -> None:
+    doc = for_terminal(doc)
     m, s = doc["model"], doc["settings"]
     verdict = doc["verdict"]
     out.print(f"[{_STYLE[verdict]}]{verdict.upper()}[/] {m['id']} {m['quant']} on {doc['hardware']['name']}: "
@@ -51,9 +72,10 @@ def render_check(out: Console, doc: dict[str, Any]) -> None:
               f"parallel {s['n_parallel']}, flash-attn {s['flash_attn']}, KV {s['cache_type_k']}/{s['cache_type_v']}, "
               f"{s['n_gpu_layers']}/{s['n_layers_total']} layers on GPU")
     out.print(memory_table(doc))
-    for reason in doc["reasons"][1:]:
+    for reason in dict.fromkeys(doc["reasons"][1:]):  # each once, in order
         out.print(f"  - {reason}")
-    out.print(f"  largest context that fits entirely: {doc['max_ctx_fit']:,} tokens")
+    if f"up to --ctx {doc['max_ctx_fit']:,}" not in (doc.get("suggestion") or ""):  # the suggestion said it
+        out.print(f"  largest context that fits entirely: {doc['max_ctx_fit']:,} tokens")
     perf = doc.get("performance")
     if perf:
         warm = f" ({perf['load_warm_s']:.1f} s from the page cache)" if perf.get("load_warm_s") is not None else ""
@@ -73,6 +95,7 @@ def render_check(out: Console, doc: dict[str, Any]) -> None:
 
 
 def render_smoke(out: Console, doc: dict[str, Any]) -> None:
+    doc = for_terminal(doc)
     m = doc["model"]
     out.print(f"[bold]smoke[/bold] {m['id']} {m['quant']}: llama.cpp measured vs gemma-fit's estimate")
     table = Table("device", "term", "estimate", "measured", "error", title_justify="left")
@@ -98,6 +121,7 @@ def render_smoke(out: Console, doc: dict[str, Any]) -> None:
 
 
 def render_inspect(out: Console, info: dict[str, Any]) -> None:
+    info = for_terminal(info)
     out.print(f"[bold]{info['name']}[/bold] ({info['file']})")
     table = Table(show_header=False, box=None)
     table.add_row("architecture", info["arch"])
@@ -113,6 +137,7 @@ def render_inspect(out: Console, info: dict[str, Any]) -> None:
 
 def render_engine(out: Console, doc: dict[str, Any]) -> None:
     """check --engine vllm|ollama|transformers: the same memory table, the engine's own numbers."""
+    doc = for_terminal(doc)
     m = doc["model"]
     verdict = doc["verdict"]
     out.print(f"[{_STYLE.get(verdict, 'bold')}]{verdict.upper()}[/] {m['id']} {m.get('quant', '')} with "

@@ -1,17 +1,26 @@
 #!/usr/bin/env bash
 # Install gemma-fit with its test tools into .venv, build llama.cpp (CPU) once into
 # ~/.cache/gemma-fit (reused afterwards), install Chromium for the HTML report test, then
-# validate the databases, lint, and run every test.
+# validate the databases, lint, type-check, and run every test. About 20 minutes on a fresh
+# 2-core machine, most of it the llama.cpp build (printed in 10% steps); each step says so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+step() { echo "[test.sh $(date +%H:%M:%S)] $*" >&2; }
+
+step "installing gemma-fit and its test tools into .venv (about a minute)"
 python3 -m venv .venv
 . .venv/bin/activate
-pip install -q -e '.[test]'
+pip install -q -e '.[test]' 2>&1 | grep -v '^WARNING: Location' || true
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    step "installing Debian's Chromium for the HTML report test (about a minute)"
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
         || echo "chromium could not be installed: the browser test will say so and skip"
 fi
+step "llama.cpp for the CPU (built once into the cache: about 10 minutes the first time)"
 python scripts/build_llamacpp.py
+step "db validate, ruff, mypy"
 gemma-fit db validate
 ruff check .
+mypy gemma_fit --ignore-missing-imports
+step "pytest (about 8 minutes on two cores)"
 pytest -q

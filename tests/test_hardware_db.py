@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -298,4 +301,16 @@ def test_list_gpus_json_and_table() -> None:
     assert {r["id"] for r in rows} >= set(CONTRACT_IDS)
     table = runner.invoke(_app(), ["gpus"], env={"COLUMNS": "200"})
     assert table.exit_code == 0
-    assert "a4000" in table.output and "rtx-4090" in table.output and "usable GiB" in table.output
+    assert "a4000" in table.output and "rtx-4090" in table.output and "usable memory in GiB" in table.output
+
+
+def test_list_gpus_keeps_every_id_whole_on_80_columns_and_in_a_pipe() -> None:
+    """The ids are what a user types after --gpu: never cut with an ellipsis or wrapped."""
+    ids = [e.id for e in load_gpus().values()]
+    plain = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    for env in ({**plain, "COLUMNS": "80"}, plain):  # an 80-column terminal, then a pipe
+        out = subprocess.run([sys.executable, "-m", "gemma_fit", "list", "gpus"], capture_output=True, text=True,
+                             env=env, timeout=300).stdout
+        first_cells = {line.split("│")[1].strip() for line in out.splitlines() if line.startswith("│")}
+        assert set(ids) <= first_cells
+        assert "…" not in "".join(first_cells)

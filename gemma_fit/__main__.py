@@ -1,0 +1,5 @@
+"""`python -m gemma_fit ...`: the same as the gemma-fit command."""
+
+from gemma_fit.cli import main
+
+main()
