@@ -8,9 +8,6 @@ database or from the command line renders as text.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
@@ -18,7 +15,8 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from .errors import BadInput, GemmaFitError
+from .errors import GemmaFitError
+from .files import write_text
 from .report import LLAMA_CPP_LABEL, RANKING_SORT, VERDICTS, gpu_ranking, sources
 from .units import GIB, fmt_bytes
 
@@ -291,40 +289,5 @@ def render_report_html(report: dict[str, Any]) -> str:
 
 
 def write_html(path: Path, html: str) -> None:
-    """Write a regular file atomically (a temporary file in the same folder, then os.replace), through
-    a symlink to its target; anything else that exists (/dev/null, a pipe such as /dev/fd/63 from
-    `--html >(cat)`) is written in place, never replaced. BadInput on any failure."""
-    path = Path(path)
-    try:
-        if path.is_dir():
-            raise IsADirectoryError(21, "is a directory")
-        if path.exists() and not path.is_file():
-            with path.open("w", encoding="utf-8", newline="\n") as f:
-                f.write(html)
-            return
-        if path.is_symlink():
-            path = path.resolve(strict=True)
-    except OSError as exc:
-        raise BadInput(f"cannot write {path}: {exc.strerror or exc}") from None
-    folder = path.parent if str(path.parent) else Path(".")
-    tmp: str | None = None
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(html)
-        mode = path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~_umask()
-        os.chmod(tmp, mode)  # an existing file keeps its mode; a new one gets the umask's, not mkstemp's 0600
-        os.replace(tmp, path)
-        tmp = None
-    except OSError as exc:
-        raise BadInput(f"cannot write {path}: {exc.strerror or exc}") from None
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+    """Write the report (gemma_fit.files.write_text: atomic for a regular file, in place for /dev/null or a pipe)."""
+    write_text(Path(path), html)

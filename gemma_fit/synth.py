@@ -15,6 +15,7 @@ import numpy as np
 from gguf import GGMLQuantizationType, GGUFValueType, GGUFWriter
 
 from .errors import BadInput
+from .files import new_file_mode
 from .gguf_layout import pad, synth_file_bytes, synth_metadata
 from .tensor_plan import TensorPlan
 
@@ -38,9 +39,15 @@ def _writer_for(plan: TensorPlan, path: Path) -> GGUFWriter:
 def write_synthetic_gguf(plan: TensorPlan, out: Path) -> int:
     """Write the zero-weight file for `plan` to `out`; return its size in bytes."""
     out = Path(out)
-    folder = out.parent if str(out.parent) else Path(".")
     if out.is_dir():
         raise BadInput(f"output path is a folder: {out}")
+    if out.exists() and not out.is_file():
+        # the file is written beside its target and renamed over it: that would replace /dev/null or a
+        # pipe with a regular file (as root, for every program on the machine)
+        raise BadInput(f"{out}: is not a regular file; synth writes a GGUF file (give a file path)")
+    if out.is_symlink():
+        out = out.resolve()  # rename over the link's target, keeping the link
+    folder = out.parent if str(out.parent) else Path(".")
     if not folder.is_dir():
         raise BadInput(f"output folder does not exist: {folder}")
     try:
@@ -61,6 +68,7 @@ def write_synthetic_gguf(plan: TensorPlan, out: Path) -> int:
             if pad(header_end) + sum(pad(t.n_bytes) for t in plan.tensors) != size:
                 raise RuntimeError("internal error: header size differs from the computed layout")
             f.truncate(size)  # zero-filled hole: sparse on disk
+        os.chmod(tmp, new_file_mode(out))
         os.replace(tmp, out)
         return size
     except OSError as exc:

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import os
 import resource
+import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -114,15 +116,36 @@ def test_file_arguments_that_are_not_files(tmp_path: Path) -> None:
 
 
 def test_html_to_a_special_file_writes_in_place_and_keeps_it(tmp_path: Path) -> None:
-    """`--html /dev/null` must not replace the device with a regular file (as root it could)."""
+    """`--html /dev/null` or `--html >(cat)` must not replace the device or pipe with a regular file (as root
+    that would break /dev/null for the whole machine). Tested on a FIFO of our own, read by a thread."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    assert run([*CHECK, "--html", str(fifo)]).returncode == 0
+    reader.join(60)
+    assert stat.S_ISFIFO(fifo.stat().st_mode) and b"<html" in b"".join(received)
     link = tmp_path / "report.html"
     target = tmp_path / "real.html"
     target.write_text("old")
+    target.chmod(0o640)
     link.symlink_to(target)
-    assert run([*CHECK, "--html", "/dev/null"]).returncode == 0
-    assert Path("/dev/null").is_char_device()
     assert run([*CHECK, "--html", str(link)]).returncode == 0
     assert link.is_symlink() and "<html" in target.read_text()  # the link is kept, its target written
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640  # and the file keeps its mode
+
+
+def test_synth_never_replaces_a_special_file(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe.gguf"
+    os.mkfifo(fifo)
+    assert_one_line_error(run(["synth", str(fifo), "--model", "gemma-3-270m"]))
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    new = tmp_path / "new.gguf"
+    assert run(["synth", str(new), "--model", "gemma-3-270m"]).returncode == 0
+    mask = os.umask(0o022)
+    os.umask(mask)
+    assert stat.S_IMODE(new.stat().st_mode) == 0o666 & ~mask  # as open() would create it, not mkstemp's 0600
 
 
 def test_help_and_version_are_not_errors() -> None:
