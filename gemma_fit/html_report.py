@@ -284,6 +284,7 @@ def render_report_html(report: dict[str, Any]) -> str:
         "matrix": matrix, "detail": detail, "groups": groups, "ctx_charts": ctx_charts,
         "assumptions": list(assumptions), "buy": buy, "commands": commands, "bar_limit": BAR_LIMIT,
         "ranking_sort": report.get("what_to_buy_sort", RANKING_SORT), "n_cells": len(cells),
+        "check_documents": report.get("check_documents"),
     }
     return _env().get_template("report.html.j2").render(**view)
 
