@@ -442,6 +442,11 @@ class _One:
     alignment: int
 
 
+def _nonblocking(path: str, flags: int) -> int:
+    """open()'s opener: a path that turns into a FIFO between the check and the open cannot hang the open."""
+    return os.open(path, flags | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+
+
 def _refuse_special(path: Path) -> None:
     """A FIFO, a device (/dev/zero, /dev/urandom) or a folder is refused before it is opened: reading one
     would block or never end."""
@@ -459,9 +464,7 @@ def _read_one(path: Path, shard: int = 0, budget: _Budget | None = None) -> _One
     budget = budget or _Budget()
     try:
         _refuse_special(path)
-        # O_NONBLOCK: a path that turns into a FIFO between the check and the open cannot hang the open
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
-        with os.fdopen(fd, "rb") as f:
+        with open(path, "rb", opener=_nonblocking) as f:
             st = os.fstat(f.fileno())
             if not stat.S_ISREG(st.st_mode):
                 raise bad_input(label, "not a regular file (a GGUF is a file on disk)")

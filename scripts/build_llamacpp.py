@@ -101,7 +101,7 @@ def build() -> Path:
     subprocess.run(["cmake", "-S", str(src), "-B", str(build_dir), *flags], check=True,
                    stdout=subprocess.DEVNULL)
     jobs = str(os.cpu_count() or 2)
-    _log(f"building {', '.join(TARGETS)} with {jobs} jobs (about 10 minutes on two cores)")
+    _log(f"building {', '.join(TARGETS)} with {jobs} jobs (about 6 minutes on two cores)")
     _run_with_progress(["cmake", "--build", str(build_dir), "-j", jobs, "--target", *TARGETS])
     build_probe(src, b)
     if not _have_all(b):

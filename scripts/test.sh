@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install gemma-fit with its test tools into .venv, build llama.cpp (CPU) once into
 # ~/.cache/gemma-fit (reused afterwards), install Chromium for the HTML report test, then
-# validate the databases, lint, type-check, and run every test. About 20 minutes on a fresh
+# validate the databases, lint, type-check, and run every test. About 22 minutes on a fresh
 # 2-core machine, most of it the llama.cpp build (printed in 10% steps); each step says so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,11 +16,11 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
         || echo "chromium could not be installed: the browser test will say so and skip"
 fi
-step "llama.cpp for the CPU (built once into the cache: about 10 minutes the first time)"
+step "llama.cpp for the CPU (built once into the cache: about 6 minutes the first time)"
 python scripts/build_llamacpp.py
 step "db validate, ruff, mypy"
 gemma-fit db validate
 ruff check .
 mypy gemma_fit --ignore-missing-imports
-step "pytest (about 8 minutes on two cores)"
+step "pytest (12 to 15 minutes on two cores)"
 pytest -q

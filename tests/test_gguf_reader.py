@@ -804,7 +804,7 @@ def test_fuzz_mutated_header(small_synth: tuple[Path, bytes, int, int], data: st
             f.truncate(path.stat().st_size)
         tally = _Reads()
         real_open = open
-        gguf_reader.open = lambda p, m="rb": _CountingFile(real_open(p, m), tally)  # type: ignore[attr-defined]
+        gguf_reader.open = lambda p, m="rb", **kw: _CountingFile(real_open(p, m, **kw), tally)  # type: ignore[attr-defined]
         try:
             h = read_gguf_header(out)
             spec = spec_from_gguf(h)

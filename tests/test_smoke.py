@@ -100,9 +100,14 @@ def test_record_appends_one_json_line_per_run(tmp_path: Path) -> None:
 HANG_GUARD_S = 180  # only against a hang: the runs below take seconds
 LOG_RSS_LIMIT_MIB = 200  # the CLI with its imports takes about 100 MiB
 # The CLI, printing its own peak RSS (ru_maxrss, KiB) on stderr as it exits.
-CLI_RSS = [sys.executable, "-c", "import atexit, resource, sys\n"
-           "atexit.register(lambda: print(f'maxrss_kib={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}', "
-           "file=sys.stderr))\n"
+# The CLI's own peak RSS: VmHWM of its address space. Not getrusage's ru_maxrss: Linux carries that over from the
+# parent across fork and exec, so a child of a large pytest process would report the parent's peak.
+CLI_RSS = [sys.executable, "-c", "import atexit, sys\n"
+           "def hwm():\n"
+           "    with open('/proc/self/status') as f:\n"
+           "        kib = next(line.split()[1] for line in f if line.startswith('VmHWM:'))\n"
+           "    print(f'maxrss_kib={kib}', file=sys.stderr)\n"
+           "atexit.register(hwm)\n"
            "from gemma_fit.cli import main\nmain()"]
 
 BUFFER_LINES = ("print('load_tensors:          CPU model buffer size =   100.00 MiB')\n"
