@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install gemma-fit with its test tools into .venv, build llama.cpp (CPU) once into
 # ~/.cache/gemma-fit (reused afterwards), install Chromium for the HTML report test, then
-# validate the databases, lint, type-check, and run every test. About 22 minutes on a fresh
+# validate the databases, lint, type-check, and run every test. About 23 minutes on a fresh
 # 2-core machine, most of it the llama.cpp build (printed in 10% steps); each step says so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,5 +22,5 @@ step "db validate, ruff, mypy"
 gemma-fit db validate
 ruff check .
 mypy gemma_fit --ignore-missing-imports
-step "pytest (12 to 15 minutes on two cores)"
+step "pytest (12 to 16 minutes on two cores)"
 pytest -q
