@@ -85,7 +85,7 @@ def _key() -> str:
 def _build() -> Catalog:
     """From the validated databases (pydantic, YAML): the slow path, taken once per change."""
     from .db_files import read_yaml
-    from .hardware_db import load_hardware_db, spec_from_entry
+    from .hardware_db import load_hardware_db, spec_from_entry, storage_spec
     from .model_db import entry_spec, load_model_db
 
     models = {key: ModelCard(e.id, e.name, e.generation, e.size_label, entry_spec(e))
@@ -97,8 +97,7 @@ def _build() -> Catalog:
         gpus={gid: spec_from_entry(e) for gid, e in hw.gpus.items()},
         gpu_names=dict(hw.names),
         gpu_device_names=dict(hw.device_names),
-        storage={sid: StorageSpec(e.id, e.name, e.sequential_read_gbps, e.random_read_gbps, e.link_ceiling_gbps,
-                                  e.source) for sid, e in hw.storage.items()},
+        storage={sid: storage_spec(e) for sid, e in hw.storage.items()},
         pcie={lid: PcieRate(e.per_direction_gbps, e.measured_gbps) for lid, e in hw.interconnects.items()
               if e.kind == "pcie"},
         rule_tables={f"llamacpp/{p.name}": read_yaml(p) for p in sorted(rules.glob("*.yaml"))},

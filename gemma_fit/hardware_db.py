@@ -62,7 +62,7 @@ def spec_from_entry(entry: GPUEntry) -> GPUSpec:
     )
 
 
-def _storage_spec(entry: StorageEntry) -> StorageSpec:
+def storage_spec(entry: StorageEntry) -> StorageSpec:
     return StorageSpec(entry.id, entry.name, entry.sequential_read_gbps, entry.random_read_gbps,
                        entry.link_ceiling_gbps, entry.source)
 
@@ -207,7 +207,7 @@ def storage_class(storage_id: str, extra_dirs: tuple[Path, ...] = ()) -> Storage
     key = storage_id.strip().lower()
     if key not in db.storage:
         raise BadInput(f"unknown storage class '{storage_id}' (known: {', '.join(sorted(db.storage))})")
-    return _storage_spec(db.storage[key])
+    return storage_spec(db.storage[key])
 
 
 def pcie_link(generation: int, lanes: int, extra_dirs: tuple[Path, ...] = ()) -> InterconnectEntry | None:

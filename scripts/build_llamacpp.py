@@ -18,14 +18,12 @@ import sys
 import tarfile
 import time
 from pathlib import Path
-
-SDIST_VERSION = "0.3.36"
-TARGETS = ("llama-quantize", "llama-completion", "llama-fit-params", "llama-bench")
+from types import ModuleType
 
 
-def _cache_rule(name: str, *args: str) -> Path:
-    """Calls `name` in gemma_fit/llamacpp_cache.py, loaded by path (the package need not be installed): the
-    one place of the cache rule, shared with `gemma-fit smoke`, which looks for this build there."""
+def _load_cache_rule() -> ModuleType:
+    """gemma_fit/llamacpp_cache.py, loaded by path (the package need not be installed): the one place of the
+    cache rule and the sdist version, shared with `gemma-fit smoke`, which looks for this build there."""
     import importlib.util
 
     path = Path(__file__).resolve().parent.parent / "gemma_fit" / "llamacpp_cache.py"
@@ -33,17 +31,22 @@ def _cache_rule(name: str, *args: str) -> Path:
     assert spec is not None and spec.loader is not None, path
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return Path(getattr(module, name)(*args))
+    return module
+
+
+_CACHE_RULE = _load_cache_rule()
+SDIST_VERSION: str = _CACHE_RULE.LLAMA_CPP_PYTHON_VERSION
+TARGETS = ("llama-quantize", "llama-completion", "llama-fit-params", "llama-bench")
 
 
 def cache_root() -> Path:
     """$GEMMA_FIT_CACHE, else ~/.cache/gemma-fit."""
-    return _cache_rule("cache_root")
+    return Path(_CACHE_RULE.cache_root())
 
 
 def bin_dir() -> Path:
     """<cache>/llama.cpp-<SDIST_VERSION>/build/bin."""
-    return _cache_rule("bin_dir", SDIST_VERSION)
+    return Path(_CACHE_RULE.bin_dir(SDIST_VERSION))
 
 
 PROBE_SOURCE = Path(__file__).resolve().parent.parent / "tools" / "llama_mem_probe.cpp"
