@@ -16,16 +16,16 @@ import sys
 import time
 
 CONTEXTS = (4096, 8192, 32768, 65536, 131072)
-COLD = [sys.executable, "-c", "from gemma_fit.cli import main; main()", "check", "--gpu", "a4000", "--model", "9b",
+COLD = [sys.executable, "-c", "from gemma_fit.cli.app import main; main()", "check", "--gpu", "a4000", "--model", "9b",
         "--quant", "q5_k_m", "--json"]
 MATRIX = f"""
 import time
 t0 = time.perf_counter()
-from gemma_fit.check import check_json, run_check
-from gemma_fit.ggml import CONTRACT_QUANTS
-from gemma_fit.hardware_select import select_hardware
-from gemma_fit.model_db import load_model_db, resolve_model
-from gemma_fit.settings import RunSettings
+from gemma_fit.engines.llamacpp import check_json, run_check
+from gemma_fit.gguf.types import CONTRACT_QUANTS
+from gemma_fit.hardware.select import select_hardware
+from gemma_fit.model.catalog import load_model_db, resolve_model
+from gemma_fit.memory.settings import RunSettings
 hw = select_hardware(["rtx-4090"], None, ())
 n = 0
 for entry in load_model_db().values():

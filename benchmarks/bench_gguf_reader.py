@@ -29,15 +29,15 @@ from typing import Any
 import numpy as np
 from gguf import GGUFWriter
 
-from gemma_fit.errors import BadInput
-from gemma_fit.gguf_layout import pad
-from gemma_fit.gguf_reader import MAX_TENSORS, read_gguf_header
-from gemma_fit.model_db import entry_spec, load_model_db
-from gemma_fit.model_from_gguf import model_from_gguf
-from gemma_fit.synth import write_synthetic_gguf
-from gemma_fit.tensor_plan import build_plan
+from gemma_fit.base.errors import BadInput
+from gemma_fit.gguf.from_file import model_from_gguf
+from gemma_fit.gguf.layout import pad
+from gemma_fit.gguf.reader import MAX_TENSORS, read_gguf_header
+from gemma_fit.gguf.tensors import build_plan
+from gemma_fit.gguf.writer import write_synthetic_gguf
+from gemma_fit.model.catalog import entry_spec, load_model_db
 
-CLI = [sys.executable, "-c", "from gemma_fit.cli import main; main()"]
+CLI = [sys.executable, "-c", "from gemma_fit.cli.app import main; main()"]
 
 
 def _s(x: str) -> bytes:

@@ -32,19 +32,19 @@ CONTEXTS = [4096, 8192, 32768, 131072]
 INPROCESS = f"""
 import time
 t0 = time.perf_counter()
-from gemma_fit.report import run_report
-from gemma_fit.settings import RunSettings
+from gemma_fit.jobs.report import run_report
+from gemma_fit.memory.settings import RunSettings
 t1 = time.perf_counter()
 report = run_report(["all"], {QUANTS!r}, {[[g] for g in GPUS]!r}, {CONTEXTS!r}, RunSettings())
 t2 = time.perf_counter()
-from gemma_fit.html_report import render_report_html
+from gemma_fit.present.html import render_report_html
 html = render_report_html(report)
 t3 = time.perf_counter()
 print(len(report["cells"]), t1 - t0, t2 - t1, t3 - t2, len(html))
 """
 CLI = """
-import gemma_fit.cli as c
-from gemma_fit.cli_report import report_command
+import gemma_fit.cli.app as c
+from gemma_fit.cli.report import report_command
 if not any(getattr(x, "name", None) == "report" for x in c.app.registered_commands):
     c.app.command("report")(report_command)
 c.main()
@@ -52,9 +52,9 @@ c.main()
 
 LARGE = """
 import json, resource, sys, time
-from gemma_fit.hardware_db import load_gpus
-from gemma_fit.report import run_report
-from gemma_fit.settings import RunSettings
+from gemma_fit.hardware.catalog import load_gpus
+from gemma_fit.jobs.report import run_report
+from gemma_fit.memory.settings import RunSettings
 n_gpus, ctxs = int(sys.argv[1]), [int(c) for c in sys.argv[2].split(",")]
 gpus = [[g] for g in list(load_gpus(()))[:n_gpus]]
 rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -63,7 +63,7 @@ report = run_report(["all"], ["all"], gpus, ctxs, RunSettings())
 t1, c1 = time.perf_counter(), time.process_time()
 rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 try:
-    from gemma_fit.cli_report import dump_report_json
+    from gemma_fit.cli.report import dump_report_json
 except ImportError:  # before the streaming writer
     def dump_report_json(doc, fp):
         fp.write(json.dumps(doc, indent=2) + "\\n")

@@ -31,17 +31,17 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from gemma_fit.graph_nodes import llama_graph_nodes  # noqa: E402
-from gemma_fit.hardware_db import load_gpus  # noqa: E402
-from gemma_fit.hardware_entry import BACKENDS  # noqa: E402
-from gemma_fit.links import default_attachment, host_link  # noqa: E402
-from gemma_fit.speed import _attention_tflops, _matmul_tops, elementwise_bytes  # noqa: E402
-from gemma_fit.speed_terms import (  # noqa: E402
+from gemma_fit.hardware.catalog import load_gpus  # noqa: E402
+from gemma_fit.hardware.schema import BACKENDS  # noqa: E402
+from gemma_fit.speed.calibration import (  # noqa: E402
     NEAREST_GROUP,
     REFERENCE_CLOCK_MHZ,
     decode_group,
     prefill_group,
 )
+from gemma_fit.speed.graph import llama_graph_nodes  # noqa: E402
+from gemma_fit.speed.links import default_attachment, host_link  # noqa: E402
+from gemma_fit.speed.predict import _attention_tflops, _matmul_tops, elementwise_bytes  # noqa: E402
 
 DATA = REPO / "benchmarks" / "data" / "llamabench_calibration.csv"
 OUT = REPO / "model_db" / "llamacpp" / "speed_calibration.yaml"
@@ -77,7 +77,7 @@ def bytes_per_token(row: dict) -> tuple[float, float]:
 
 
 def logits_s(row: dict, gpu) -> float:
-    """Seconds per token to copy the logits (n_vocab float32) to the host, as gemma_fit.speed counts."""
+    """Seconds per token to copy the logits (n_vocab float32) to the host, as gemma_fit.speed.predict counts."""
     if gpu.unified_memory:
         return 0.0
     return host_link(default_attachment(gpu)).seconds(4.0 * BENCH_MODELS[row["model"]]["n_vocab"])
@@ -121,7 +121,7 @@ def efficiencies() -> list[dict]:
 
 
 def prefill_parts(p: dict, decode_fits: dict) -> tuple[float, float] | None:
-    """gemma_fit.speed's ubatch time for row p, split as (seconds the matrix and attention FLOPs take at
+    """gemma_fit.speed.predict's ubatch time for row p, split as (seconds the matrix and attention FLOPs take at
     the rated throughput, seconds of element-wise traffic and per-kernel cost). The prefill efficiency
     is the first over what the measured time leaves of the second. Uses the decode fit for bandwidth
     efficiency and kernel cost."""
@@ -374,8 +374,8 @@ def cpu_table() -> dict | None:
     """CPU efficiencies from benchmarks/measure_cpu_speed.py (llama-bench on this kind of machine)."""
     if not CPU_DATA.is_file():
         return None
-    from gemma_fit.model_db import resolve_model
-    from gemma_fit.tensor_plan import build_plan
+    from gemma_fit.gguf.tensors import build_plan
+    from gemma_fit.model.catalog import resolve_model
 
     doc = json.loads(CPU_DATA.read_text())
     bw = doc["machine"]["read_bandwidth_gbps"] * 1e9

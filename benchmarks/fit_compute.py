@@ -22,10 +22,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts"))
 
-from gemma_fit.compute_buffer import compute_phases  # noqa: E402
-from gemma_fit.kv_cache import kv_cache_layout  # noqa: E402
-from gemma_fit.model_db import resolve_model  # noqa: E402
-from gemma_fit.settings import RunSettings  # noqa: E402
+from gemma_fit.memory.compute_buffer import compute_phases  # noqa: E402
+from gemma_fit.memory.kv_cache import kv_cache_layout  # noqa: E402
+from gemma_fit.memory.settings import RunSettings  # noqa: E402
+from gemma_fit.model.catalog import resolve_model  # noqa: E402
 
 DATA = REPO / "benchmarks" / "data" / "compute_cpu.json"
 MODELS = ["gemma-2b", "gemma-7b", "gemma-2-2b", "gemma-2-9b", "gemma-2-27b", "gemma-3-270m", "gemma-3-1b",
@@ -43,8 +43,8 @@ def measure() -> list[dict]:
 
     from llamacpp_probe import probe_memory  # scripts/llamacpp_probe.py
 
-    from gemma_fit.synth import write_synthetic_gguf
-    from gemma_fit.tensor_plan import build_plan
+    from gemma_fit.gguf.tensors import build_plan
+    from gemma_fit.gguf.writer import write_synthetic_gguf
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

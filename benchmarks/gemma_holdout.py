@@ -22,13 +22,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from gemma_fit.check import run_check  # noqa: E402
-from gemma_fit.errors import BadInput  # noqa: E402
-from gemma_fit.hardware_db import load_gpus  # noqa: E402
-from gemma_fit.hardware_entry import BACKENDS  # noqa: E402
-from gemma_fit.hardware_select import select_hardware, with_backend  # noqa: E402
-from gemma_fit.model_db import resolve_model  # noqa: E402
-from gemma_fit.settings import RunSettings  # noqa: E402
+from gemma_fit.base.errors import BadInput  # noqa: E402
+from gemma_fit.engines.llamacpp import run_check  # noqa: E402
+from gemma_fit.hardware.catalog import load_gpus  # noqa: E402
+from gemma_fit.hardware.schema import BACKENDS  # noqa: E402
+from gemma_fit.hardware.select import select_hardware, with_backend  # noqa: E402
+from gemma_fit.memory.settings import RunSettings  # noqa: E402
+from gemma_fit.model.catalog import resolve_model  # noqa: E402
 
 DATA = REPO / "benchmarks" / "data" / "gemma_llamabench.csv"
 

@@ -51,9 +51,9 @@ def read_bandwidth_gbps(n: int) -> float:
 def main() -> None:
     import build_llamacpp
 
-    from gemma_fit.model_db import resolve_model
-    from gemma_fit.synth import write_synthetic_gguf
-    from gemma_fit.tensor_plan import build_plan
+    from gemma_fit.gguf.tensors import build_plan
+    from gemma_fit.gguf.writer import write_synthetic_gguf
+    from gemma_fit.model.catalog import resolve_model
 
     b = build_llamacpp.build()
     threads = os.cpu_count() or 2

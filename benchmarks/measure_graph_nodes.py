@@ -123,9 +123,9 @@ def tiny_llama(path: Path, n_layer: int) -> None:
 def main() -> None:
     from build_llamacpp import bin_dir
 
-    from gemma_fit.model_db import load_model_db, resolve_model
-    from gemma_fit.synth import write_synthetic_gguf
-    from gemma_fit.tensor_plan import build_plan
+    from gemma_fit.gguf.tensors import build_plan
+    from gemma_fit.gguf.writer import write_synthetic_gguf
+    from gemma_fit.model.catalog import load_model_db, resolve_model
 
     binary = bin_dir() / "llama-completion"
     models: dict[str, dict[str, int]] = {}

@@ -65,9 +65,9 @@ def llama_load_ms(binary: Path, gguf: Path) -> float:
 def main() -> None:
     from build_llamacpp import bin_dir
 
-    from gemma_fit.model_db import resolve_model
-    from gemma_fit.synth import write_synthetic_gguf
-    from gemma_fit.tensor_plan import build_plan
+    from gemma_fit.gguf.tensors import build_plan
+    from gemma_fit.gguf.writer import write_synthetic_gguf
+    from gemma_fit.model.catalog import resolve_model
 
     binary = bin_dir() / "llama-completion"
     rows = []

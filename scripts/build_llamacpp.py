@@ -22,11 +22,11 @@ from types import ModuleType
 
 
 def _load_cache_rule() -> ModuleType:
-    """gemma_fit/llamacpp_cache.py, loaded by path (the package need not be installed): the one place of the
+    """gemma_fit/base/cache.py, loaded by path (the package need not be installed): the one place of the
     cache rule and the sdist version, shared with `gemma-fit smoke`, which looks for this build there."""
     import importlib.util
 
-    path = Path(__file__).resolve().parent.parent / "gemma_fit" / "llamacpp_cache.py"
+    path = Path(__file__).resolve().parent.parent / "gemma_fit" / "base" / "cache.py"
     spec = importlib.util.spec_from_file_location("_gemma_fit_llamacpp_cache", path)
     assert spec is not None and spec.loader is not None, path
     module = importlib.util.module_from_spec(spec)

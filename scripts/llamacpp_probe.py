@@ -12,8 +12,8 @@ from pathlib import Path
 
 import build_llamacpp
 
-from gemma_fit.ggml import ggml_type
-from gemma_fit.settings import RunSettings
+from gemma_fit.gguf.types import ggml_type
+from gemma_fit.memory.settings import RunSettings
 
 _FA = {"auto": -1, "on": 1, "off": 0}
 

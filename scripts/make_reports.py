@@ -17,12 +17,12 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from gemma_fit.check import check_json, run_check  # noqa: E402
-from gemma_fit.hardware_select import select_hardware  # noqa: E402
-from gemma_fit.html_report import check_sources, gpu_ranking, render_check_html, render_report_html  # noqa: E402
-from gemma_fit.model_db import resolve_model  # noqa: E402
-from gemma_fit.report import run_report  # noqa: E402
-from gemma_fit.settings import RunSettings  # noqa: E402
+from gemma_fit.engines.llamacpp import check_json, run_check  # noqa: E402
+from gemma_fit.hardware.select import select_hardware  # noqa: E402
+from gemma_fit.jobs.report import run_report  # noqa: E402
+from gemma_fit.memory.settings import RunSettings  # noqa: E402
+from gemma_fit.model.catalog import resolve_model  # noqa: E402
+from gemma_fit.present.html import check_sources, gpu_ranking, render_check_html, render_report_html  # noqa: E402
 
 # name -> run_report arguments
 REPORTS: dict[str, dict[str, Any]] = {

@@ -79,7 +79,7 @@ def run_all(workers: int | None = None) -> dict[str, dict[str, object]]:
             return text.replace(str(gguf_dir), "{gguf}").replace(str(REPO), "{repo}")
 
         return {case: {"rc": r.returncode, "stdout": scrub(r.stdout), "stderr": scrub(r.stderr)}
-                for case, r in zip(todo, runs)}
+                for case, r in zip(todo, runs, strict=True)}
 
 
 def record() -> None:

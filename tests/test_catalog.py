@@ -1,4 +1,4 @@
-"""The snapshot of the built-in databases (gemma_fit.catalog): the same facts as the validated databases,
+"""The snapshot of the built-in databases (gemma_fit.db.snapshot): the same facts as the validated databases,
 rebuilt when anything changes, and what keeps a cold `check` from importing the schema machinery.
 
 Start-up time itself is a benchmark (benchmarks/bench_startup.py); here only what it rests on is checked:
@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from gemma_fit import catalog as catalog_module
-from gemma_fit.catalog import Catalog, _build, _key, _load, _store, catalog, rule_table
-from gemma_fit.db_files import packaged_dir, read_yaml
-from gemma_fit.hardware_db import load_gpus, load_hardware_db
-from gemma_fit.model_db import entry_spec, load_model_db, resolve_model
+from gemma_fit.db import snapshot as catalog_module
+from gemma_fit.db.files import packaged_dir, read_yaml
+from gemma_fit.db.snapshot import Catalog, _build, _key, _load, _store, catalog, rule_table
+from gemma_fit.hardware.catalog import load_gpus, load_hardware_db
+from gemma_fit.model.catalog import entry_spec, load_model_db, resolve_model
 
 
 def test_snapshot_holds_what_the_databases_say() -> None:
@@ -78,11 +78,12 @@ def test_a_cold_check_imports_no_schema_rich_or_report_code(tmp_path: Path) -> N
     """What a `check --json` for a database model on a named GPU loads: no pydantic (its model classes cost more
     than the estimate), no rich (nothing is drawn), no jinja2, numpy, psutil or the report modules."""
     env = {**os.environ, "GEMMA_FIT_CACHE": str(tmp_path)}
-    code = ("import sys, json\nfrom gemma_fit.cli import main\n"
+    code = ("import sys, json\nfrom gemma_fit.cli.app import main\n"
             "try:\n    main()\nexcept SystemExit:\n    pass\n"
             "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
             "('pydantic', 'rich', 'jinja2', 'numpy', 'psutil', 'gguf') or m in "
-            "('gemma_fit.report', 'gemma_fit.html_report', 'gemma_fit.model_entry', 'gemma_fit.hardware_entry'))),"
+            "('gemma_fit.jobs.report', 'gemma_fit.present.html', 'gemma_fit.model.schema', "
+            "'gemma_fit.hardware.schema'))),"
             " file=sys.stderr)")
     args = [sys.executable, "-c", code, "check", "--gpu", "a4000", "--model", "9b", "--json"]
     first = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300)

@@ -16,15 +16,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_model_db import CONTRACT_MODELS
 
-from gemma_fit.check import check_json, run_check
-from gemma_fit.ggml import CONTRACT_QUANTS
-from gemma_fit.hardware_entry import MAX_HOST_RAM_BYTES
-from gemma_fit.hardware_select import select_hardware
-from gemma_fit.model_db import resolve_model
-from gemma_fit.settings import RunSettings
-from gemma_fit.tensor_plan import build_plan
+from gemma_fit.engines.llamacpp import check_json, run_check
+from gemma_fit.gguf.tensors import build_plan
+from gemma_fit.gguf.types import CONTRACT_QUANTS
+from gemma_fit.hardware.schema import MAX_HOST_RAM_BYTES
+from gemma_fit.hardware.select import select_hardware
+from gemma_fit.memory.settings import RunSettings
+from gemma_fit.model.catalog import resolve_model
 
-CLI = [sys.executable, "-c", "from gemma_fit.cli import main; main()"]
+CLI = [sys.executable, "-c", "from gemma_fit.cli.app import main; main()"]
 
 
 def check(model: str, gpus: list[str], quant: str = "Q4_K_M", **kw: object) -> dict:
@@ -185,8 +185,8 @@ def test_the_example_machine_file_works() -> None:
 def test_quantized_cache_adds_cuda_flash_attention_f16_copies() -> None:
     """ggml-cuda's FA prompt kernels convert a quantized K/V cache to f16 inside the node's allocation:
     Gemma 3 27B at 32K with q8_0: the largest layer's K and V at 32768 cells x 16 heads x 128 x 2 B."""
-    from gemma_fit.compute_buffer import fa_f16_copy_bytes
-    from gemma_fit.kv_cache import kv_cache_layout
+    from gemma_fit.memory.compute_buffer import fa_f16_copy_bytes
+    from gemma_fit.memory.kv_cache import kv_cache_layout
 
     spec = resolve_model("gemma-3-27b").spec
     s = RunSettings(n_ctx=32768, cache_type_k="q8_0", cache_type_v="q8_0", flash_attn="on")

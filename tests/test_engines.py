@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from gemma_fit.cli_engines import run_engine_check
+from gemma_fit.base.errors import BadInput
 from gemma_fit.engines import (
     GIB,
     EngineSettings,
@@ -14,13 +14,13 @@ from gemma_fit.engines import (
     hf_weight_bytes,
     param_breakdown,
 )
-from gemma_fit.engines.json import engine_check_json
 from gemma_fit.engines.transformers_hf import kv_cache_bytes
 from gemma_fit.engines.vllm import CUDA_GRAPH_BYTES, NON_TORCH_BYTES, activation_peak
-from gemma_fit.errors import BadInput
-from gemma_fit.estimate import Device
-from gemma_fit.model_db import resolve_model
-from gemma_fit.settings import RunSettings
+from gemma_fit.jobs.check import run_engine_check
+from gemma_fit.memory.estimate import Device
+from gemma_fit.memory.settings import RunSettings
+from gemma_fit.model.catalog import resolve_model
+from gemma_fit.present.documents import engine_check_json
 
 
 class FakeHardware:
@@ -284,8 +284,8 @@ def test_engine_json_of_result_roundtrip() -> None:
 
 
 def test_report_with_an_engine_runs_every_cell() -> None:
-    from gemma_fit.report import run_report
-    from gemma_fit.settings import RunSettings
+    from gemma_fit.jobs.report import run_report
+    from gemma_fit.memory.settings import RunSettings
 
     rep = run_report(["gemma-3-27b", "gemma-2-9b"], ["bf16", "fp8"], [["h100-sxm"], ["rtx-4090"]], [8192],
                      RunSettings(), engine="vllm")

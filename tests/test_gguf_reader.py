@@ -30,16 +30,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_model_db import CONTRACT_MODELS
 
-from gemma_fit import gguf_reader
-from gemma_fit import model_from_gguf as mfg
-from gemma_fit.errors import BadInput
-from gemma_fit.gguf_layout import GGUF_FIXED_HEADER_BYTES, kv_bytes, pad, synth_metadata
-from gemma_fit.gguf_reader import GGUFHeader, read_gguf_header
-from gemma_fit.model_db import entry_spec, load_model_db
-from gemma_fit.model_from_gguf import is_mmproj, mmproj_bytes, model_from_gguf, plan_from_gguf, spec_from_gguf
-from gemma_fit.model_spec import ModelSpec
-from gemma_fit.synth import write_synthetic_gguf
-from gemma_fit.tensor_plan import TensorPlan, build_plan
+from gemma_fit.base.errors import BadInput
+from gemma_fit.gguf import from_file as mfg
+from gemma_fit.gguf import reader as gguf_reader
+from gemma_fit.gguf.from_file import is_mmproj, mmproj_bytes, model_from_gguf, plan_from_gguf, spec_from_gguf
+from gemma_fit.gguf.layout import GGUF_FIXED_HEADER_BYTES, kv_bytes, pad, synth_metadata
+from gemma_fit.gguf.reader import GGUFHeader, read_gguf_header
+from gemma_fit.gguf.tensors import TensorPlan, build_plan
+from gemma_fit.gguf.writer import write_synthetic_gguf
+from gemma_fit.model.catalog import entry_spec, load_model_db
+from gemma_fit.model.spec import ModelSpec
 
 QUANTS = ("Q4_K_M", "Q8_0", "BF16", "IQ4_XS")
 
@@ -703,7 +703,7 @@ def test_architecture_name_is_escaped(tmp_path: Path) -> None:
 
 # --- the corpus through the real command line, with resource limits ------------------------------
 
-CLI = [sys.executable, "-c", "from gemma_fit.cli import main; main()"]
+CLI = [sys.executable, "-c", "from gemma_fit.cli.app import main; main()"]
 
 
 def _limits() -> None:  # in the child: 2 GiB of address space, 60 s of CPU

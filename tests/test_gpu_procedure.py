@@ -7,9 +7,9 @@ import importlib.util
 import json
 from pathlib import Path
 
-from gemma_fit.model_db import resolve_model
-from gemma_fit.synth import write_synthetic_gguf
-from gemma_fit.tensor_plan import build_plan
+from gemma_fit.gguf.tensors import build_plan
+from gemma_fit.gguf.writer import write_synthetic_gguf
+from gemma_fit.model.catalog import resolve_model
 
 GPU = Path(__file__).resolve().parent.parent / "benchmarks" / "gpu"
 

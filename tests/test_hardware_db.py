@@ -13,9 +13,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from gemma_fit.cli_hw import list_gpus
-from gemma_fit.errors import BadInput, DatabaseError
-from gemma_fit.hardware_db import (
+from gemma_fit.base.errors import BadInput, DatabaseError
+from gemma_fit.cli.hardware import list_gpus
+from gemma_fit.hardware.catalog import (
     GPUSpec,
     load_gpu_entries,
     load_gpus,

@@ -23,22 +23,22 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from gemma_fit.check import check_json, run_check
-from gemma_fit.cli_report import report_command, write_check_html
-from gemma_fit.errors import BadInput
-from gemma_fit.hardware_select import select_hardware
-from gemma_fit.html_report import gpu_ranking, render_check_html, render_report_html, write_html
-from gemma_fit.model_db import resolve_model
-from gemma_fit.model_spec import ModelSpec
-from gemma_fit.report import SCHEMA, run_report
-from gemma_fit.settings import RunSettings
+from gemma_fit.base.errors import BadInput
+from gemma_fit.cli.report import report_command, write_check_html
+from gemma_fit.engines.llamacpp import check_json, run_check
+from gemma_fit.hardware.select import select_hardware
+from gemma_fit.jobs.report import SCHEMA, run_report
+from gemma_fit.memory.settings import RunSettings
+from gemma_fit.model.catalog import resolve_model
+from gemma_fit.model.spec import ModelSpec
+from gemma_fit.present.html import gpu_ranking, render_check_html, render_report_html, write_html
 
 CHROMIUM = Path("/usr/bin/chromium")
 EVIL = "Evil \"quoted\" 'GPU' <script>alert(1)</script>"
 # `report` registered on the real app, as cli.py does once it is wired; main() gives the contract's exit statuses
 CLI = [sys.executable, "-c", textwrap.dedent("""
-    import gemma_fit.cli as c
-    from gemma_fit.cli_report import report_command
+    import gemma_fit.cli.app as c
+    from gemma_fit.cli.report import report_command
     if not any(getattr(x, "name", None) == "report" for x in c.app.registered_commands):
         c.app.command("report")(report_command)
     c.main()
@@ -263,7 +263,7 @@ def test_report_cells_match_check() -> None:
 
 
 def test_a_bad_cell_is_a_cell_error_not_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
-    import gemma_fit.check as check_module
+    import gemma_fit.engines.llamacpp as check_module
 
     real = check_module.validate
 

@@ -10,16 +10,16 @@ from pathlib import Path
 import pytest
 from test_model_db import CONTRACT_MODELS
 
-from gemma_fit.check import check_json, run_check
-from gemma_fit.gguf_reader import read_gguf_header
-from gemma_fit.hardware_select import select_hardware
-from gemma_fit.model_db import ResolvedModel, resolve_model
-from gemma_fit.model_from_gguf import plan_from_gguf, spec_from_gguf
-from gemma_fit.settings import RunSettings
-from gemma_fit.synth import write_synthetic_gguf
-from gemma_fit.tensor_plan import build_plan
+from gemma_fit.engines.llamacpp import check_json, run_check
+from gemma_fit.gguf.from_file import plan_from_gguf, spec_from_gguf
+from gemma_fit.gguf.reader import read_gguf_header
+from gemma_fit.gguf.tensors import build_plan
+from gemma_fit.gguf.writer import write_synthetic_gguf
+from gemma_fit.hardware.select import select_hardware
+from gemma_fit.memory.settings import RunSettings
+from gemma_fit.model.catalog import ResolvedModel, resolve_model
 
-CLI = [sys.executable, "-c", "from gemma_fit.cli import main; main()"]
+CLI = [sys.executable, "-c", "from gemma_fit.cli.app import main; main()"]
 SAME = ("memory", "verdict", "max_ctx_fit", "performance", "settings")
 
 
@@ -87,7 +87,7 @@ def test_inspect_non_gemma_file_with_a_gpu(arch: str, tmp_path: Path) -> None:
 def test_non_gemma_graph_nodes_are_a_labelled_llama_fallback() -> None:
     from dataclasses import replace
 
-    from gemma_fit.graph_nodes import graph_nodes, llama_graph_nodes
+    from gemma_fit.speed.graph import graph_nodes, llama_graph_nodes
 
     spec = resolve_model("gemma-3-1b").spec
     for arch in ("llama", "qwen2", "qwen3", "mistral3"):

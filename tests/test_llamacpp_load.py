@@ -9,9 +9,9 @@ import pytest
 from conftest import run_llama
 from test_model_db import CONTRACT_MODELS
 
-from gemma_fit.model_db import resolve_model
-from gemma_fit.synth import write_synthetic_gguf
-from gemma_fit.tensor_plan import build_plan
+from gemma_fit.gguf.tensors import build_plan
+from gemma_fit.gguf.writer import write_synthetic_gguf
+from gemma_fit.model.catalog import resolve_model
 
 pytestmark = pytest.mark.llamacpp
 

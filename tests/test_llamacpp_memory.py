@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 from test_model_db import CONTRACT_MODELS
 
-from gemma_fit.compute_buffer import compute_phases
-from gemma_fit.estimate import cpu_only_weights_bytes
-from gemma_fit.kv_cache import kv_cache_layout
-from gemma_fit.model_db import resolve_model
-from gemma_fit.settings import RunSettings
-from gemma_fit.synth import write_synthetic_gguf
-from gemma_fit.tensor_plan import build_plan
+from gemma_fit.gguf.tensors import build_plan
+from gemma_fit.gguf.writer import write_synthetic_gguf
+from gemma_fit.memory.compute_buffer import compute_phases
+from gemma_fit.memory.estimate import cpu_only_weights_bytes
+from gemma_fit.memory.kv_cache import kv_cache_layout
+from gemma_fit.memory.settings import RunSettings
+from gemma_fit.model.catalog import resolve_model
 
 pytestmark = pytest.mark.llamacpp
 

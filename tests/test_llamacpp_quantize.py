@@ -13,11 +13,11 @@ import pytest
 from conftest import parse_dry_run, run_llama
 from test_model_db import CONTRACT_MODELS
 
-from gemma_fit.ggml import CONTRACT_QUANTS
-from gemma_fit.gguf_layout import header_bytes, tensor_data_padded_bytes
-from gemma_fit.model_db import resolve_model
-from gemma_fit.synth import write_synthetic_gguf
-from gemma_fit.tensor_plan import build_plan
+from gemma_fit.gguf.layout import header_bytes, tensor_data_padded_bytes
+from gemma_fit.gguf.tensors import build_plan
+from gemma_fit.gguf.types import CONTRACT_QUANTS
+from gemma_fit.gguf.writer import write_synthetic_gguf
+from gemma_fit.model.catalog import resolve_model
 
 pytestmark = pytest.mark.llamacpp
 
@@ -58,7 +58,7 @@ def test_real_quantization_writes_the_predicted_layout(tmp_path: Path, bf16_file
     proc = run_llama(llama_bin, "llama-quantize", str(bf16_files["gemma-3-270m"]), str(out), "Q4_K_M")
     assert proc.returncode == 0, proc.stderr[-2000:]
     plan = build_plan(resolve_model("gemma-3-270m").spec, "Q4_K_M")
-    from gemma_fit.gguf_layout import synth_metadata
+    from gemma_fit.gguf.layout import synth_metadata
 
     # llama-quantize copies our KV pairs and sets general.file_type (already Q4_K_M's id in the plan)
     predicted = header_bytes(synth_metadata(plan), plan) + tensor_data_padded_bytes(plan)

@@ -23,12 +23,12 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gemma_fit.db_files import MAX_YAML_BYTES, read_yaml
-from gemma_fit.errors import BadInput
-from gemma_fit.hardware_db import MAX_MACHINE_BYTES, load_machine
-from gemma_fit.hardware_entry import GIB, MAX_GPUS, MAX_HOST_RAM_BYTES
+from gemma_fit.base.errors import BadInput
+from gemma_fit.db.files import MAX_YAML_BYTES, read_yaml
+from gemma_fit.hardware.catalog import MAX_MACHINE_BYTES, load_machine
+from gemma_fit.hardware.schema import GIB, MAX_GPUS, MAX_HOST_RAM_BYTES
 
-CLI = [sys.executable, "-c", "from gemma_fit.cli import main; main()"]
+CLI = [sys.executable, "-c", "from gemma_fit.cli.app import main; main()"]
 CHECK = ["check", "--model", "gemma-3-27b", "--quant", "bf16", "--ctx", "0"]
 SPEC = """    id: custom-card
     name: Custom card
@@ -237,7 +237,7 @@ def test_good_machine_files_still_load(tmp_path: Path) -> None:
 
 def test_database_yaml_keeps_its_generous_limits(tmp_path: Path) -> None:
     """read_yaml's defaults pass every packaged file; its cap is a parameter."""
-    from gemma_fit.db_files import packaged_dir
+    from gemma_fit.db.files import packaged_dir
 
     for folder in (packaged_dir("hardware_db"), packaged_dir("model_db")):
         for path in folder.rglob("*.yaml"):

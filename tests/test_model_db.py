@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gemma_fit.errors import BadInput, DatabaseError
-from gemma_fit.model_db import entry_spec, load_model_db, resolve_model
-from gemma_fit.model_files import load_entry
-from gemma_fit.tensor_plan import build_plan
+from gemma_fit.base.errors import BadInput, DatabaseError
+from gemma_fit.gguf.tensors import build_plan
+from gemma_fit.model.catalog import entry_spec, load_model_db, resolve_model
+from gemma_fit.model.files import load_entry
 
 CONTRACT_MODELS = [
     "gemma-2b", "gemma-7b", "gemma-2-2b", "gemma-2-9b", "gemma-2-27b", "gemma-3-270m", "gemma-3-1b",

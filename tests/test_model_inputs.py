@@ -24,16 +24,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gemma_fit.errors import BadInput
-from gemma_fit.model_db import entry_spec, load_model_db, resolve_model
-from gemma_fit.model_entry import HF_DEFAULTS, MAX_LAYERS, HFTextConfig, _derived_defaults, fill_hf_defaults
-from gemma_fit.model_files import MAX_CONFIG_BYTES
-from gemma_fit.model_spec import spec_from_config
-from gemma_fit.tensor_plan import build_plan
+from gemma_fit.base.errors import BadInput
+from gemma_fit.gguf.tensors import build_plan
+from gemma_fit.model.catalog import entry_spec, load_model_db, resolve_model
+from gemma_fit.model.files import MAX_CONFIG_BYTES
+from gemma_fit.model.schema import HF_DEFAULTS, MAX_LAYERS, HFTextConfig, _derived_defaults, fill_hf_defaults
+from gemma_fit.model.spec import spec_from_config
 
 DATA = Path(__file__).resolve().parent / "data"
 PUBLISHED_4B = DATA / "gemma-3-4b-it.config.json"
-CLI = [sys.executable, "-c", "from gemma_fit.cli import main; main()"]
+CLI = [sys.executable, "-c", "from gemma_fit.cli.app import main; main()"]
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

@@ -13,9 +13,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from gemma_fit import probe as probe_mod
-from gemma_fit.cli_hw import probe_command
-from gemma_fit.probe import SCHEMA, local_gpus, probe, probe_gpus
+from gemma_fit.cli.hardware import probe_command
+from gemma_fit.hardware import probe as probe_mod
+from gemma_fit.hardware.probe import SCHEMA, local_gpus, probe, probe_gpus
 
 MIB = 1024**2
 Memory = namedtuple("Memory", "total free used")
@@ -188,7 +188,7 @@ def test_probe_command_json_and_table(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_probed_drives_map_to_storage_classes(tmp_path: Path) -> None:
-    from gemma_fit.probe import _nvme_pcie_gen, storage_class_for
+    from gemma_fit.hardware.probe import _nvme_pcie_gen, storage_class_for
 
     link = tmp_path / "class" / "block" / "nvme0n1" / "device" / "device"
     link.mkdir(parents=True)
@@ -204,10 +204,10 @@ def test_probed_drives_map_to_storage_classes(tmp_path: Path) -> None:
 
 
 def test_cpu_check_takes_its_load_time_from_this_machines_drive() -> None:
-    from gemma_fit.check import check_json, run_check
-    from gemma_fit.hardware_select import select_hardware
-    from gemma_fit.model_db import resolve_model
-    from gemma_fit.settings import RunSettings
+    from gemma_fit.engines.llamacpp import check_json, run_check
+    from gemma_fit.hardware.select import select_hardware
+    from gemma_fit.memory.settings import RunSettings
+    from gemma_fit.model.catalog import resolve_model
 
     hw = select_hardware(["cpu"], None, ())
     doc = check_json(run_check(resolve_model("gemma-3-1b"), "Q4_0", RunSettings(), hw))

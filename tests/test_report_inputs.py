@@ -16,17 +16,17 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from gemma_fit import report as report_module
-from gemma_fit.check import check_json, run_check
-from gemma_fit.cli_report import dump_report_json, print_report_tables
+from gemma_fit.base.errors import BadInput
+from gemma_fit.cli.report import dump_report_json, print_report_tables
 from gemma_fit.engines import EngineSettings, validate_numbers
-from gemma_fit.errors import BadInput
-from gemma_fit.hardware_select import select_hardware
-from gemma_fit.model_db import resolve_model
-from gemma_fit.report import run_report
-from gemma_fit.settings import RunSettings
+from gemma_fit.engines.llamacpp import check_json, run_check
+from gemma_fit.hardware.select import select_hardware
+from gemma_fit.jobs import report as report_module
+from gemma_fit.jobs.report import run_report
+from gemma_fit.memory.settings import RunSettings
+from gemma_fit.model.catalog import resolve_model
 
-CLI = [sys.executable, "-c", "from gemma_fit.cli import main; main()"]
+CLI = [sys.executable, "-c", "from gemma_fit.cli.app import main; main()"]
 ENGINES = ("llama.cpp", "vllm", "ollama", "transformers")
 
 
@@ -123,7 +123,7 @@ def test_a_report_whose_every_cell_is_an_error_is_bad_input(tmp_path: Path) -> N
 
 
 def test_every_cell_refused_in_the_library_too(monkeypatch: pytest.MonkeyPatch) -> None:
-    import gemma_fit.check as check_module
+    import gemma_fit.engines.llamacpp as check_module
 
     def refuse(*_: Any) -> RunSettings:
         raise BadInput("refused")
@@ -236,8 +236,7 @@ def test_json_is_written_as_encoded_and_is_the_same_bytes() -> None:
 
 
 def test_table_printed_in_pieces_is_the_same_as_whole(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gemma_fit import cli_report
-
+    from gemma_fit.cli import report as cli_report
     report = run_report(*MATRIX, RunSettings())
 
     def printed() -> str:

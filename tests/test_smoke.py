@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-CLI = [sys.executable, "-c", "from gemma_fit.cli import main; main()"]
+CLI = [sys.executable, "-c", "from gemma_fit.cli.app import main; main()"]
 
 
 def smoke(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
@@ -108,7 +108,7 @@ CLI_RSS = [sys.executable, "-c", "import atexit, sys\n"
            "        kib = next(line.split()[1] for line in f if line.startswith('VmHWM:'))\n"
            "    print(f'maxrss_kib={kib}', file=sys.stderr)\n"
            "atexit.register(hwm)\n"
-           "from gemma_fit.cli import main\nmain()"]
+           "from gemma_fit.cli.app import main\nmain()"]
 
 BUFFER_LINES = ("print('load_tensors:          CPU model buffer size =   100.00 MiB')\n"
                 "print('llama_kv_cache:        CPU KV buffer size =     8.00 MiB')\n"
@@ -198,8 +198,7 @@ def test_a_huge_log_is_parsed_in_bounded_memory(tmp_path: Path) -> None:
 
 
 def test_log_parser_state_does_not_grow_with_the_log() -> None:
-    from gemma_fit import smoke as sm
-
+    from gemma_fit.jobs import smoke as sm
     def log():  # type: ignore[no-untyped-def]
         yield "load_tensors:        CUDA0 model buffer size =  2048.00 MiB"
         for i in range(50_000):
@@ -223,8 +222,7 @@ def test_log_parser_state_does_not_grow_with_the_log() -> None:
 def test_read_lines_cuts_long_lines_and_skips_their_rest() -> None:
     import io
 
-    from gemma_fit import smoke as sm
-
+    from gemma_fit.jobs import smoke as sm
     stream = io.BytesIO(b"short\n" + b"L" * 100_000 + b"\nafter\nlast without newline")
     assert [len(x) for x in sm.read_lines(stream, limit=1000)] == [6, 1000, 6, 20]
 
@@ -306,8 +304,7 @@ def test_not_found_says_how_to_build_it(tmp_path: Path) -> None:
 def test_build_script_and_smoke_share_one_cache_rule(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import build_llamacpp
 
-    from gemma_fit import llamacpp_cache
-
+    from gemma_fit.base import cache as llamacpp_cache
     assert build_llamacpp.SDIST_VERSION == llamacpp_cache.LLAMA_CPP_PYTHON_VERSION
     monkeypatch.setenv("GEMMA_FIT_CACHE", str(tmp_path))
     assert build_llamacpp.bin_dir() == llamacpp_cache.bin_dir() == tmp_path / "llama.cpp-0.3.36" / "build" / "bin"

@@ -12,11 +12,11 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gemma_fit.check import check_json, run_check
-from gemma_fit.hardware_select import select_hardware
-from gemma_fit.model_db import resolve_model
-from gemma_fit.settings import RunSettings
-from gemma_fit.token_work import attended_cells, attention_flops
+from gemma_fit.engines.llamacpp import check_json, run_check
+from gemma_fit.hardware.select import select_hardware
+from gemma_fit.memory.settings import RunSettings
+from gemma_fit.model.catalog import resolve_model
+from gemma_fit.speed.work import attended_cells, attention_flops
 
 
 def perf(model: str, gpus: list[str], quant: str = "Q4_K_M", prompt: int = 512, hardware: Path | None = None,
@@ -102,7 +102,7 @@ def test_a_gpu_without_bandwidth_keeps_the_memory_verdict(tmp_path: Path) -> Non
 
 
 def test_backend_option_switches_overhead_and_calibration() -> None:
-    cli = [sys.executable, "-c", "from gemma_fit.cli import main; main()"]
+    cli = [sys.executable, "-c", "from gemma_fit.cli.app import main; main()"]
     base = ["check", "--gpu", "rtx-4070", "--model", "9b", "--json"]
     cuda = subprocess.run([*cli, *base], capture_output=True, text=True, timeout=60)
     vulkan = subprocess.run([*cli, *base, "--backend", "vulkan"], capture_output=True, text=True, timeout=60)

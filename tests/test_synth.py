@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from gguf import GGUFReader
 
-from gemma_fit.errors import BadInput
-from gemma_fit.gguf_layout import synth_file_bytes
-from gemma_fit.model_db import resolve_model
-from gemma_fit.synth import write_synthetic_gguf
-from gemma_fit.tensor_plan import build_plan
+from gemma_fit.base.errors import BadInput
+from gemma_fit.gguf.layout import synth_file_bytes
+from gemma_fit.gguf.tensors import build_plan
+from gemma_fit.gguf.writer import write_synthetic_gguf
+from gemma_fit.model.catalog import resolve_model
 
 
 @pytest.mark.parametrize(("model", "quant"), [("gemma-2-2b", "Q4_K_M"), ("gemma-3n-E2B", "Q6_K"),
@@ -57,7 +57,7 @@ def test_unwritable_output_leaves_nothing(tmp_path: Path) -> None:
 
 
 def test_failure_while_writing_leaves_no_partial_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import gemma_fit.synth as synth
+    import gemma_fit.gguf.writer as synth
 
     def boom(*_: object) -> None:
         raise OSError(28, "No space left on device")

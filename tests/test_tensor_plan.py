@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from gemma_fit.gguf_layout import estimated_file_bytes
-from gemma_fit.model_db import resolve_model
-from gemma_fit.quant_rules import use_more_bits
-from gemma_fit.tensor_plan import build_plan
+from gemma_fit.gguf.layout import estimated_file_bytes
+from gemma_fit.gguf.quantize import use_more_bits
+from gemma_fit.gguf.tensors import build_plan
+from gemma_fit.model.catalog import resolve_model
 
 
 def plan(model: str, quant: str):

@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import BadInput
-from ..model_db import ResolvedModel
-from ..model_spec import LayerSpec, ModelSpec
-from ..tensor_plan import raw_tensors
+from gemma_fit.base.errors import BadInput
+from gemma_fit.gguf.tensors import raw_tensors
+from gemma_fit.model.catalog import ResolvedModel
+from gemma_fit.model.spec import LayerSpec, ModelSpec
 
 GIB = 1024**3
 MIB = 1024**2
@@ -54,7 +54,7 @@ def canonical_hf_quant(quant: str, engine: str) -> str:
 
 
 def _is_gguf_quant(quant: str) -> bool:
-    from ..ggml import file_types
+    from gemma_fit.gguf.types import file_types
 
     return quant.strip().upper() in file_types()
 
@@ -248,9 +248,9 @@ def validate_numbers(s: EngineSettings) -> None:
 
 def estimate(resolved: ResolvedModel, settings: EngineSettings, hardware: Any) -> EngineResult:
     """Dispatch to the engine named in `settings.engine`."""
-    from .ollama import estimate_ollama
-    from .transformers_hf import estimate_transformers
-    from .vllm import estimate_vllm
+    from gemma_fit.engines.ollama import estimate_ollama
+    from gemma_fit.engines.transformers_hf import estimate_transformers
+    from gemma_fit.engines.vllm import estimate_vllm
 
     fn = {"vllm": estimate_vllm, "ollama": estimate_ollama, "transformers": estimate_transformers}.get(
         settings.engine)

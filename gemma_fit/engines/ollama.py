@@ -1,7 +1,7 @@
 """Ollama: llama.cpp's memory under Ollama's defaults and reserves.
 
 Ollama runs GGUF models on the ggml/llama.cpp backend, so weights, KV cache and compute buffer are
-llama.cpp's (gemma_fit.check.run_check). What Ollama changes, each rule read in github.com/ollama/ollama
+llama.cpp's (gemma_fit.engines.llamacpp.run_check). What Ollama changes, each rule read in github.com/ollama/ollama
 at the commit named (the index holds one version per file, so the commits differ file by file):
 - Context (server/routes.go @00188139 Serve, modelOptions): OLLAMA_CONTEXT_LENGTH unset (0) -> num_ctx
   by total VRAM = sum over GPUs of (TotalMemory - OLLAMA_GPU_OVERHEAD): >= 47 GiB -> 262144,
@@ -35,14 +35,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..check import run_check
-from ..errors import BadInput
-from ..estimate import Device
-from ..ggml import file_types
-from ..model_db import ResolvedModel
-from ..model_spec import ModelSpec
-from ..settings import RunSettings
-from . import GIB, MIB, EngineDevice, EngineResult, EngineSettings, tower_params, vision_activation_bytes
+from gemma_fit.base.errors import BadInput
+from gemma_fit.engines import (
+    GIB,
+    MIB,
+    EngineDevice,
+    EngineResult,
+    EngineSettings,
+    tower_params,
+    vision_activation_bytes,
+)
+from gemma_fit.engines.llamacpp import run_check
+from gemma_fit.gguf.types import file_types
+from gemma_fit.memory.estimate import Device
+from gemma_fit.memory.settings import RunSettings
+from gemma_fit.model.catalog import ResolvedModel
+from gemma_fit.model.spec import ModelSpec
 
 VERSION = ("Ollama (ollama/ollama server/routes.go @00188139, llm/server.go @5dbb81b7, ml/device.go @02725d3d, "
            "fs/ggml/ggml.go @c664d9c1, api/types.go @b8761ab0)")
@@ -188,5 +196,5 @@ def estimate_ollama(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSe
         n_params=r.plan.n_params + towers, weights_total_bytes=r.file_size_bytes,
         max_ctx_fit=r.verdict.max_ctx_fit // parallel,
         n_ctx=num_ctx, hardware_label=getattr(hardware, "label", ""), host=host, extras=extras,
-        sources=(VERSION, "llama.cpp 0c1e570 (gemma_fit.check) for weights, KV cache and compute buffer"),
+        sources=(VERSION, "llama.cpp 0c1e570 (gemma_fit.engines.llamacpp) for weights, KV cache and compute buffer"),
     )

@@ -32,11 +32,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import BadInput
-from ..estimate import runtime_overhead
-from ..model_db import ResolvedModel
-from ..model_spec import ModelSpec
-from . import (
+from gemma_fit.base.errors import BadInput
+from gemma_fit.engines import (
     GIB,
     EngineDevice,
     EngineResult,
@@ -50,6 +47,9 @@ from . import (
     tower_params,
     vision_activation_bytes,
 )
+from gemma_fit.memory.estimate import runtime_overhead
+from gemma_fit.model.catalog import ResolvedModel
+from gemma_fit.model.spec import ModelSpec
 
 VERSION = "transformers 5.24.0"
 LOGIT_COPIES = 3  # bf16 logits of the last position, their fp32 copy, the softmax probabilities

@@ -52,10 +52,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import BadInput
-from ..model_db import ResolvedModel
-from ..model_spec import ModelSpec
-from . import (
+from gemma_fit.base.errors import BadInput
+from gemma_fit.engines import (
     GIB,
     MIB,
     EngineDevice,
@@ -69,6 +67,8 @@ from . import (
     tower_params,
     vision_activation_bytes,
 )
+from gemma_fit.model.catalog import ResolvedModel
+from gemma_fit.model.spec import ModelSpec
 
 VERSION = "vLLM 0.33.0"
 # BUDGET, not a vLLM value: non-torch memory allocated after the start-up snapshot (attention-backend and

@@ -1,0 +1,60 @@
+"""Writing files the user names (--html, synth): never replacing what is not a regular file.
+
+A regular file is written atomically: a temporary file in the same folder, renamed over it, so a
+failure leaves the old file. Renaming over /dev/null or a pipe (`--html >(cat)`) would replace the
+device with a regular file, as root for every program on the machine: those are written in place.
+A symlink keeps pointing where it did; its target is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+from gemma_fit.base.errors import BadInput
+
+
+def new_file_mode(path: Path) -> int:
+    """The mode a file written by rename should get: an existing file keeps its own, a new one gets the
+    umask's (as open() would give it), not mkstemp's 0600."""
+    if path.exists():
+        return path.stat().st_mode & 0o7777
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write a regular file atomically (a temporary file in the same folder, then os.replace), through
+    a symlink to its target; anything else that exists (/dev/null, a pipe such as /dev/fd/63 from
+    `--html >(cat)`) is written in place, never replaced. BadInput on any failure."""
+    path = Path(path)
+    try:
+        if path.is_dir():
+            raise IsADirectoryError(21, "is a directory")
+        if path.exists() and not path.is_file():
+            with path.open("w", encoding="utf-8", newline="\n") as f:
+                f.write(text)
+            return
+        if path.is_symlink():
+            path = path.resolve(strict=True)
+    except OSError as exc:
+        raise BadInput(f"cannot write {path}: {exc.strerror or exc}") from None
+    folder = path.parent if str(path.parent) else Path(".")
+    tmp: str | None = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+        os.chmod(tmp, new_file_mode(path))
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as exc:
+        raise BadInput(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+

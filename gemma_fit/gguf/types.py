@@ -1,0 +1,89 @@
+"""ggml tensor types and llama.cpp file types, read from model_db/llamacpp/*.yaml."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+from gemma_fit.base.errors import BadInput
+from gemma_fit.db.files import read_packaged_yaml
+
+
+@dataclass(frozen=True)
+class GGMLType:
+    name: str
+    id: int
+    block: int  # elements per block
+    bytes: int  # bytes per block
+
+    def row_bytes(self, n_cols: int) -> int:
+        """Bytes of one row of `n_cols` elements; the caller guarantees divisibility."""
+        if n_cols % self.block:
+            raise ValueError(f"{n_cols} columns are not a multiple of the {self.name} block ({self.block})")
+        return n_cols // self.block * self.bytes
+
+    def tensor_bytes(self, shape: tuple[int, ...]) -> int:
+        rows = 1
+        for dim in shape[1:]:
+            rows *= dim
+        return rows * self.row_bytes(shape[0])
+
+    @property
+    def is_quantized(self) -> bool:
+        return self.block > 1
+
+
+@dataclass(frozen=True)
+class FileType:
+    """A llama.cpp file type (llama_ftype), e.g. Q4_K_M."""
+
+    name: str
+    id: int
+    default_type: GGMLType
+
+
+@cache
+def ggml_types() -> dict[str, GGMLType]:
+    data = read_packaged_yaml("llamacpp/ggml_types.yaml")
+    return {name: GGMLType(name=name, **fields) for name, fields in data["types"].items()}
+
+
+@cache
+def file_types() -> dict[str, FileType]:
+    data = read_packaged_yaml("llamacpp/ftypes.yaml")
+    types = ggml_types()
+    return {
+        name: FileType(name=name, id=f["id"], default_type=types[f["default_type"]])
+        for name, f in data["ftypes"].items()
+    }
+
+
+def ggml_type(name: str) -> GGMLType:
+    try:
+        return ggml_types()[name.upper()]
+    except KeyError:
+        raise BadInput(f"unknown ggml type '{name}'") from None
+
+
+def ggml_type_by_id(type_id: int) -> GGMLType:
+    for t in ggml_types().values():
+        if t.id == type_id:
+            return t
+    raise BadInput(f"unknown ggml type id {type_id}")
+
+
+# The file types the contract names; `gemma-fit list quants` shows these.
+CONTRACT_QUANTS = (
+    "Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_0", "Q4_1", "Q4_K_S", "Q4_K_M", "Q5_0", "Q5_1",
+    "Q5_K_S", "Q5_K_M", "Q6_K", "Q8_0", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ3_XXS", "IQ3_S",
+    "IQ3_M", "IQ4_NL", "IQ4_XS", "BF16", "F16", "F32",
+)
+
+
+def file_type(name: str) -> FileType:
+    key = name.strip().upper()
+    try:
+        return file_types()[key]
+    except KeyError:
+        known = ", ".join(CONTRACT_QUANTS)
+        raise BadInput(f"unknown quant '{name}' (known: {known})") from None

@@ -1,0 +1,332 @@
+"""Loading hardware_db/ and resolving what users type after --gpu, and the machine file.
+
+GPU names resolve case-insensitively by id, alias or the name a driver reports: `RTX A4000`,
+`NVIDIA RTX A4000`, `rtx-a4000` and `a4000` are one GPU. Names are compared by `name_key`, which
+drops vendor words (NVIDIA, GeForce, Tesla, AMD, Radeon, Instinct, Intel, Apple) and splits letters
+from digits, so `RTX4090`, `rtx-4090` and `GeForce RTX 4090` are the same key.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from gemma_fit.base.errors import BadInput, DatabaseError
+from gemma_fit.db.files import packaged_dir, parse_yaml, read_text, read_yaml, shown
+from gemma_fit.db.yaml_lines import compose, format_validation, line_of
+from gemma_fit.hardware.schema import (
+    GIB,
+    MAX_GPUS,
+    NO_CAPACITY,
+    GPUEntry,
+    GPUFile,
+    GPUSlot,
+    InterconnectEntry,
+    InterconnectFile,
+    MachineFile,
+    MemoryEntry,
+    MemoryFile,
+    StorageEntry,
+    StorageFile,
+    gpu_item_count,
+    too_many_gpus,
+)
+from gemma_fit.hardware.spec import GPUAttachment, GPUSpec, Machine, StorageSpec, name_key  # noqa: F401 - re-exported
+
+# top-level key of a hardware_db file -> the schema of the whole file
+FILE_KINDS: dict[str, type[BaseModel]] = {
+    "gpus": GPUFile,
+    "interconnects": InterconnectFile,
+    "memory": MemoryFile,
+    "storage": StorageFile,
+}
+
+
+def spec_from_entry(entry: GPUEntry) -> GPUSpec:
+    return GPUSpec(
+        id=entry.id, name=entry.name, vendor=entry.vendor, backend=entry.backend,
+        memory_bytes=entry.memory_bytes, usable_memory_bytes=entry.usable_memory_bytes,
+        unified_memory=entry.unified_memory, memory_bandwidth_gbps=entry.memory_bandwidth_gbps,
+        fp16_tensor_tflops=entry.fp16_tensor_tflops, arch=entry.arch,
+        compute_capability=entry.compute_capability, pcie_gen=entry.pcie_gen, pcie_lanes=entry.pcie_lanes,
+        nvlink_gbps=entry.nvlink_gbps, tdp_w=entry.tdp_w, source=entry.source,
+        cuda_total_bytes=entry.cuda_total_bytes, logical_devices=entry.logical_devices,
+        int8_tensor_tops=entry.int8_tensor_tops,
+        nvlink_sxm="SXM" in entry.form_factor and bool(entry.nvlink_gbps),
+        boost_clock_mhz=entry.boost_clock_mhz, fp32_tflops=entry.fp32_tflops, gpu_cores=entry.gpu_cores,
+    )
+
+
+def storage_spec(entry: StorageEntry) -> StorageSpec:
+    return StorageSpec(entry.id, entry.name, entry.sequential_read_gbps, entry.random_read_gbps,
+                       entry.link_ceiling_gbps, entry.source)
+
+
+@dataclass(frozen=True)
+class HardwareDB:
+    """Every hardware entry, keyed by id; entries in later (extra) folders replace earlier ones."""
+
+    gpus: dict[str, GPUEntry] = field(default_factory=dict)
+    interconnects: dict[str, InterconnectEntry] = field(default_factory=dict)
+    memory: dict[str, MemoryEntry] = field(default_factory=dict)
+    storage: dict[str, StorageEntry] = field(default_factory=dict)
+    files: dict[str, Path] = field(default_factory=dict)  # "kind:id" -> file it came from
+    names: dict[str, str] = field(default_factory=dict)  # name_key of id/alias -> GPU id
+    device_names: dict[str, tuple[str, ...]] = field(default_factory=dict)  # name_key -> GPU ids
+
+
+def classify(data: Any) -> str | None:
+    """Which hardware_db file kind a parsed YAML document is (`gpus`, `storage`, ...), if any."""
+    if isinstance(data, dict) and len(data) == 1:
+        (key,) = data
+        return key if key in FILE_KINDS else None
+    return None
+
+
+def parse_file(path: Path) -> tuple[str, BaseModel]:
+    """Read and validate one hardware_db file; DatabaseError with file:line: field on any problem."""
+    data = read_yaml(path)
+    kind = classify(data)
+    if kind is None:
+        raise DatabaseError(f"{path}: expected one top-level key, one of: {', '.join(FILE_KINDS)}")
+    model = FILE_KINDS[kind]
+    try:
+        return kind, model.model_validate(data)
+    except ValidationError as exc:
+        root = compose(path.read_text(encoding="utf-8"))
+        lines = format_validation(path, exc, data, root, models=[model, GPUEntry, InterconnectEntry,
+                                                                 MemoryEntry, StorageEntry])
+        more = f" (+{len(lines) - 1} more; run gemma-fit db validate {path})" if len(lines) > 1 else ""
+        raise DatabaseError(lines[0] + more) from None
+
+
+def _add(db: HardwareDB, kind: str, parsed: BaseModel, path: Path) -> None:
+    table: dict[str, Any] = getattr(db, kind)
+    for entry in getattr(parsed, kind):
+        table[entry.id] = entry
+        db.files[f"{kind}:{entry.id}"] = path
+
+
+def _index_names(db: HardwareDB) -> None:
+    devices: dict[str, list[str]] = {}
+    for entry in db.gpus.values():
+        for name in (entry.id, *entry.aliases):
+            db.names[name_key(name)] = entry.id
+        for name in entry.device_names:
+            ids = devices.setdefault(name_key(name), [])
+            if entry.id not in ids:
+                ids.append(entry.id)
+    db.device_names.update({k: tuple(v) for k, v in devices.items()})
+
+
+@cache
+def load_hardware_db(extra_dirs: tuple[Path, ...] = ()) -> HardwareDB:
+    """The built-in hardware_db plus extra folders (every *.yaml below each, recursively)."""
+    db = HardwareDB()
+    for folder in (packaged_dir("hardware_db"), *extra_dirs):
+        if not folder.is_dir():
+            raise BadInput(f"hardware database folder not found: {folder}")
+        for path in sorted(folder.rglob("*.yaml")):
+            kind, parsed = parse_file(path)
+            _add(db, kind, parsed, path)
+    _index_names(db)
+    return db
+
+
+def load_gpu_entries(extra_dirs: tuple[Path, ...] = ()) -> dict[str, GPUEntry]:
+    """The full database entries (every field), keyed by id."""
+    return dict(load_hardware_db(extra_dirs).gpus)
+
+
+def load_gpus(extra_dirs: tuple[Path, ...] = ()) -> dict[str, GPUSpec]:
+    """Every GPU as a GPUSpec, keyed by id."""
+    return {gid: spec_from_entry(e) for gid, e in load_hardware_db(extra_dirs).gpus.items()}
+
+
+def _suggestions(db: HardwareDB, key: str) -> list[str]:
+    """Ids whose names contain what was typed (`3080`, `a100`), then close spellings."""
+    ids: list[str] = []
+    for name, gid in db.names.items():
+        if f"-{key}-" in f"-{name}-" and gid not in ids:
+            ids.append(gid)
+    for close in difflib.get_close_matches(key, list(db.names), n=6, cutoff=0.6):
+        if db.names[close] not in ids:
+            ids.append(db.names[close])
+    return ids[:6]
+
+
+def find_gpu_entry(name: str, extra_dirs: tuple[Path, ...] = ()) -> GPUEntry:
+    """The database entry for an id, alias or driver-reported name; BadInput when unknown or ambiguous."""
+    raw = name.strip()
+    key = name_key(raw)
+    if not key:
+        raise BadInput("GPU name is empty (see gemma-fit list gpus)")
+    db = load_hardware_db(extra_dirs)
+    if key in db.names:
+        return db.gpus[db.names[key]]
+    ids = db.device_names.get(key, ())
+    if len(ids) == 1:
+        return db.gpus[ids[0]]
+    if ids:
+        raise BadInput(f"ambiguous GPU '{raw}': {', '.join(ids)} report that name; give one of those ids")
+    hint = _suggestions(db, key)
+    more = f"; did you mean {', '.join(hint)}?" if hint else ""
+    raise BadInput(f"unknown GPU '{raw}' (see gemma-fit list gpus){more}")
+
+
+def resolve_gpu(name: str, extra_dirs: tuple[Path, ...] = ()) -> GPUSpec:
+    """The GPUSpec for an id, alias or NVML name, case-insensitive (`RTX A4000` -> a4000)."""
+    return spec_from_entry(find_gpu_entry(name, extra_dirs))
+
+
+def match_device(name: str, total_bytes: int | None, extra_dirs: tuple[Path, ...] = ()) -> str | None:
+    """The id of the entry a probed device is, by its reported name and memory size (within 10%)."""
+    db = load_hardware_db(extra_dirs)
+    key = name_key(name)
+    candidates = list(db.device_names.get(key, ()))
+    if key in db.names and db.names[key] not in candidates:
+        candidates.append(db.names[key])
+    if total_bytes is None:
+        return candidates[0] if len(candidates) == 1 else None
+    best: tuple[float, str] | None = None
+    for gid in candidates:
+        entry = db.gpus[gid]
+        off = abs(entry.usable_memory_bytes - total_bytes) / entry.usable_memory_bytes
+        if off <= 0.10 and (best is None or off < best[0]):
+            best = (off, gid)
+    return best[1] if best else None
+
+
+def storage_class(storage_id: str, extra_dirs: tuple[Path, ...] = ()) -> StorageSpec:
+    db = load_hardware_db(extra_dirs)
+    key = storage_id.strip().lower()
+    if key not in db.storage:
+        raise BadInput(f"unknown storage class '{storage_id}' (known: {', '.join(sorted(db.storage))})")
+    return storage_spec(db.storage[key])
+
+
+def pcie_link(generation: int, lanes: int, extra_dirs: tuple[Path, ...] = ()) -> InterconnectEntry | None:
+    """The PCIe entry for a generation and width (per-direction GB/s), or None if not in the database."""
+    return load_hardware_db(extra_dirs).interconnects.get(f"pcie-{generation}-x{lanes}")
+
+
+def interconnect(link_id: str, extra_dirs: tuple[Path, ...] = ()) -> InterconnectEntry:
+    db = load_hardware_db(extra_dirs)
+    if link_id not in db.interconnects:
+        raise BadInput(f"unknown interconnect '{link_id}' (known: {', '.join(sorted(db.interconnects))})")
+    return db.interconnects[link_id]
+
+
+def memory_speed(ram_type: str, speed_mts: int, extra_dirs: tuple[Path, ...] = ()) -> MemoryEntry | None:
+    return load_hardware_db(extra_dirs).memory.get(f"{ram_type.lower()}-{speed_mts}")
+
+
+# --- the machine file -------------------------------------------------------------------------
+
+
+def _attachment(entry: GPUEntry, slot: GPUSlot | None, extra_dirs: tuple[Path, ...]) -> GPUAttachment:
+    gen = entry.pcie_gen
+    if slot is not None and slot.pcie_gen is not None:
+        gen = min(slot.pcie_gen, gen) if gen is not None else slot.pcie_gen
+    lanes = entry.pcie_lanes
+    if slot is not None and slot.pcie_lanes is not None:
+        lanes = min(slot.pcie_lanes, lanes) if lanes is not None else slot.pcie_lanes
+    link = pcie_link(gen, lanes, extra_dirs) if gen is not None and lanes is not None else None
+    nvlink = slot.nvlink if slot is not None and slot.nvlink is not None else "SXM" in entry.form_factor
+    return GPUAttachment(gen, lanes, link.per_direction_gbps if link else None, bool(nvlink and entry.nvlink_gbps))
+
+
+def _machine_gpus(parsed: MachineFile, extra_dirs: tuple[Path, ...], where: str,
+                  ) -> tuple[tuple[GPUSpec, ...], tuple[GPUAttachment, ...]]:
+    specs: list[GPUSpec] = []
+    links: list[GPUAttachment] = []
+    for i, item in enumerate(parsed.gpus):
+        slot = item if isinstance(item, GPUSlot) else None
+        gpu = slot.gpu if slot is not None else item
+        try:
+            entry = gpu if isinstance(gpu, GPUEntry) else find_gpu_entry(str(gpu), extra_dirs)
+        except BadInput as exc:
+            raise BadInput(f"{where}: gpus[{i}]: {exc}") from None
+        for _ in range(slot.count if slot is not None else 1):
+            specs.append(spec_from_entry(entry))
+            links.append(_attachment(entry, slot, extra_dirs))
+    return tuple(specs), tuple(links)
+
+
+def _ram_bandwidth(parsed: MachineFile, extra_dirs: tuple[Path, ...]) -> float | None:
+    if not (parsed.ram_type and parsed.ram_speed_mts and parsed.ram_channels):
+        return None
+    known = memory_speed(parsed.ram_type, parsed.ram_speed_mts, extra_dirs)
+    per_channel = known.per_channel_gbps if known else parsed.ram_speed_mts * 8 / 1000
+    return round(per_channel * parsed.ram_channels, 2)
+
+
+# A machine file is a few lines written by hand; 1 MiB holds 16 full GPU specs many times over.
+MAX_MACHINE_BYTES = 1024 * 1024
+MAX_MACHINE_NODES = 100_000  # values after following YAML aliases
+
+
+def _one_line(message: str) -> str:
+    """A message on one line whatever the file held (a key or id with a newline in it)."""
+    return "".join(c if c >= " " and c != "\x7f" else ascii(c)[1:-1] for c in message)
+
+
+def _where(path: Path, root: Any, key: str) -> str:
+    line = line_of(root, (key,)) if root is not None else None
+    return f"{shown(path)}:{line}: {key}" if line else f"{shown(path)}: {key}"
+
+
+def _precheck(path: Path, data: dict[Any, Any], root: Any) -> None:
+    """What must be refused before any work: more GPUs than llama.cpp can use (a file listing 100,000
+    of them hung the estimate), and a machine with neither GPUs nor RAM (no capacity to check)."""
+    raw_gpus = data.get("gpus")
+    if isinstance(raw_gpus, list):
+        n = sum(gpu_item_count(item) for item in raw_gpus[: MAX_GPUS + 1])
+        if len(raw_gpus) > MAX_GPUS or n > MAX_GPUS:
+            total = n if len(raw_gpus) <= MAX_GPUS else len(raw_gpus)
+            raise BadInput(f"{_where(path, root, 'gpus')}: {too_many_gpus(total)}")
+    if not raw_gpus and data.get("ram_gb") is None:
+        where = _where(path, root, "gpus") if "gpus" in data else shown(path)
+        raise BadInput(f"{where}: {NO_CAPACITY}")
+
+
+def load_machine(path: Path, extra_dirs: tuple[Path, ...] = ()) -> Machine:
+    """The `--hardware FILE.yaml` machine; BadInput naming file, line and field on any problem.
+
+    The file is read with bounds (regular files only, at most MAX_MACHINE_BYTES, UTF-8, no repeated
+    keys, aliases expanding to at most MAX_MACHINE_NODES values) and validated strictly.
+    """
+    try:
+        return _load_machine(path, extra_dirs)
+    except BadInput as exc:
+        raise type(exc)(_one_line(str(exc))) from None
+
+
+def _load_machine(path: Path, extra_dirs: tuple[Path, ...]) -> Machine:
+    text = read_text(path, MAX_MACHINE_BYTES)
+    data, root = parse_yaml(text, path, unique_keys=True, max_nodes=MAX_MACHINE_NODES)
+    if not isinstance(data, dict):
+        raise BadInput(f"{shown(path)}: expected a mapping (name:, gpus:, ram_gb:, disk:)")
+    _precheck(path, data, root)
+    try:
+        parsed = MachineFile.model_validate(data, strict=True)
+    except ValidationError as exc:
+        lines = format_validation(Path(shown(path)), exc, data, root, models=[MachineFile, GPUSlot, GPUEntry])
+        more = f" (+{len(lines) - 1} more)" if len(lines) > 1 else ""
+        raise BadInput(lines[0] + more) from None
+    gpus, links = _machine_gpus(parsed, extra_dirs, shown(path))
+    devices = sum(g.logical_devices for g in gpus)
+    if devices > MAX_GPUS:
+        raise BadInput(f"{_where(path, root, 'gpus')}: these GPUs are {devices} devices to software (a card "
+                       f"such as the MI250X is two); llama.cpp uses at most {MAX_GPUS} in one process")
+    try:
+        disk = storage_class(parsed.disk, extra_dirs) if parsed.disk else None
+    except BadInput as exc:
+        raise BadInput(f"{shown(path)}: disk: {exc}") from None
+    ram = int(parsed.ram_gb * GIB) if parsed.ram_gb is not None else None
+    return Machine(parsed.name, gpus, links, ram, _ram_bandwidth(parsed, extra_dirs), disk, parsed.cpu, path)

@@ -1,0 +1,290 @@
+"""The hardware database schema (hardware_db/) and the machine file (`--hardware FILE.yaml`).
+
+Units are in the field names: `_bytes` are integer bytes, `_gbps` decimal GB/s (10^9 bytes per
+second; `memory_data_rate_gbps` is per pin, in Gbit/s), `_tflops` 10^12 operations per second,
+`_w` watts, `_mts` mega-transfers per second. Hard limits (impossible values, wrong units) are
+checked here so that a bad entry never loads; cross-field physics (bandwidth = bus x data rate,
+TFLOPS per architecture) is checked by `gemma_fit.jobs.validate`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    StringConstraints,
+    Tag,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from gemma_fit.hardware.spec import (  # noqa: F401 - re-exported: the schema and its limits
+    BACKENDS,
+    GIB,
+    MAX_GPUS,
+    MAX_GPUS_PER_CONTEXT,
+    MAX_HOST_RAM_BYTES,
+    MAX_RAM_GIB,
+    MIN_RAM_GIB,
+    TIB,
+)
+
+SLUG = r"^[a-z0-9]+(-[a-z0-9]+)*$"
+URL = r"^https?://\S+$"
+
+
+
+def _no_controls(value: str) -> str:
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise PydanticCustomError("control_characters", "must be one line of text, without control characters")
+    return value
+
+
+_TEXT = AfterValidator(_no_controls)
+# Free text printed on one line: stripped, 1 to N characters, no control characters.
+Line64 = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64), _TEXT]
+Line100 = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100), _TEXT]
+Line200 = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200), _TEXT]
+
+
+def _whole_number(value: Any) -> Any:
+    """Literal[1, 2, ...] accepts True and 4.0 even in strict mode: refuse them before it does."""
+    if isinstance(value, bool | float):
+        raise PydanticCustomError("int_type", "Input should be a whole number (1, 2, 4, 8 or 16), not {value}",
+                                  {"value": repr(value)})
+    return value
+
+
+Vendor = Literal["nvidia", "amd", "apple", "intel"]
+Backend = Literal["cuda", "rocm", "metal", "vulkan", "sycl"]
+Arch = Literal[
+    "pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell",
+    "rdna2", "rdna3", "cdna2", "cdna3",
+    "apple-m2", "apple-m3", "apple-m4",
+    "xe-hpg", "xe2-hpg",
+]
+PcieLanes = Annotated[Literal[1, 2, 4, 8, 16], BeforeValidator(_whole_number)]
+
+MemoryBytes = Annotated[int, Field(ge=GIB, le=2 * TIB, description="bytes, 1 GiB to 2 TiB")]
+BandwidthGBps = Annotated[float, Field(ge=10, le=20_000, description="decimal GB/s")]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class GPUEntry(_Strict):
+    """One accelerator (a GPU, or the GPU side of an SoC) in hardware_db/gpus/*.yaml."""
+
+    id: str = Field(pattern=SLUG)
+    name: str = Field(min_length=1)
+    vendor: Vendor
+    aliases: list[str] = []
+    device_names: list[str] = []  # exact names drivers report (NVML, Metal, SYCL); may be shared by variants
+    arch: Arch
+    chip: str | None = None
+    compute_capability: str | None = Field(default=None, pattern=r"^(\d+\.\d+|gfx[0-9a-f]+)$")
+    backend: Backend
+    memory_bytes: MemoryBytes
+    usable_memory_bytes: MemoryBytes
+    usable_note: str = Field(min_length=1)
+    cuda_total_bytes: MemoryBytes | None = None  # what CUDA (cudaMemGetInfo / deviceQuery) reports, where published
+    unified_memory: bool
+    logical_devices: int = Field(default=1, ge=1, le=8)  # e.g. MI250X: two GCDs, two devices to software
+    memory_type: str
+    bus_width_bits: int | None = Field(default=None, ge=16, le=16_384)
+    memory_data_rate_gbps: float | None = Field(default=None, gt=0, le=64)
+    memory_bandwidth_gbps: BandwidthGBps | None = None
+    fp16_tensor_tflops: float | None = Field(default=None, gt=0, le=10_000)
+    int8_tensor_tops: float | None = Field(default=None, gt=0, le=20_000)
+    boost_clock_mhz: float | None = Field(default=None, ge=100, le=4000)  # reference boost clock (TechPowerUp's), MHz
+    fp32_tflops: float | None = Field(default=None, gt=0, le=500)  # non-tensor FP32, shaders x 2 x boost clock, dense
+    gpu_cores: int | None = Field(default=None, ge=1, le=1024)  # Apple GPU cores (the largest bin the entry covers)
+    bf16_supported: bool
+    tdp_w: float | None = Field(default=None, ge=5, le=2000)
+    pcie_gen: int | None = Field(default=None, ge=1, le=6)
+    pcie_lanes: PcieLanes | None = None
+    nvlink_gbps: float | None = Field(default=None, ge=0, le=20_000)  # total bidirectional per GPU; 0 = none
+    ecc: bool | None
+    form_factor: str
+    source: str = Field(pattern=URL)
+    sources: list[Annotated[str, Field(pattern=URL)]] = []
+    notes: str = ""
+
+    @model_validator(mode="after")
+    def _usable_within_total(self) -> GPUEntry:
+        if self.usable_memory_bytes > self.memory_bytes:
+            raise ValueError(f"usable_memory_bytes {self.usable_memory_bytes} exceeds memory_bytes {self.memory_bytes}")
+        if self.cuda_total_bytes is not None and self.cuda_total_bytes > self.memory_bytes:
+            raise ValueError("cuda_total_bytes exceeds memory_bytes")
+        return self
+
+
+class GPUFile(_Strict):
+    gpus: list[GPUEntry] = Field(min_length=1)
+
+
+class InterconnectEntry(_Strict):
+    """A host or GPU-to-GPU link; bandwidths per direction unless named `bidirectional`."""
+
+    id: str = Field(pattern=SLUG)
+    kind: Literal["pcie", "nvlink"]
+    name: str
+    generation: int | None = Field(default=None, ge=1, le=6)
+    lanes: PcieLanes | None = None
+    per_direction_gbps: float = Field(gt=0, le=5000)
+    measured_gbps: float | None = Field(default=None, gt=0, le=5000)
+    source: str = Field(pattern=URL)
+    notes: str = ""
+
+    @model_validator(mode="after")
+    def _pcie_has_gen_and_lanes(self) -> InterconnectEntry:
+        if self.kind == "pcie" and (self.generation is None or self.lanes is None):
+            raise ValueError("a pcie link needs generation and lanes")
+        if self.measured_gbps is not None and self.measured_gbps > self.per_direction_gbps:
+            raise ValueError("measured_gbps exceeds the theoretical per_direction_gbps")
+        return self
+
+
+class InterconnectFile(_Strict):
+    interconnects: list[InterconnectEntry] = Field(min_length=1)
+
+
+class MemoryEntry(_Strict):
+    """System memory at one speed; bandwidth per 64-bit channel (LPDDR: per 64 bits of bus)."""
+
+    id: str = Field(pattern=SLUG)
+    type: Literal["DDR4", "DDR5", "LPDDR5", "LPDDR5X"]
+    speed_mts: int = Field(ge=800, le=12_000)
+    per_channel_gbps: float = Field(gt=0, le=200)
+    measured_per_channel_gbps: float | None = Field(default=None, gt=0, le=200)
+    source: str = Field(pattern=URL)
+    notes: str = ""
+
+
+class MemoryFile(_Strict):
+    memory: list[MemoryEntry] = Field(min_length=1)
+
+
+class StorageEntry(_Strict):
+    """A storage class; rates in decimal GB/s (random read: 4 KiB blocks at high queue depth)."""
+
+    id: str = Field(pattern=SLUG)
+    name: str
+    sequential_read_gbps: float = Field(gt=0, le=100)
+    link_ceiling_gbps: float | None = Field(default=None, gt=0, le=100)
+    random_read_gbps: float = Field(gt=0, le=100)
+    random_read_qd1_gbps: float | None = Field(default=None, gt=0, le=100)
+    source: str = Field(pattern=URL)
+    sources: list[Annotated[str, Field(pattern=URL)]] = []
+    notes: str = ""
+
+    @model_validator(mode="after")
+    def _within_link(self) -> StorageEntry:
+        if self.link_ceiling_gbps is not None and self.sequential_read_gbps > self.link_ceiling_gbps:
+            raise ValueError("sequential_read_gbps exceeds link_ceiling_gbps")
+        return self
+
+
+class StorageFile(_Strict):
+    storage: list[StorageEntry] = Field(min_length=1)
+
+
+# --- the machine file -------------------------------------------------------------------------
+# Validated strictly (no "64" for 64, no true for 1: `MachineFile.model_validate(data, strict=True)`
+# also makes a full GPU spec in a machine file strict), every number within a range a real machine has.
+
+
+class _StrictInput(_Strict):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+def _gpu_ref_kind(value: Any) -> str:
+    return "spec" if isinstance(value, dict | GPUEntry) else "id"  # a number is a wrong id, not a wrong spec
+
+
+GPUId = Line100
+GPURef = Annotated[
+    Annotated[GPUId, Tag("id")] | Annotated[GPUEntry, Tag("spec")],
+    Discriminator(_gpu_ref_kind),
+]
+
+
+class GPUSlot(_StrictInput):
+    """One GPU (or `count` identical ones) in a machine, with how it is attached."""
+
+    gpu: GPURef  # a database id/alias, or a full spec in the database schema
+    count: int = Field(default=1, ge=1, le=MAX_GPUS)
+    pcie_gen: int | None = Field(default=None, ge=1, le=6)
+    pcie_lanes: PcieLanes | None = None
+    nvlink: bool | None = None  # linked to the other GPUs by NVLink (uses the GPU's nvlink_gbps)
+
+
+def _gpu_item_kind(value: Any) -> str:
+    if isinstance(value, dict):
+        return "slot" if "gpu" in value else "spec"
+    if isinstance(value, GPUSlot):
+        return "slot"
+    if isinstance(value, GPUEntry):
+        return "spec"
+    return "id"
+
+
+GPUItem = Annotated[
+    Annotated[GPUId, Tag("id")] | Annotated[GPUSlot, Tag("slot")] | Annotated[GPUEntry, Tag("spec")],
+    Discriminator(_gpu_item_kind),
+]
+
+
+def gpu_item_count(item: Any) -> int:
+    """How many GPUs one `gpus:` item stands for (a slot's `count`), on parsed or raw data."""
+    if isinstance(item, GPUSlot):
+        return item.count
+    if isinstance(item, dict):
+        count = item.get("count", 1) if "gpu" in item else 1
+        return count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else 1
+    return 1
+
+
+class MachineFile(_StrictInput):
+    """`--hardware FILE.yaml`: a whole machine. Unknown keys are an error."""
+
+    name: Line200  # free text, shown in reports
+    gpus: list[GPUItem] = Field(default=[], max_length=MAX_GPUS)
+    ram_gb: float | None = Field(default=None, ge=MIN_RAM_GIB, le=MAX_RAM_GIB, allow_inf_nan=False)  # GiB
+    ram_type: Literal["DDR4", "DDR5", "LPDDR5", "LPDDR5X"] | None = None
+    ram_speed_mts: int | None = Field(default=None, ge=800, le=12_000)
+    ram_channels: int | None = Field(default=None, ge=1, le=24)
+    disk: Line64 | None = None  # a storage class id (hardware_db/storage.yaml)
+    cpu: Line200 | None = None
+    notes: Annotated[str, StringConstraints(max_length=10_000)] | None = None
+
+    @field_validator("disk")
+    @classmethod
+    def _disk_slug(cls, v: str | None) -> str | None:
+        return v.strip().lower() if v is not None else None
+
+    @model_validator(mode="after")
+    def _capacity_known(self) -> MachineFile:
+        n_gpus = sum(gpu_item_count(item) for item in self.gpus)
+        if n_gpus > MAX_GPUS:
+            raise PydanticCustomError("too_many_gpus", too_many_gpus(n_gpus))
+        if not self.gpus and self.ram_gb is None:
+            raise PydanticCustomError("capacity_unknown", NO_CAPACITY)
+        return self
+
+
+NO_CAPACITY = ("no GPUs and no ram_gb: the machine's memory is unknown, and unknown capacity is never a fit "
+               "(list its GPUs under gpus:, or give ram_gb: its system memory in GiB)")
+
+
+def too_many_gpus(n: int) -> str:
+    return (f"{n:,} GPUs: llama.cpp uses at most {MAX_GPUS} devices in one process "
+            f"(GGML_CUDA_MAX_DEVICES, llama_max_devices())")

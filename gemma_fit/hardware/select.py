@@ -1,0 +1,130 @@
+"""From what the user typed (--gpu, --hardware) to the devices and host the estimate runs on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from gemma_fit.base.errors import BadInput
+from gemma_fit.db.snapshot import catalog
+from gemma_fit.hardware.spec import BACKENDS, MAX_GPUS, GPUSpec, Machine, StorageSpec
+from gemma_fit.memory.estimate import Device
+
+
+@dataclass(frozen=True)
+class Hardware:
+    label: str
+    gpus: tuple[GPUSpec, ...]
+    host_capacity_bytes: int | None
+    machine: Machine | None
+    notes: tuple[str, ...] = ()
+    disk: StorageSpec | None = None  # the probed drive (--gpu local / cpu); a machine file names its own
+
+    @property
+    def devices(self) -> tuple[Device, ...]:
+        return tuple(
+            Device(id=g.id, name=g.name, backend=g.backend, capacity_bytes=g.usable_memory_bytes)
+            for g in self.gpus
+        )
+
+
+def _local(extra: tuple[Path, ...]) -> tuple[tuple[GPUSpec, ...], tuple[str, ...]]:
+    from gemma_fit.hardware.probe import local_gpus, probe_gpus
+
+    gpus = local_gpus(extra_dirs=extra)
+    if not gpus:
+        notes = tuple(probe_gpus(extra_dirs=extra).get("notes") or ("no NVIDIA GPU found",))
+        raise BadInput(f"--gpu local: no usable GPU on this machine ({'; '.join(notes)})")
+    return gpus, ("--gpu local: capacity is each GPU's free memory now",)
+
+
+def select_hardware(gpu_names: list[str], hardware_file: Path | None, extra: tuple[Path, ...]) -> Hardware:
+    if hardware_file is not None:
+        if gpu_names:
+            raise BadInput("give either --gpu or --hardware, not both")
+        from gemma_fit.hardware.catalog import load_machine
+
+        machine = load_machine(hardware_file, extra)
+        return Hardware(machine.name, machine.gpus, machine.ram_bytes, machine)
+    if not gpu_names:
+        raise BadInput("--gpu is required (a GPU id such as a4000, 'local', or 'cpu'; see gemma-fit list gpus)")
+    if len(gpu_names) > MAX_GPUS:
+        raise BadInput(f"--gpu given {len(gpu_names):,} times: llama.cpp uses at most {MAX_GPUS} devices in one "
+                       "process (GGML_CUDA_MAX_DEVICES, llama_max_devices())")
+    names = [n.strip() for n in gpu_names]
+    if any(n.lower() == "cpu" for n in names):
+        if len(names) > 1:
+            raise BadInput("--gpu cpu means no accelerator; it cannot be combined with GPUs")
+        ram = _total_ram()
+        disk, disk_note = _local_disk(extra)
+        return Hardware("CPU only (this machine's RAM)", (), ram, None,
+                        ("--gpu cpu: capacity is this machine's total RAM", disk_note), disk)
+    gpus: list[GPUSpec] = []
+    notes: tuple[str, ...] = ()
+    disk = None
+    host: int | None = None  # GPUs by id: this machine's RAM is not theirs, so it is unknown (and not checked)
+    for name in names:
+        if name.lower() == "local":
+            local, notes = _local(extra)
+            gpus.extend(local)
+            disk, disk_note = _local_disk(extra)
+            host = _total_ram()
+            notes = (*notes, "--gpu local: host RAM capacity is this machine's total RAM", disk_note)
+        else:
+            gpus.append(_gpu(name, extra))
+    if len(gpus) > MAX_GPUS:
+        raise BadInput(f"{len(gpus)} GPUs: llama.cpp uses at most {MAX_GPUS} devices in one process")
+    label = " + ".join(g.name for g in gpus)
+    return Hardware(label, tuple(gpus), host, None, notes, disk)
+
+
+def _total_ram() -> int:
+    import psutil  # only for --gpu cpu / local: a check for a named GPU never loads it
+
+    return int(psutil.virtual_memory().total)
+
+
+def _gpu(name: str, extra: tuple[Path, ...]) -> GPUSpec:
+    """A GPU by id, alias or driver name: the built-in snapshot first; hardware_db for extra databases
+    and for names it does not know (it explains, with suggestions)."""
+    spec = catalog().gpu(name) if not extra else None
+    if spec is None:
+        from gemma_fit.hardware.catalog import resolve_gpu
+
+        spec = resolve_gpu(name, extra)
+    return spec
+
+
+def _local_disk(extra: tuple[Path, ...]) -> tuple[StorageSpec | None, str]:
+    """The drive of the current folder (where models are usually run from), for the load time."""
+    from gemma_fit.hardware.probe import disk_for_path
+
+    storage, how = disk_for_path(Path.cwd())
+    if storage is None:
+        return None, f"load time: {how}; an NVMe Gen4 disk assumed"
+    known = catalog().storage.get(storage) if not extra else None
+    if known is None:
+        from gemma_fit.hardware.catalog import storage_class
+
+        known = storage_class(storage, extra)
+    return known, f"load time from this machine's drive: {how}"
+
+
+def with_backend(hw: Hardware, backend: str | None) -> Hardware:
+    """The same machine with llama.cpp built for another backend (--backend vulkan on an NVIDIA, AMD or
+    Intel card): memory overhead, compute-buffer rules and speed calibration follow the backend."""
+    if backend is None:
+        return hw
+    chosen = backend.strip().lower()
+    if not hw.gpus:
+        raise BadInput(f"--backend {backend}: there is no GPU to run it on")
+    for g in hw.gpus:
+        allowed = sorted(BACKENDS.get(g.vendor, ()))
+        if chosen not in allowed:
+            raise BadInput(f"--backend {backend}: llama.cpp has no such backend for {g.name} "
+                           f"(use {' or '.join(allowed)})")
+    if all(g.backend == chosen for g in hw.gpus):
+        return hw
+    gpus = tuple(replace(g, backend=chosen) for g in hw.gpus)
+    return replace(hw, gpus=gpus, notes=(*hw.notes, f"llama.cpp built with its {chosen} backend (--backend)"))
+

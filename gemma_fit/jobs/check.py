@@ -1,0 +1,91 @@
+"""`check --engine ollama|vllm|transformers`: from the CLI's RunSettings to an engine estimate and its JSON.
+
+`run_engine_check(engine, resolved, quant, settings, hardware, **engine_options)` maps llama.cpp's
+settings onto the engine's: --ctx -> max_model_len / num_ctx (0 = the engine's default: vLLM the trained
+context, Ollama its by-VRAM default, transformers prompt + new tokens), --parallel -> max_num_seqs /
+OLLAMA_NUM_PARALLEL, --cache-type-k -> kv_cache_dtype (Ollama: OLLAMA_KV_CACHE_TYPE), --flash-attn ->
+OLLAMA_FLASH_ATTENTION, --mmproj -> load the towers. Quant names: vLLM and transformers take bf16, fp16,
+fp8, awq, gptq, nvfp4, bnb-8bit, bnb-4bit; Ollama takes the llama.cpp file types.
+
+Extra options the `check` command needs (typer), passed through as **engine_options:
+    --gpu-memory-utilization FLOAT   vLLM, default 0.92                     -> gpu_memory_utilization
+    --max-num-batched-tokens INT     vLLM, default by GPU                    -> max_num_batched_tokens
+    --tensor-parallel-size INT       vLLM, default 1                         -> tensor_parallel_size
+    --block-size INT                 vLLM, default 16                        -> block_size
+    --enforce-eager                  vLLM, no CUDA graphs                    -> enforce_eager
+    --kv-cache-dtype TEXT            vLLM auto|fp8                           -> kv_cache_dtype
+    --batch-size INT                 transformers generate batch, default 1  -> batch_size
+    --prompt-tokens INT              transformers, default 512               -> prompt_tokens
+    --max-new-tokens INT             transformers, default 512               -> max_new_tokens
+    --cache-implementation TEXT      transformers dynamic|static             -> cache_implementation
+    --images INT                     images per prompt, default 0            -> images_per_prompt
+    --gpu-overhead BYTES             Ollama OLLAMA_GPU_OVERHEAD, default 0   -> gpu_overhead_bytes
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+from gemma_fit.base.errors import BadInput
+from gemma_fit.engines import ENGINES, EngineSettings, estimate
+from gemma_fit.memory.settings import MAX_CTX, RunSettings, validate
+from gemma_fit.model.catalog import ResolvedModel
+from gemma_fit.present.documents import engine_check_json
+
+_OPTION_NAMES = {f.name for f in fields(EngineSettings)} - {"engine", "quant"}
+
+
+# Engine options that count something: (least, most). The most is far past any real use (vLLM caps
+# a batch at the model length; 1,024 images is 256k vision tokens for Gemma 3), so a typo is caught.
+_COUNTS = {"max_num_batched_tokens": (1, MAX_CTX), "tensor_parallel_size": (1, 64), "batch_size": (1, 65536),
+           "prompt_tokens": (1, MAX_CTX), "max_new_tokens": (0, MAX_CTX), "images_per_prompt": (0, 1024)}
+_FLAGS = {"images_per_prompt": "--images"}
+
+
+def check_engine_options(options: dict[str, Any]) -> None:
+    """One line for an engine option out of range, before any estimate."""
+    for name, (least, most) in _COUNTS.items():
+        value = options.get(name)
+        if value is not None and not least <= value <= most:
+            flag = _FLAGS.get(name, "--" + name.replace("_", "-"))
+            raise BadInput(f"{flag} {value} is impossible (must be between {least:,} and {most:,})")
+
+
+def engine_settings(engine: str, quant: str, settings: RunSettings, mmproj: bool = False,
+                    **engine_options: Any) -> EngineSettings:
+    engine = engine.strip().lower()
+    if engine not in ENGINES or engine == "llama.cpp":
+        raise BadInput(f"--engine {engine} is not one of {', '.join(e for e in ENGINES if e != 'llama.cpp')} "
+                       "(llama.cpp is the default path)")
+    unknown = set(engine_options) - _OPTION_NAMES
+    if unknown:
+        raise BadInput(f"unknown engine option(s): {', '.join(sorted(unknown))}")
+    opts = {k: v for k, v in engine_options.items() if v is not None}
+    base: dict[str, Any] = {"engine": engine, "quant": quant, "max_model_len": settings.n_ctx, "mmproj": mmproj}
+    if engine == "ollama":
+        base["kv_cache_dtype"] = settings.cache_type_k
+        # --flash-attn auto = OLLAMA_FLASH_ATTENTION unset: Ollama then uses the model's default
+        # (fs/ggml/ggml.go @c664d9c1 FlashAttention(): on for gemma3).
+        base["flash_attention"] = {"on": True, "off": False}.get(settings.flash_attn)
+        base["max_num_seqs"] = settings.n_parallel
+    else:
+        if settings.n_parallel != 1:
+            base["max_num_seqs" if engine == "vllm" else "batch_size"] = settings.n_parallel
+        if settings.cache_type_k.lower() not in ("f16", "bf16"):
+            base["kv_cache_dtype"] = "fp8" if settings.cache_type_k.lower().startswith("q8") else settings.cache_type_k
+    base.update(opts)
+    return EngineSettings(**base)
+
+
+def run_engine_check(engine: str, resolved: ResolvedModel, quant: str | None, settings: RunSettings, hardware: Any,
+                     **engine_options: Any) -> dict[str, Any]:
+    """The check JSON document for `engine`; raises BadInput for combinations the engine refuses.
+    quant None = the engine's default (bf16 for vLLM and transformers, Q4_K_M for Ollama)."""
+    if quant is None:
+        quant = "Q4_K_M" if engine.strip().lower() == "ollama" else "bf16"
+    validate(settings, resolved.spec)  # --ctx, --parallel, ... mean the same for every engine
+    check_engine_options(engine_options)
+    mmproj = bool(engine_options.pop("mmproj", False))
+    es = engine_settings(engine, quant, settings, mmproj=mmproj, **engine_options)
+    return engine_check_json(estimate(resolved, es, hardware))

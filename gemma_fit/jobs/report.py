@@ -1,0 +1,359 @@
+"""`gemma-fit report`: the check over a matrix of hardware x model x quant x context, as one document.
+
+Pure: no printing, no files. Every model, quant and hardware configuration is resolved once and reused
+for all its cells; each cell carries the summary figures the table, the HTML page and the JSON show and,
+in `check`, the `gemma-fit.check/1` document: the full one up to FULL_CHECK_MAX_CELLS cells, above that a
+compact one (schema, "compact": true, the server command and the assumptions; the report then says so in
+"check_documents"), so that memory per cell stays small (about 2 KiB) however large the matrix.
+
+Refused up front, as bad input (exit 2): an unknown engine, impossible settings, a matrix of more than
+MAX_CELLS cells, and a report whose every cell is an error (no combination could be checked: it has no
+answer). A cell that only some models refuse is an "error" cell and the others still count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from gemma_fit import LLAMA_CPP_COMMIT
+from gemma_fit.base.errors import BadInput
+from gemma_fit.engines.llamacpp import check_json, run_check
+from gemma_fit.gguf.types import CONTRACT_QUANTS, file_type
+from gemma_fit.hardware.catalog import GPUSpec, load_gpu_entries, load_gpus
+from gemma_fit.hardware.select import Hardware, select_hardware
+from gemma_fit.memory.settings import RunSettings, is_llama_cpp, validate
+from gemma_fit.model.catalog import ResolvedModel, entry_spec, load_model_db, resolve_model
+from gemma_fit.model.spec import GENERATION_ORDER
+
+SCHEMA = "gemma-fit.report/1"
+LLAMA_CPP_LABEL = f"{LLAMA_CPP_COMMIT} (Oct 2026)"
+VERDICT_ORDER = {"go": 0, "tight": 1, "offload": 2, "no-go": 3, "error": 4}
+VERDICTS = ("go", "tight", "offload", "no-go", "error")
+RANKING_SORT = ("verdict (go, tight, offload, no-go), then estimated decode speed where the performance model "
+                "gives one, then memory bandwidth (what bounds decode speed), then headroom; price is not considered")
+WHAT_TO_BUY_MAX_COMBOS = 12  # a ranking of every database GPU per (model, quant, context): only for small reports
+FULL_CHECK_MAX_CELLS = 1000  # up to this many cells, each keeps its full check document (about 8 KiB each)
+MAX_CELLS = 1_000_000  # about half an hour of checks; more is surely a mistake in --gpu/--model/--quant/--ctx
+COMPACT_CHECK_KEYS = ("engine", "llama_server_command", "command", "assumptions")  # what `check` keeps when compact
+ENGINE_NAMES = ("llama.cpp", "ollama", "vllm", "transformers")  # gemma_fit.engines.ENGINES
+
+ProgressFn = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class HardwareConfig:
+    key: str  # what the user typed, normalised: ids joined by '+', or 'file:<machine name>'
+    hardware: Hardware
+
+
+def settings_json(s: RunSettings) -> dict[str, Any]:
+    """The settings shared by every cell (the context varies per cell)."""
+    return {"n_ubatch": s.n_ubatch, "n_batch": s.n_batch, "n_parallel": s.n_parallel, "flash_attn": s.flash_attn,
+            "cache_type_k": s.cache_type_k.lower(), "cache_type_v": s.cache_type_v.lower(),
+            "n_gpu_layers": "auto" if s.n_gpu_layers is None else s.n_gpu_layers, "swa_full": s.swa_full,
+            "kv_unified": s.kv_unified}
+
+
+def min_headroom(doc: dict[str, Any]) -> int | None:
+    """The smallest headroom over the devices; on a CPU-only config, the host's (None when unknown)."""
+    devices = doc["memory"]["devices"]
+    if devices:
+        return min(int(d["headroom_bytes"]) for d in devices)
+    host = doc["memory"]["host"]
+    if host.get("capacity_bytes") is None:
+        return None
+    return int(host["capacity_bytes"]) - int(host["total_bytes"])
+
+
+def decode_speed(doc: dict[str, Any]) -> float | None:
+    perf = doc.get("performance") or {}
+    value = perf.get("decode_tokens_per_s")
+    return None if value is None else float(value)
+
+
+def expand_models(names: Sequence[str], extra: tuple[Path, ...] = ()) -> list[ResolvedModel]:
+    """Resolve each name once ('all' = every model in the database), first occurrence wins."""
+    out: dict[str, ResolvedModel] = {}
+    for name in names:
+        if name.strip().lower() == "all":
+            entries = sorted(load_model_db(extra).values(),
+                             key=lambda e: (GENERATION_ORDER[e.generation], entry_spec(e).n_embd, e.id))
+            for e in entries:
+                out.setdefault(e.id, ResolvedModel(entry_spec(e), e.id, f"model {e.id}", extra))
+            continue
+        resolved = resolve_model(name, extra)
+        out.setdefault(resolved.spec.id, resolved)
+    if not out:
+        raise BadInput("give at least one --model (an id, an alias such as 9b, or 'all')")
+    return list(out.values())
+
+
+def expand_quants(names: Sequence[str], engine: str = "llama.cpp") -> list[str]:
+    if not is_llama_cpp(engine):  # vLLM / transformers formats (bf16, awq ...): the engine validates them
+        return list(dict.fromkeys(n.strip() for n in names)) or ["Q4_K_M" if engine == "ollama" else "bf16"]
+    out: list[str] = []
+    for name in names or ["Q4_K_M"]:
+        for q in CONTRACT_QUANTS if name.strip().lower() == "all" else [file_type(name.strip()).name]:
+            if q not in out:
+                out.append(q)
+    return out
+
+
+def expand_contexts(contexts: Sequence[int]) -> list[int]:
+    out: list[int] = []
+    for c in contexts or [4096]:
+        if c not in out:
+            out.append(int(c))
+    return out
+
+
+def hardware_configs(gpus: Sequence[Sequence[str]], hardware_files: Sequence[Path],
+                     extra: tuple[Path, ...] = ()) -> list[HardwareConfig]:
+    """One config per GPU list (several ids = one multi-GPU machine) and per machine file."""
+    out: dict[str, HardwareConfig] = {}
+    for names in gpus:
+        names = [p.strip() for n in names for p in n.split("+") if p.strip()]  # 'a+b' is one two-GPU machine
+        hw = select_hardware(names, None, extra)
+        key = "+".join(g.id for g in hw.gpus) if hw.gpus else names[0].lower()
+        out.setdefault(key, HardwareConfig(key, hw))
+    for path in hardware_files:
+        hw = select_hardware([], Path(path), extra)
+        key = f"file:{hw.label}"
+        out.setdefault(key, HardwareConfig(key, hw))
+    if not out:
+        raise BadInput("give at least one --gpu (a GPU id, ids joined by '+' for one machine) or --hardware FILE")
+    return list(out.values())
+
+
+def canonical_engine(engine: str) -> str:
+    """The engine's name as the report spells it; an unknown one is bad input."""
+    name = engine.strip().lower()
+    if is_llama_cpp(name):
+        return "llama.cpp"
+    if name not in ENGINE_NAMES:
+        raise BadInput(f"--engine {engine.strip() or repr(engine)} is not one of {', '.join(ENGINE_NAMES)}")
+    return name
+
+
+def _summary(base: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
+    perf = doc.get("performance") or {}
+    return {**base, "n_ctx": doc["settings"]["n_ctx"], "verdict": doc["verdict"],
+            "min_headroom_bytes": min_headroom(doc), "max_ctx_fit": doc["max_ctx_fit"],
+            "n_gpu_layers": doc["settings"]["n_gpu_layers"], "n_layers_total": doc["settings"]["n_layers_total"],
+            "decode_tokens_per_s": decode_speed(doc), "prefill_tokens_per_s": perf.get("prefill_tokens_per_s"),
+            "ttft_s": perf.get("ttft_s")}
+
+
+def compact_check(doc: dict[str, Any], shared: dict[Any, Any] | None = None) -> dict[str, Any]:
+    """What a cell of a large report keeps of its check document; `shared` makes equal assumption lists one
+    object (they differ per hardware, not per cell)."""
+    out: dict[str, Any] = {"schema": doc["schema"], "compact": True}
+    for key in COMPACT_CHECK_KEYS:
+        if key in doc:
+            value = doc[key]
+            if key == "assumptions" and shared is not None:
+                value = shared.setdefault(("assumptions", *value), value)
+            out[key] = value
+    return out
+
+
+def _cell(cfg: HardwareConfig, model: ResolvedModel, quant: str, ctx: int, settings: RunSettings,
+          engine: str = "llama.cpp", full: bool = True, shared: dict[Any, Any] | None = None) -> dict[str, Any]:
+    """One cell: the summary figures and, in "check", the full check document (`full`) or a compact one."""
+    base = {"hardware": cfg.key, "model": model.spec.id, "quant": quant, "ctx": ctx}
+    try:
+        if is_llama_cpp(engine):
+            doc = check_json(run_check(model, quant, settings.with_ctx(ctx), cfg.hardware))
+        else:
+            from gemma_fit.jobs.check import run_engine_check
+
+            doc = run_engine_check(engine, model, quant, settings.with_ctx(ctx), cfg.hardware)
+    except BadInput as exc:  # a setting this model refuses: the other cells still count
+        return {**base, "n_ctx": None, "verdict": "error", "error": str(exc), "min_headroom_bytes": None,
+                "max_ctx_fit": None, "n_gpu_layers": None, "n_layers_total": None, "decode_tokens_per_s": None,
+                "prefill_tokens_per_s": None, "ttft_s": None, "check": None}
+    cell = _summary(base, doc)
+    cell["check"] = doc if full else compact_check(doc, shared)
+    return cell
+
+
+def check_settings(settings: RunSettings, models: Sequence[ResolvedModel], ctxs: Sequence[int], engine: str,
+                   quant: str) -> None:
+    """Impossible settings are bad input, for every engine, before any cell: llama.cpp's rules for every
+    context (-ngl depends on the model only above the layer count, which llama.cpp clamps), then the
+    engine's own numbers."""
+    if settings.n_gpu_layers is not None and settings.n_gpu_layers < 0:
+        raise BadInput(f"--n-gpu-layers {settings.n_gpu_layers} is impossible: a number of layers from 0 "
+                       "(more than a model has means all), or auto")
+    widest = max(models, key=lambda m: m.spec.n_ctx_train).spec  # --ctx 0: the per-sequence check at its widest
+    for c in ctxs:
+        validate(replace(settings, n_ctx=c, n_gpu_layers=None), widest)
+    if not is_llama_cpp(engine):
+        from gemma_fit.engines import validate_numbers
+        from gemma_fit.jobs.check import engine_settings
+
+        for c in ctxs:
+            validate_numbers(engine_settings(engine, quant, settings.with_ctx(c)))
+
+
+def check_matrix_size(n_configs: int, n_models: int, n_quants: int, n_ctxs: int) -> int:
+    total = n_configs * n_models * n_quants * n_ctxs
+    if total > MAX_CELLS:
+        raise BadInput(f"the report would have {total:,} cells ({n_configs:,} hardware configs x {n_models:,} "
+                       f"models x {n_quants:,} quants x {n_ctxs:,} contexts), more than {MAX_CELLS:,}: narrow "
+                       "--gpu, --model, --quant or --ctx")
+    return total
+
+
+def check_some_answer(cells: Sequence[dict[str, Any]]) -> None:
+    """A report whose every cell is an error has no answer: bad input, with the (first) reason."""
+    if cells and all(c["verdict"] == "error" for c in cells):
+        reasons = list(dict.fromkeys(c["error"] for c in cells))
+        more = f" (and {len(reasons) - 1:,} other reason(s))" if len(reasons) > 1 else ""
+        which = "the one cell is an error" if len(cells) == 1 else f"all {len(cells):,} cells are errors"
+        raise BadInput(f"no combination could be checked ({which}): {reasons[0]}{more}")
+
+
+def _gpu_sources(spec: GPUSpec, extra: tuple[Path, ...]) -> list[str]:
+    entry = load_gpu_entries(extra).get(spec.id)
+    urls = [spec.source] + (list(entry.sources) if entry is not None and entry.name == spec.name else [])
+    return list(dict.fromkeys(u for u in urls if u))
+
+
+def sources(models: Sequence[ResolvedModel], gpus: Sequence[GPUSpec], extra_hw: tuple[Path, ...] = ()
+            ) -> list[dict[str, Any]]:
+    """Where the numbers come from: the database entries' source URLs, and the llama.cpp rules."""
+    out: list[dict[str, Any]] = [{
+        "what": f"llama.cpp {LLAMA_CPP_LABEL}",
+        "detail": "allocation rules (quant mixes, KV cache, compute buffer, layer placement) of the llama.cpp tree "
+                  "vendored in llama-cpp-python 0.3.36",
+        "urls": ["https://github.com/ggml-org/llama.cpp"],
+    }]
+    seen: set[str] = set()
+    for m in models:
+        if m.spec.id in seen:
+            continue
+        seen.add(m.spec.id)
+        e = m.entry
+        if e is None:
+            out.append({"what": f"model {m.spec.id}", "detail": m.how, "urls": []})
+            continue
+        urls = list(dict.fromkeys([e.source, *e.corroborating_sources, e.license_url]))
+        out.append({"what": f"model {e.id} ({e.name})", "detail": f"{e.verification}; licence {e.license}",
+                    "urls": urls})
+    for g in gpus:
+        if f"gpu:{g.id}:{g.name}" in seen:
+            continue
+        seen.add(f"gpu:{g.id}:{g.name}")
+        out.append({"what": f"GPU {g.id} ({g.name})",
+                    "detail": f"{g.usable_memory_bytes:,} bytes usable"
+                              + (f", {g.memory_bandwidth_gbps:g} GB/s" if g.memory_bandwidth_gbps else ""),
+                    "urls": _gpu_sources(g, extra_hw)})
+    return out
+
+
+def gpu_ranking(resolved: ResolvedModel, quant: str, settings: RunSettings, extra_dirs: tuple[Path, ...] = (),
+                gpus: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """Every database GPU (or those named) on its own, for one model, quant and settings, with as many layers on
+    the GPU as fit (--n-gpu-layers auto); sorted by RANKING_SORT."""
+    settings = replace(settings, n_gpu_layers=None)
+    table = load_gpus(tuple(extra_dirs))
+    if gpus is None:
+        specs = list(table.values())
+    else:
+        specs = [select_hardware([g], None, tuple(extra_dirs)).gpus[0] for g in gpus]
+    rows = []
+    for g in specs:
+        hw = Hardware(g.name, (g,), None, None)
+        doc = check_json(run_check(resolved, quant, settings, hw))
+        dev = doc["memory"]["devices"][0]
+        rows.append({
+            "id": g.id, "name": g.name, "vendor": g.vendor, "backend": g.backend,
+            "capacity_bytes": dev["capacity_bytes"], "memory_bandwidth_gbps": g.memory_bandwidth_gbps,
+            "verdict": doc["verdict"], "headroom_bytes": dev["headroom_bytes"], "max_ctx_fit": doc["max_ctx_fit"],
+            "n_gpu_layers": doc["settings"]["n_gpu_layers"], "n_layers_total": doc["settings"]["n_layers_total"],
+            "decode_tokens_per_s": decode_speed(doc), "source": g.source,
+        })
+
+    def key(r: dict[str, Any]) -> tuple[Any, ...]:
+        decode = r["decode_tokens_per_s"]
+        return (VERDICT_ORDER[r["verdict"]], -(decode if decode is not None else -1.0),
+                -(r["memory_bandwidth_gbps"] or 0.0), -r["headroom_bytes"], r["id"])
+
+    rows.sort(key=key)
+    for i, r in enumerate(rows, 1):
+        r["rank"] = i
+    return rows
+
+
+def run_report(models: Sequence[str], quants: Sequence[str], gpus: Sequence[Sequence[str]], contexts: Sequence[int],
+               settings: RunSettings, hardware_files: Sequence[Path] = (), model_dirs: tuple[Path, ...] = (),
+               hardware_dirs: tuple[Path, ...] = (), what_to_buy: bool = False,
+               progress: ProgressFn | None = None, engine: str = "llama.cpp") -> dict[str, Any]:
+    """The matrix: one cell per (hardware, model, quant, context), in that nesting order.
+
+    `what_to_buy` adds, for each (model, quant, context) when there are at most WHAT_TO_BUY_MAX_COMBOS of
+    them, a ranking of every GPU in the hardware database. `progress(done, total)` is called as cells finish.
+    Raises BadInput for an unknown engine, impossible settings, more than MAX_CELLS cells, and when every cell
+    is an error; above FULL_CHECK_MAX_CELLS cells, each cell's "check" is compact (see the module doc).
+    """
+    engine = canonical_engine(engine)
+    model_dirs, hardware_dirs = tuple(model_dirs), tuple(hardware_dirs)
+    resolved = expand_models(models, model_dirs)
+    quant_names = expand_quants(quants, engine)
+    ctxs = expand_contexts(contexts)
+    configs = hardware_configs(gpus, hardware_files, hardware_dirs)
+    total = check_matrix_size(len(configs), len(resolved), len(quant_names), len(ctxs))
+    check_settings(settings, resolved, ctxs, engine, quant_names[0])
+    full = total <= FULL_CHECK_MAX_CELLS
+    shared: dict[Any, Any] = {}
+    cells: list[dict[str, Any]] = []
+    step = max(1, total // 100)
+    for cfg in configs:
+        for model in resolved:
+            for quant in quant_names:
+                for ctx in ctxs:
+                    cells.append(_cell(cfg, model, quant, ctx, settings, engine, full, shared))
+                    if progress is not None and (len(cells) % step == 0 or len(cells) == total):
+                        progress(len(cells), total)
+    check_some_answer(cells)
+    summary = {v: 0 for v in VERDICTS}
+    for cell in cells:
+        summary[cell["verdict"]] += 1
+    all_gpus = [g for cfg in configs for g in cfg.hardware.gpus]
+    report: dict[str, Any] = {
+        "schema": SCHEMA,
+        "llama_cpp": LLAMA_CPP_LABEL,
+        "settings": settings_json(settings),
+        "hardware": [{"key": c.key, "name": c.hardware.label, "gpus": [g.id for g in c.hardware.gpus],
+                      "capacity_bytes": sum(g.usable_memory_bytes for g in c.hardware.gpus)
+                      if c.hardware.gpus else c.hardware.host_capacity_bytes} for c in configs],
+        "models": [{"id": m.spec.id, "name": m.spec.name, "resolved": m.how, "arch": m.spec.arch,
+                    "n_ctx_train": m.spec.n_ctx_train} for m in resolved],
+        "quants": quant_names,
+        "contexts": ctxs,
+        "summary": summary,
+        "cells": cells,
+        "sources": sources(resolved, all_gpus, hardware_dirs),
+    }
+    report["engine"] = engine
+    if not full:
+        report["check_documents"] = (f"compact: {total:,} cells, more than {FULL_CHECK_MAX_CELLS:,}; each cell's "
+                                     "check keeps its schema, server command and assumptions (gemma-fit check "
+                                     "--json gives a cell's full document)")
+    if what_to_buy and is_llama_cpp(engine):
+        combos = [(m, q, c) for m in resolved for q in quant_names for c in ctxs]
+        if len(combos) > WHAT_TO_BUY_MAX_COMBOS:
+            report["what_to_buy_note"] = (f"what to buy is left out: {len(combos)} model/quant/context combinations "
+                                          f"(at most {WHAT_TO_BUY_MAX_COMBOS}); narrow --model, --quant or --ctx")
+        else:
+            report["what_to_buy_sort"] = RANKING_SORT
+            report["what_to_buy"] = [
+                {"model": m.spec.id, "quant": q, "ctx": c,
+                 "ranking": gpu_ranking(m, q, replace(settings, n_ctx=c), hardware_dirs)}
+                for m, q, c in combos
+            ]
+    return report

@@ -1,0 +1,240 @@
+"""Memory per device and on the host for one model, quant, settings and set of devices.
+
+Pure functions over immutable inputs: a TensorPlan, RunSettings and Devices in, a MemoryEstimate
+out. Each term is what llama.cpp itself allocates (model buffers, KV buffers, compute buffers) plus
+the measured per-device runtime overhead (CUDA context, cuBLAS, memory pool).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import cache
+
+from gemma_fit.db.files import read_packaged_yaml
+from gemma_fit.gguf.tensors import TensorPlan
+from gemma_fit.memory.compute_buffer import ComputePhases, compute_phases
+from gemma_fit.memory.kv_cache import KVCacheLayout, kv_cache_layout
+from gemma_fit.memory.placement import CPU, Placement, place_layers, plan_layout, weights_by_device
+from gemma_fit.memory.settings import RunSettings
+from gemma_fit.model.spec import ModelSpec
+
+MIB = 1024**2
+F32 = 4
+
+
+@dataclass(frozen=True)
+class Device:
+    """One accelerator as the estimate sees it."""
+
+    id: str
+    name: str
+    backend: str  # cuda | rocm | metal | vulkan | sycl
+    capacity_bytes: int  # usable memory (or free memory for a probed GPU)
+
+
+@dataclass(frozen=True)
+class DeviceMemory:
+    id: str
+    name: str
+    weights_bytes: int
+    kv_cache_bytes: int
+    compute_bytes: int
+    overhead_bytes: int
+    capacity_bytes: int
+    mmproj_bytes: int = 0  # the multimodal projector's own model buffer (clip), main GPU only
+
+    @property
+    def total_bytes(self) -> int:
+        return self.weights_bytes + self.kv_cache_bytes + self.compute_bytes + self.overhead_bytes + self.mmproj_bytes
+
+    @property
+    def headroom_bytes(self) -> int:
+        return self.capacity_bytes - self.total_bytes
+
+
+@dataclass(frozen=True)
+class HostMemory:
+    weights_bytes: int  # mapped (mmap) span of the weights left on the host
+    kv_cache_bytes: int
+    compute_bytes: int
+    output_bytes: int  # the logits/embeddings output buffer (pinned when a GPU is used)
+    capacity_bytes: int | None
+
+    @property
+    def total_bytes(self) -> int:
+        return self.weights_bytes + self.kv_cache_bytes + self.compute_bytes + self.output_bytes
+
+    @property
+    def headroom_bytes(self) -> int | None:
+        return None if self.capacity_bytes is None else self.capacity_bytes - self.total_bytes
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    settings: RunSettings
+    n_ctx: int  # as llama.cpp resolves it
+    placement: Placement
+    kv: KVCacheLayout
+    phases: ComputePhases
+    devices: tuple[DeviceMemory, ...]
+    host: HostMemory
+
+    def fits(self) -> bool:
+        if any(d.headroom_bytes < 0 for d in self.devices):
+            return False
+        return self.host.headroom_bytes is None or self.host.headroom_bytes >= 0
+
+
+@dataclass(frozen=True)
+class Overhead:
+    bytes: int
+    measured: bool
+
+
+@cache
+def runtime_overhead(backend: str) -> Overhead:
+    data = read_packaged_yaml("llamacpp/runtime_overhead.yaml")["backends"]
+    entry = data.get(backend) or data["cuda"]
+    return Overhead(int(entry["overhead_mib"] * MIB), bool(entry["measured"]))
+
+
+def _kv_by_device(model: ModelSpec, kv: KVCacheLayout, placement: Placement, s: RunSettings,
+                  n_devices: int) -> tuple[list[int], int]:
+    dev = [0] * n_devices
+    host = 0
+    for il, nbytes in kv.layer_bytes.items():
+        d = placement.layer_device[il] if s.kv_offload else CPU
+        if d == CPU:
+            host += nbytes
+        else:
+            dev[d] += nbytes
+    return dev, host
+
+
+def _host_inputs(model: ModelSpec, phases: ComputePhases, n_tokens: int) -> int:
+    """Graph inputs built on the host: token embeddings (get_rows on the CPU-resident table),
+    token ids, positions, KQ masks, per-layer-embedding rows."""
+    return model.n_embd * n_tokens * F32 + 2 * n_tokens * 4 + phases.masks + phases.per_layer_inputs
+
+
+def _largest_host_layer_weights(plan: TensorPlan, placement: Placement) -> int:
+    """With layers left on the CPU, llama.cpp still runs their big-batch matmuls on the GPU
+    (op_offload) and copies the weights into the GPU compute buffer, one layer split at a time."""
+    layers = plan_layout(plan).layers
+    return max((g.n_bytes for il, g in enumerate(layers) if placement.layer_device[il] == CPU), default=0)
+
+
+def _compute_split(model: ModelSpec, plan: TensorPlan, placement: Placement, phases: ComputePhases,
+                   n_tokens: int, backends: list[str]) -> tuple[list[int], int]:
+    """Compute buffer per GPU and on the host."""
+    n_devices = len(backends)
+    if n_devices == 0:
+        return [], phases.total
+    dev = [0] * n_devices
+    for d in set(placement.layer_device) - {CPU}:
+        dev[d] = phases.device_layers(backends[d])
+    if placement.output_device != CPU:
+        dev[placement.output_device] = max(dev[placement.output_device], phases.output)
+    host = _host_inputs(model, phases, n_tokens)
+    cpu_layers = CPU in placement.layer_device
+    if cpu_layers:
+        host += max(phases.ffn, phases.attention)
+        dev[0] += _largest_host_layer_weights(plan, placement)
+    if placement.output_device == CPU:
+        host = max(host, phases.output)
+    return dev, host
+
+
+def cpu_only_weights_bytes(plan: TensorPlan) -> int:
+    """Weights of a CPU-only run. Gemma 3n and 4 create the tied output tensor before the token
+    embedding (src/models/gemma3n.cpp, gemma4.cpp), so the output layer gets its own copy (in the
+    CPU_REPACK buffer for repackable types); Gemma 1-3 share one tensor."""
+    names = plan.by_name()
+    own_output = plan.model.arch in ("gemma3n", "gemma4") and "output.weight" not in names
+    return plan.tensor_data_bytes + (names["token_embd.weight"].n_bytes if own_output else 0)
+
+
+@dataclass(frozen=True)
+class ContextTerms:
+    """What depends on the settings but not on the placement: computed once per settings."""
+
+    kv: KVCacheLayout
+    phases: ComputePhases
+
+
+def context_terms(model: ModelSpec, s: RunSettings) -> ContextTerms:
+    kv = kv_cache_layout(model, s)
+    return ContextTerms(kv, compute_phases(model, s, kv))
+
+
+def estimate_memory(plan: TensorPlan, s: RunSettings, devices: tuple[Device, ...], n_gpu_layers: int,
+                    host_capacity: int | None, terms: ContextTerms | None = None) -> MemoryEstimate:
+    model = plan.model
+    placement = place_layers(model.n_layer, n_gpu_layers, [d.capacity_bytes for d in devices])
+    terms = terms or context_terms(model, s)
+    kv, phases = terms.kv, terms.phases
+    weights = weights_by_device(plan, placement)
+    kv_dev, kv_host = _kv_by_device(model, kv, placement, s, len(devices))
+    n_tokens = min(s.resolved_ctx(model), s.ubatch)
+    comp_dev, comp_host = _compute_split(model, plan, placement, phases, n_tokens, [d.backend for d in devices])
+    per_device = tuple(
+        DeviceMemory(
+            id=d.id, name=d.name, weights_bytes=weights.device_bytes[i], kv_cache_bytes=kv_dev[i],
+            compute_bytes=comp_dev[i], overhead_bytes=runtime_overhead(d.backend).bytes,
+            capacity_bytes=d.capacity_bytes, mmproj_bytes=s.mmproj_bytes if i == 0 else 0,
+        )
+        for i, d in enumerate(devices)
+    )
+    host_weights = weights.host_mapped_span_bytes if devices else cpu_only_weights_bytes(plan)
+    output = model.n_vocab * max(1, s.n_parallel) * F32
+    if not devices:
+        host_weights += s.mmproj_bytes
+    host = HostMemory(host_weights, kv_host, comp_host, output, host_capacity)
+    return MemoryEstimate(s, s.resolved_ctx(model), placement, kv, phases, per_device, host)
+
+
+def auto_gpu_layers(plan: TensorPlan, s: RunSettings, devices: tuple[Device, ...],
+                    host_capacity: int | None) -> int:
+    """The most layers (output layer first) whose device memory fits: llama.cpp's -ngl auto."""
+    if not devices:
+        return 0
+    terms = context_terms(plan.model, s)
+
+    def fits(n: int) -> bool:
+        est = estimate_memory(plan, s, devices, n, host_capacity, terms)
+        return all(d.headroom_bytes >= 0 for d in est.devices)
+
+    lo, hi = 0, plan.model.n_layer + 1
+    if fits(hi):
+        return hi
+    while lo < hi:  # device memory grows with every layer offloaded: bisect
+        mid = (lo + hi + 1) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def max_ctx_fit(plan: TensorPlan, s: RunSettings, devices: tuple[Device, ...], n_gpu_layers: int,
+                host_capacity: int | None) -> int:
+    """Largest context (a multiple of 256, at most the trained context) that fits with these
+    layers offloaded; 0 when not even 256 tokens fit."""
+    model = plan.model
+    step = 256 * (1 if s.kv_unified else s.n_parallel)
+
+    def fits(n_ctx: int) -> bool:
+        return estimate_memory(plan, replace(s, n_ctx=n_ctx), devices, n_gpu_layers, host_capacity).fits()
+
+    lo, hi = 0, model.n_ctx_train // step
+    if hi == 0 or not fits(step):
+        return 0
+    if fits(hi * step):
+        return hi * step
+    while lo < hi:  # memory grows with the context: bisect on multiples of `step`
+        mid = (lo + hi + 1) // 2
+        if fits(mid * step):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo * step

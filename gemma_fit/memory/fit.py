@@ -1,0 +1,213 @@
+"""From a memory estimate to the go / tight / offload / no-go answer, with reasons and advice."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, replace
+
+from gemma_fit.base.units import fmt_bytes
+from gemma_fit.gguf.tensors import TensorPlan, build_plan
+from gemma_fit.gguf.types import CONTRACT_QUANTS
+from gemma_fit.hardware.spec import MAX_GPUS_PER_CONTEXT, MAX_HOST_RAM_BYTES
+from gemma_fit.memory.estimate import (
+    Device,
+    MemoryEstimate,
+    auto_gpu_layers,
+    context_terms,
+    estimate_memory,
+    max_ctx_fit,
+)
+from gemma_fit.memory.settings import RunSettings
+from gemma_fit.model.spec import ModelSpec
+
+# llama.cpp's --fit keeps 1024 MiB free per device by default (common/common.h, fit target):
+# less headroom than that works, but is "tight".
+SAFETY_MARGIN_BYTES = 1024 * 1024**2
+
+
+@dataclass(frozen=True)
+class Verdict:
+    verdict: str  # go | tight | offload | no-go
+    reasons: tuple[str, ...]
+    estimate: MemoryEstimate
+    n_gpu_layers: int
+    max_ctx_fit: int
+    suggestion: str | None  # what would fit if this does not
+    server_command: str
+    unchecked: tuple[str, ...] = ()  # capacities not checked because unknown: "host_ram"
+    max_ctx_fit_limit: str = "memory"  # what stops max_ctx_fit: "memory" or "n_ctx_train" (the trained context)
+
+
+def _min_headroom(est: MemoryEstimate) -> int | None:
+    rooms = [d.headroom_bytes for d in est.devices]
+    if not est.devices and est.host.headroom_bytes is not None:
+        rooms.append(est.host.headroom_bytes)
+    return min(rooms) if rooms else None
+
+
+def _fit_reasons(est: MemoryEstimate) -> list[str]:
+    out = []
+    for d in est.devices:
+        verb = "fits" if d.headroom_bytes >= 0 else "does not fit"
+        out.append(f"{d.name}: needs {fmt_bytes(d.total_bytes)} of {fmt_bytes(d.capacity_bytes)} ({verb}; "
+                   f"weights {fmt_bytes(d.weights_bytes)}, KV {fmt_bytes(d.kv_cache_bytes)}, "
+                   f"compute {fmt_bytes(d.compute_bytes)}, overhead {fmt_bytes(d.overhead_bytes)})")
+    h = est.host
+    if h.capacity_bytes is not None:
+        verb = "fits" if h.total_bytes <= h.capacity_bytes else "does not fit"
+        out.append(f"host RAM: needs {fmt_bytes(h.total_bytes)} of {fmt_bytes(h.capacity_bytes)} ({verb})")
+    return out
+
+
+def server_command(model: ModelSpec, quant: str, s: RunSettings, n_gpu_layers: int, n_ctx: int,
+                   gguf_name: str | None = None) -> str:
+    """The llama-server command line for these settings (llama.cpp's own flag names)."""
+    name = gguf_name or f"{model.id}-{quant}.gguf"
+    args = ["llama-server", "-m", name, "-c", str(n_ctx), "-ngl", str(n_gpu_layers),
+            "-fa", "off" if s.flash_attn == "off" else "on", "-b", str(s.n_batch), "-ub", str(s.n_ubatch),
+            "-np", str(s.n_parallel)]
+    if s.cache_type_k != "f16":
+        args += ["--cache-type-k", s.cache_type_k]
+    if s.cache_type_v != "f16":
+        args += ["--cache-type-v", s.cache_type_v]
+    if s.kv_unified:
+        args.append("--kv-unified")
+    if s.swa_full:
+        args.append("--swa-full")
+    return shlex.join(args)
+
+
+def _quant_that_fits(model: ModelSpec, s: RunSettings, devices: tuple[Device, ...],
+                     host_capacity: int | None) -> str | None:
+    """The largest (best quality) file type whose model fits entirely at these settings."""
+    plans = sorted((build_plan(model, q) for q in CONTRACT_QUANTS), key=lambda p: -p.tensor_data_bytes)
+    terms = context_terms(model, s)  # the KV cache and compute buffer do not depend on the quant
+    n_all = model.n_layer + 1 if devices else 0
+    for plan in plans:
+        if estimate_memory(plan, s, devices, n_all, host_capacity, terms).fits():
+            return plan.ftype.name
+    return None
+
+
+def _suggest(plan: TensorPlan, s: RunSettings, devices: tuple[Device, ...], host_capacity: int | None,
+             n_all: int, ctx_fit: int, ctx_capped: bool) -> str | None:
+    parts = []
+    if ctx_fit >= 256:
+        cap = " (its trained context)" if ctx_capped else ""
+        parts.append(f"{plan.ftype.name} fits entirely up to --ctx {ctx_fit:,}{cap}")
+    quant = _quant_that_fits(plan.model, s, devices, host_capacity)
+    if quant and quant != plan.ftype.name:
+        parts.append(f"at --ctx {s.resolved_ctx(plan.model):,} the largest quant that fits entirely is {quant}")
+    if not parts:
+        return "no quant fits entirely at any context on this hardware; a GPU with more memory is needed"
+    return "; ".join(parts)
+
+
+def _ctx_cap(model: ModelSpec, s: RunSettings) -> int:
+    """Where max_ctx_fit stops: the trained context, in the search's steps (256 tokens per sequence)."""
+    step = 256 * (1 if s.kv_unified else s.n_parallel)
+    return model.n_ctx_train // step * step
+
+
+def _context_notes(model: ModelSpec, s: RunSettings, n_ctx: int, ctx_fit: int) -> list[str]:
+    """What the context numbers mean where the trained context, not memory, sets them."""
+    notes = []
+    n_train = model.n_ctx_train
+    if s.n_ctx and s.ctx_per_stream(model) > n_train:  # (--ctx 0 is the trained context, padded to 256)
+        # llama.cpp allocates the KV cache for the whole --ctx (llama_context warns "possible training
+        # context overflow"); llama-server then caps each slot at n_ctx_train (server-context.cpp
+        # n_ctx_slot(): "the slot context exceeds the training context of the model - capping").
+        per_slot = "" if s.n_parallel == 1 else " per slot"
+        note = (f"--ctx {s.n_ctx:,} is past the model's trained context of {n_train:,} tokens{per_slot}: "
+                f"llama-server still allocates the KV cache for {n_ctx:,} tokens (the memory above) but caps "
+                f"each slot at {n_train:,} tokens")
+        if not s.kv_unified or s.n_parallel == 1:
+            same = n_train * (1 if s.kv_unified else s.n_parallel)
+            note += f"; --ctx {same} gives the same usable context with less memory"
+        notes.append(note)
+    if ctx_fit > 0 and ctx_fit == _ctx_cap(model, s):
+        notes.append(f"the largest context that fits, {ctx_fit:,} tokens, is the model's trained context: a cap "
+                     f"(llama-server uses no more per slot), not a memory limit")
+    return notes
+
+
+def _layers_reason(ngl: int, n_all: int, asked: int | None, fit_ngl: int, host_unchecked: int | None) -> str:
+    """The offload headline: how many layers are where, who chose that, and what was not checked."""
+    on_cpu = f"{n_all - ngl} run on the CPU at system-memory speed"
+    if host_unchecked is not None:
+        on_cpu += f" (needing {fmt_bytes(host_unchecked)} of system memory, not checked)"
+    if asked is None:
+        return f"only {ngl} of {n_all} layers fit on the GPU(s); {on_cpu}"
+    text = f"{ngl} of {n_all} layers on the GPU(s) as asked (-ngl {asked}); {on_cpu}"
+    if fit_ngl > ngl:
+        more = f"all {n_all}" if fit_ngl >= n_all else f"{fit_ngl}"
+        text += f"; {more} would fit on the GPU(s) (-ngl {fit_ngl})"
+    return text
+
+
+def decide(plan: TensorPlan, s: RunSettings, devices: tuple[Device, ...], host_capacity: int | None,
+           gguf_name: str | None = None) -> Verdict:
+    """The verdict. `host_capacity` None means the system RAM is unknown (--gpu ID without a machine
+    file): it is then not checked, the answer says so (reasons, `unchecked`), and a host side larger
+    than any machine has (MAX_HOST_RAM_BYTES) is no-go. `gguf_name`: the model file as the user gave it,
+    for the llama-server command."""
+    model = plan.model
+    n_all = model.n_layer + 1 if devices else 0
+    auto = s.n_gpu_layers is None
+    host_known = host_capacity is not None
+    # Searches for what would fit stop at the most RAM a machine can have when this one's is unknown.
+    search_host = host_capacity if host_known else MAX_HOST_RAM_BYTES
+    fit_ngl = auto_gpu_layers(plan, s, devices, host_capacity) if devices else 0
+    ngl = fit_ngl if auto else min(s.n_gpu_layers or 0, n_all)
+    est = estimate_memory(plan, s, devices, ngl, host_capacity)
+    reasons = _fit_reasons(est)
+    ctx_fit = max_ctx_fit(plan, s, devices, n_all, search_host)
+    ctx_capped = ctx_fit > 0 and ctx_fit == _ctx_cap(model, s)
+    room = _min_headroom(est)
+    host_need = est.host.total_bytes
+    unchecked: tuple[str, ...] = () if host_known else ("host_ram",)
+    if len(devices) > MAX_GPUS_PER_CONTEXT:
+        verdict = "no-go"
+        reasons.insert(0, f"llama.cpp runs a model on at most {MAX_GPUS_PER_CONTEXT} GPUs: its scheduler takes "
+                          f"{MAX_GPUS_PER_CONTEXT + 1} backends, the CPU among them (GGML_SCHED_MAX_BACKENDS); "
+                          f"pick {MAX_GPUS_PER_CONTEXT} with CUDA_VISIBLE_DEVICES")
+    elif not host_known and host_need > MAX_HOST_RAM_BYTES:
+        verdict = "no-go"
+        reasons.insert(0, f"the host side needs {fmt_bytes(host_need)} of system memory, more than any machine has "
+                          f"(at most {fmt_bytes(MAX_HOST_RAM_BYTES)})")
+    elif not est.fits():
+        verdict = "no-go"
+        if auto and devices:
+            reasons.insert(0, "does not fit even with every layer on the CPU")
+        elif devices and fit_ngl < ngl and any(d.headroom_bytes < 0 for d in est.devices):
+            reasons.insert(0, f"does not fit with these settings: -ngl {s.n_gpu_layers} puts {ngl} layers on the "
+                              f"GPU(s), at most {fit_ngl} fit (-ngl {fit_ngl})")
+        else:
+            reasons.insert(0, "does not fit with these settings")
+    elif devices and ngl < n_all:
+        verdict = "offload"
+        reasons.insert(0, _layers_reason(ngl, n_all, None if auto else s.n_gpu_layers, fit_ngl,
+                                         None if host_known else host_need))
+    elif room is not None and room < SAFETY_MARGIN_BYTES:
+        verdict = "tight"
+        reasons.insert(0, f"fits with {fmt_bytes(room)} to spare, under llama.cpp's 1 GiB fit margin")
+    else:
+        verdict = "go"
+        reasons.insert(0, "fits entirely" + (f" with {fmt_bytes(room)} to spare" if room is not None else ""))
+    reasons.extend(_context_notes(model, s, est.n_ctx, ctx_fit))
+    if not host_known:
+        reasons.append(f"host RAM not checked: this plan needs {fmt_bytes(host_need)} of system memory "
+                       "(give --hardware FILE with ram_gb)")
+    suggestion = None
+    if verdict not in ("go", "tight") and len(devices) <= MAX_GPUS_PER_CONTEXT:  # too many GPUs: the reason says
+        suggestion = _suggest(plan, s, devices, search_host, n_all, ctx_fit, ctx_capped)
+    if suggestion and suggestion not in reasons:
+        reasons.append(suggestion)
+    cmd = server_command(model, plan.ftype.name, s, ngl, est.n_ctx, gguf_name)
+    return Verdict(verdict, tuple(reasons), est, ngl, ctx_fit, suggestion, cmd, unchecked,
+                   "n_ctx_train" if ctx_capped else "memory")
+
+
+def with_parallel_outputs(s: RunSettings) -> RunSettings:
+    """llama-server reserves logits for n_parallel outputs (n_outputs_max = n_parallel)."""
+    return replace(s, n_outputs_max=s.n_parallel) if s.n_outputs_max == 0 else s

@@ -1,0 +1,157 @@
+"""Which device holds each layer and each weight, as llama.cpp's layer split decides.
+
+Rules from llama.cpp src/llama-model.cpp (load_tensors) and src/llama-model-loader.cpp:
+- llama.cpp counts n_layer + 1 offloadable layers (the extra one is the output layer) and
+  offloads the last N: the output layer first, then repeating layers from the top down;
+- with several GPUs the offloaded layers are split in proportion to each GPU's free memory
+  (float32 split points, upper_bound on the layer's fraction);
+- the input layer (token_embd, per_layer_token_embd) always stays on the CPU;
+- a tied output matrix is a second tensor (TENSOR_DUPLICATED) placed with the output layer, so
+  with the output layer on a GPU the embedding is resident twice.
+"""
+
+from __future__ import annotations
+
+import struct
+from bisect import bisect_right
+from dataclasses import dataclass
+from functools import cache
+
+from gemma_fit.gguf.tensors import TensorPlan, TensorSpec
+
+CPU = -1  # device index of the host
+
+
+@dataclass(frozen=True)
+class Placement:
+    n_gpu_layers: int
+    layer_device: tuple[int, ...]  # per repeating layer: GPU index or CPU
+    output_device: int
+    n_devices: int
+
+    def device_of(self, t: TensorSpec) -> int:
+        if t.role == "input":
+            return CPU
+        if t.role == "output":
+            return self.output_device
+        return self.layer_device[t.layer if t.layer is not None else 0]
+
+
+def f32(x: float) -> float:
+    """Round to float32, the precision llama.cpp computes split points in."""
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+def split_points(free_bytes: list[int]) -> list[float]:
+    """Cumulative, normalized split points in float32, as llama.cpp computes them."""
+    sums, total = [], 0.0
+    for b in free_bytes:
+        total = f32(total + f32(float(b)))
+        sums.append(total)
+    return [f32(x / total) for x in sums]
+
+
+def place_layers(n_layer: int, n_gpu_layers: int, free_bytes: list[int]) -> Placement:
+    """Assign the repeating layers and the output layer to devices (llama-model.cpp)."""
+    return _place_layers(n_layer, n_gpu_layers, tuple(free_bytes))
+
+
+@cache
+def _place_layers(n_layer: int, n_gpu_layers: int, free_bytes: tuple[int, ...]) -> Placement:
+    n_devices = len(free_bytes)
+    if n_devices == 0:
+        return Placement(0, tuple([CPU] * n_layer), CPU, 0)
+    i_gpu_start = max(n_layer + 1 - n_gpu_layers, 0)
+    act = min(n_gpu_layers, n_layer + 1)
+    splits = split_points(list(free_bytes))
+
+    def device(il: int) -> int:
+        if il < i_gpu_start or il - i_gpu_start >= act:
+            return CPU
+        frac = f32(f32(float(il - i_gpu_start)) / f32(float(act)))
+        return min(bisect_right(splits, frac), n_devices - 1)
+
+    layers = tuple(device(il) for il in range(n_layer))
+    return Placement(min(n_gpu_layers, n_layer + 1), layers, device(n_layer), n_devices)
+
+
+@dataclass(frozen=True)
+class WeightsByDevice:
+    device_bytes: tuple[int, ...]  # per GPU: model buffer bytes
+    host_bytes: int  # weights left on the host (tensor bytes)
+    host_mapped_span_bytes: int  # with mmap: first to last byte of the host tensors in the file
+
+
+@dataclass(frozen=True)
+class _Group:
+    n_bytes: int
+    start: int  # first byte in the file's data section
+    end: int  # last byte + 1
+
+
+@dataclass(frozen=True)
+class PlanLayout:
+    """A plan's weights grouped the way placement moves them: input, output, each layer."""
+
+    input: _Group
+    output: _Group
+    layers: tuple[_Group, ...]
+    output_duplicate_bytes: int  # the tied output matrix's own copy when the output is on a GPU
+
+
+def _group(ranges: list[tuple[int, int, int]]) -> _Group:
+    if not ranges:
+        return _Group(0, 0, 0)
+    return _Group(sum(r[0] for r in ranges), min(r[1] for r in ranges), max(r[2] for r in ranges))
+
+
+_LAYOUTS: dict[int, tuple[TensorPlan, PlanLayout]] = {}
+
+
+def plan_layout(plan: TensorPlan) -> PlanLayout:
+    """Cached per plan object (plans are built once per model and quant)."""
+    hit = _LAYOUTS.get(id(plan))
+    if hit is not None and hit[0] is plan:
+        return hit[1]
+    layout = _plan_layout(plan)
+    _LAYOUTS[id(plan)] = (plan, layout)
+    return layout
+
+
+def _plan_layout(plan: TensorPlan) -> PlanLayout:
+    from gemma_fit.gguf.layout import pad
+
+    inputs, outputs = [], []
+    layers: list[list[tuple[int, int, int]]] = [[] for _ in range(plan.model.n_layer)]
+    pos = 0
+    for t in plan.tensors:
+        rng = (t.n_bytes, pos, pos + t.n_bytes)
+        pos += pad(t.n_bytes)
+        if t.role == "input":
+            inputs.append(rng)
+        elif t.role == "output":
+            outputs.append(rng)
+        else:
+            layers[t.layer if t.layer is not None else 0].append(rng)
+    names = plan.by_name()
+    dup = 0 if "output.weight" in names else names["token_embd.weight"].n_bytes
+    return PlanLayout(_group(inputs), _group(outputs), tuple(_group(x) for x in layers), dup)
+
+
+def weights_by_device(plan: TensorPlan, placement: Placement) -> WeightsByDevice:
+    lay = plan_layout(plan)
+    dev = [0] * placement.n_devices
+    host = [lay.input]
+    for il, group in enumerate(lay.layers):
+        d = placement.layer_device[il]
+        if d == CPU:
+            host.append(group)
+        else:
+            dev[d] += group.n_bytes
+    if placement.output_device == CPU:
+        host.append(lay.output)
+    else:
+        dev[placement.output_device] += lay.output.n_bytes + lay.output_duplicate_bytes
+    used = [g for g in host if g.n_bytes]
+    span = max(g.end for g in used) - min(g.start for g in used) if used else 0
+    return WeightsByDevice(tuple(dev), sum(g.n_bytes for g in host), span)

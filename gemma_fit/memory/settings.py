@@ -1,0 +1,111 @@
+"""Run settings, in llama.cpp's spelling and with its defaults, and their validation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import cached_property
+from typing import Literal
+
+from gemma_fit.base.errors import BadInput
+from gemma_fit.gguf.types import GGMLType, ggml_type
+from gemma_fit.model.spec import ModelSpec
+
+FlashAttn = Literal["auto", "on", "off"]
+
+# -ctk / -ctv values llama.cpp accepts (common/arg.cpp kv_cache_types).
+CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
+MAX_CTX = 16 * 1024 * 1024  # beyond any Gemma's trained context x 64: certainly a typo
+
+
+def pad_to(n: int, multiple: int) -> int:
+    return (n + multiple - 1) // multiple * multiple
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    n_ctx: int = 4096  # 0 = the model's trained context
+    n_batch: int = 2048
+    n_ubatch: int = 512
+    n_parallel: int = 1  # n_seq_max
+    kv_unified: bool = False
+    flash_attn: FlashAttn = "auto"
+    cache_type_k: str = "f16"
+    cache_type_v: str = "f16"
+    n_gpu_layers: int | None = None  # None = auto (as many as fit)
+    swa_full: bool = False
+    kv_offload: bool = True
+    n_outputs_max: int = 0  # 0 = n_batch (llama-cli, llama-bench); llama-server uses n_parallel
+    mmproj_bytes: int = 0  # a multimodal projector (--mmproj) loaded beside the model, on the main GPU
+
+    @cached_property
+    def type_k(self) -> GGMLType:
+        return ggml_type(self.cache_type_k)
+
+    @cached_property
+    def type_v(self) -> GGMLType:
+        return ggml_type(self.cache_type_v)
+
+    @property
+    def ubatch(self) -> int:
+        """llama.cpp clamps n_ubatch to n_batch."""
+        return min(self.n_ubatch, self.n_batch)
+
+    @property
+    def n_streams(self) -> int:
+        return 1 if self.kv_unified else self.n_parallel
+
+    def resolved_ctx(self, model: ModelSpec) -> int:
+        """n_ctx as llama.cpp sets it: 0 -> trained context; padded to 256; a multiple of the
+        per-stream size when the cache is split into streams (llama_context constructor)."""
+        n_ctx = pad_to(self.n_ctx or model.n_ctx_train, 256)
+        if self.kv_unified:
+            return n_ctx
+        return self.ctx_per_stream(model) * self.n_parallel
+
+    def ctx_per_stream(self, model: ModelSpec) -> int:
+        n_ctx = pad_to(self.n_ctx or model.n_ctx_train, 256)
+        if self.kv_unified:
+            return n_ctx
+        return pad_to(n_ctx // self.n_parallel, 256)
+
+    def with_ctx(self, n_ctx: int) -> RunSettings:
+        return replace(self, n_ctx=n_ctx)
+
+
+def is_llama_cpp(engine: str) -> bool:
+    """--engine names that mean llama.cpp itself (the default path, not an engine plan)."""
+    return engine.strip().lower() in ("llama.cpp", "llamacpp", "llama-cpp")
+
+
+def parse_n_gpu_layers(value: str) -> int | None:
+    """-ngl as llama.cpp spells it: a number, or auto / all / -1 (as many as fit)."""
+    if value.strip().lower() in ("auto", "-1", "all"):
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise BadInput(f"--n-gpu-layers must be a number or 'auto', not '{value}'") from None
+
+
+def validate(s: RunSettings, model: ModelSpec) -> RunSettings:
+    """Reject settings llama.cpp would refuse, with the reason in one line."""
+    if s.n_ctx < 0 or s.n_ctx > MAX_CTX:
+        raise BadInput(f"--ctx {s.n_ctx} is impossible (0 = trained context, at most {MAX_CTX:,})")
+    for name, value in (("--batch", s.n_batch), ("--ubatch", s.n_ubatch), ("--parallel", s.n_parallel)):
+        if value < 1 or value > MAX_CTX:
+            raise BadInput(f"{name} {value} is impossible (must be between 1 and {MAX_CTX:,})")
+    if s.n_parallel > 256:
+        raise BadInput(f"--parallel {s.n_parallel} is more than llama.cpp's 256 sequences")
+    for flag, t in (("--cache-type-k", s.cache_type_k), ("--cache-type-v", s.cache_type_v)):
+        if t.lower() not in CACHE_TYPES:
+            raise BadInput(f"{flag} {t} is not a llama.cpp cache type ({', '.join(CACHE_TYPES)})")
+    if s.flash_attn not in ("auto", "on", "off"):
+        raise BadInput(f"--flash-attn {s.flash_attn} must be auto, on or off")
+    if s.flash_attn == "off" and s.type_v.is_quantized:
+        raise BadInput(f"a quantized V cache ({s.cache_type_v}) needs flash attention; use --flash-attn on or auto")
+    if s.n_gpu_layers is not None and s.n_gpu_layers < 0:
+        raise BadInput(f"--n-gpu-layers {s.n_gpu_layers} is impossible: use 0..{model.n_layer + 1}, more for all "
+                       "(llama.cpp clamps -ngl 99), or auto")
+    if s.ctx_per_stream(model) < 256:
+        raise BadInput("the context per sequence is below llama.cpp's minimum of 256")
+    return replace(s, cache_type_k=s.cache_type_k.lower(), cache_type_v=s.cache_type_v.lower())

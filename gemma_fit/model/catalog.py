@@ -1,0 +1,140 @@
+"""Loading model_db/ and resolving what users type after --model.
+
+`--model` takes a model id (`gemma-2-9b`, `-it` suffix and any case accepted), a short alias
+(`9b`, `e4b`: the newest generation with that size), or a Hugging Face `config.json` (or the
+folder holding it) of any Gemma-architecture model. Reading files (and the pydantic schema) lives
+in model_files; a database id resolves from the catalog's snapshot.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+from gemma_fit.base.errors import BadInput
+from gemma_fit.db.files import packaged_dir
+from gemma_fit.db.files import shown as _shown
+from gemma_fit.model.spec import GENERATION_ORDER, ModelSpec, spec_from_config
+
+if TYPE_CHECKING:
+    from gemma_fit.model.schema import ModelEntry
+
+
+class _Card(Protocol):
+    """What resolving a name reads of an entry: a ModelEntry or the catalog's ModelCard."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def generation(self) -> str: ...
+    @property
+    def size_label(self) -> str: ...
+
+
+def _stat(path: Path) -> os.stat_result | None:
+    """The path's status (links followed), or None when nothing is there. Never opens the file."""
+    try:
+        return os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except ValueError:  # an embedded NUL byte: no such file
+        return None
+    except OSError as exc:
+        raise BadInput(f"cannot read {_shown(path)}: {exc.strerror or exc}") from None
+
+
+@cache
+def load_model_db(extra_dirs: tuple[Path, ...] = ()) -> dict[str, ModelEntry]:
+    """All entries, keyed by lower-case id; entries in extra dirs override built-in ones."""
+    from gemma_fit.model.files import load_entry
+
+    entries: dict[str, ModelEntry] = {}
+    for folder in (packaged_dir("model_db"), *extra_dirs):
+        if not folder.is_dir():
+            raise BadInput(f"model database folder not found: {folder}")
+        for path in sorted(folder.glob("*.yaml")):
+            entry = load_entry(path)
+            entries[entry.id.lower()] = entry
+    return entries
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    spec: ModelSpec
+    entry_id: str | None  # the model_db entry it came from; None for a user's config.json or a GGUF
+    how: str  # how the name was resolved, shown to the user
+    db_dirs: tuple[Path, ...] = ()  # the extra model databases the entry may come from
+
+    @property
+    def entry(self) -> ModelEntry | None:
+        """The full database entry (published figures, towers, sources), read only when asked for."""
+        return None if self.entry_id is None else load_model_db(self.db_dirs)[self.entry_id.lower()]
+
+
+C = TypeVar("C", bound=_Card)
+
+
+def _alias_table(entries: Mapping[str, C]) -> dict[str, C]:
+    """Size aliases ('9b', 'e4b', '26b-a4b', '26b') -> newest generation with that size."""
+    table: dict[str, C] = {}
+    for entry in sorted(entries.values(), key=lambda e: GENERATION_ORDER[e.generation]):
+        label = entry.size_label.lower()
+        table[label] = entry
+        table[label.split("-")[0]] = entry
+    return table
+
+
+_SPECS: dict[int, ModelSpec] = {}
+
+
+def entry_spec(entry: ModelEntry) -> ModelSpec:
+    """The entry's ModelSpec, derived once per entry object."""
+    key = id(entry)
+    if key not in _SPECS:
+        _SPECS[key] = spec_from_config(entry.config, model_id=entry.id, name=entry.name)
+    return _SPECS[key]
+
+
+def _lookup(raw: str, cards: Mapping[str, C]) -> tuple[C, str] | None:
+    """The entry (or catalog card) a typed name means, and how it was read; None when unknown."""
+    key = raw.lower()
+    key = key[:-3] if key.endswith("-it") else key
+    key = key.removeprefix("google/")
+    if key in cards:
+        return cards[key], f"model {cards[key].id}"
+    aliases = _alias_table(cards)
+    if key in aliases:
+        return aliases[key], f"alias '{raw}' -> {aliases[key].id} (newest with that size)"
+    return None
+
+
+def resolve_model(name: str, extra_dirs: tuple[Path, ...] = ()) -> ResolvedModel:
+    raw = name.strip()
+    if not raw:
+        raise BadInput("--model is empty")
+    path = Path(raw)
+    st = _stat(path)  # anything that exists is read as a path (and refused unless a file or a folder)
+    if st is not None:
+        from gemma_fit.model.files import from_config_file
+
+        return from_config_file(path, st)
+    if raw.endswith(".json"):
+        raise BadInput(f"config file not found: {_shown(raw)}")
+    if not extra_dirs:  # the built-in database: its validated snapshot, no schema to import
+        from gemma_fit.db.snapshot import catalog
+
+        hit = _lookup(raw, catalog().models)
+        if hit is not None:
+            card, how = hit
+            return ResolvedModel(card.spec, card.id, how)
+    entries = load_model_db(extra_dirs)
+    found = _lookup(raw, entries)
+    if found is not None:
+        entry, how = found
+        return ResolvedModel(entry_spec(entry), entry.id, how, extra_dirs)
+    known = ", ".join(sorted(e.id for e in entries.values()))
+    raise BadInput(f"unknown model '{_shown(raw)}' (known: {known}; or a path to a config.json)")

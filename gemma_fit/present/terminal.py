@@ -1,0 +1,151 @@
+"""Terminal rendering of check results (rich). Reads the JSON document, so both views agree."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from gemma_fit.base.text import printable_doc
+from gemma_fit.base.units import fmt_bytes
+
+_STYLE = {"go": "bold green", "tight": "bold yellow", "offload": "bold dark_orange", "no-go": "bold red"}
+_TERMS = ("weights_bytes", "kv_cache_bytes", "compute_bytes", "overhead_bytes", "output_bytes", "total_bytes",
+          "capacity_bytes", "headroom_bytes")
+_LABEL = {"weights_bytes": "weights", "kv_cache_bytes": "KV cache", "compute_bytes": "compute buffer",
+          "overhead_bytes": "runtime overhead", "output_bytes": "output buffer", "total_bytes": "total",
+          "capacity_bytes": "capacity", "headroom_bytes": "headroom"}
+
+
+# In a pipe rich would wrap and cut at 80 columns; ids people copy from `list gpus | grep` must be whole.
+_PIPE_WIDTH = 240
+
+
+def console() -> Console:
+    """The console every command prints to: the terminal's width, or a wide one in a pipe."""
+    wide = not sys.stdout.isatty() and "COLUMNS" not in os.environ
+    return Console(highlight=False, soft_wrap=True, width=_PIPE_WIDTH if wide else None)
+
+
+def for_terminal(doc: dict[str, Any]) -> dict[str, Any]:
+    """The document with every string made inert: control bytes escaped, rich markup escaped (a
+    machine named "[bold]x[/zz]" is text, not markup)."""
+    return dict(printable_doc(doc, then=escape))
+
+
+def _cell(value: Any) -> str:
+    return "-" if value is None else fmt_bytes(int(value))
+
+
+def memory_table(doc: dict[str, Any]) -> Table:
+    devices = doc["memory"]["devices"]
+    host = doc["memory"]["host"]
+    table = Table(title="Memory (binary units: MiB = 2^20 bytes, GiB = 2^30 bytes)", title_justify="left")
+    table.add_column("term")
+    for d in devices:
+        table.add_column(f"{d['name']} [{d['id']}]", justify="right")
+    table.add_column("host RAM", justify="right")
+    for term in _TERMS:
+        row = [_cell(d.get(term)) if term in d else "-" for d in devices]
+        host_value = host.get(term)
+        if term == "headroom_bytes" and host.get("capacity_bytes") is not None:
+            host_value = host["capacity_bytes"] - host["total_bytes"]
+        row.append(_cell(host_value) if term in host or term == "headroom_bytes" else "-")
+        style = "bold" if term == "total_bytes" else None
+        table.add_row(_LABEL[term], *row, style=style)
+    return table
+
+
+def render_check(out: Console, doc: dict[str, Any]) -> None:
+    doc = for_terminal(doc)
+    m, s = doc["model"], doc["settings"]
+    verdict = doc["verdict"]
+    out.print(f"[{_STYLE[verdict]}]{verdict.upper()}[/] {m['id']} {m['quant']} on {doc['hardware']['name']}: "
+              f"{doc['reasons'][0]}")
+    size = fmt_bytes(m["file_size_bytes"])
+    out.print(f"  model: {m['resolved']}; {m['n_params'] / 1e9:.2f} B parameters, file {size}")
+    out.print(f"  settings: ctx {s['n_ctx']:,}, ubatch {s['n_ubatch']}, batch {s['n_batch']}, "
+              f"parallel {s['n_parallel']}, flash-attn {s['flash_attn']}, KV {s['cache_type_k']}/{s['cache_type_v']}, "
+              f"{s['n_gpu_layers']}/{s['n_layers_total']} layers on GPU")
+    out.print(memory_table(doc))
+    for reason in dict.fromkeys(doc["reasons"][1:]):  # each once, in order
+        out.print(f"  - {reason}")
+    if f"up to --ctx {doc['max_ctx_fit']:,}" not in (doc.get("suggestion") or ""):  # the suggestion said it
+        out.print(f"  largest context that fits entirely: {doc['max_ctx_fit']:,} tokens")
+    perf = doc.get("performance")
+    if perf:
+        warm = f" ({perf['load_warm_s']:.1f} s from the page cache)" if perf.get("load_warm_s") is not None else ""
+        out.print(f"  speed: decode {perf['decode_tokens_per_s']:.1f} tok/s, "
+                  f"prefill {perf['prefill_tokens_per_s']:.0f} tok/s, time to first token {perf['ttft_s']:.2f} s "
+                  f"({perf['prompt_tokens']:,}-token prompt), load {perf['load_s']:.1f} s{warm}")
+        out.print(f"  bottleneck: {perf['bottleneck']}")
+        if perf.get("load_bottleneck"):
+            out.print(f"  load: {perf['load_bottleneck']}")
+        if perf.get("per_offloaded_layer_ms") and doc["settings"]["n_gpu_layers"] < doc["settings"]["n_layers_total"]:
+            out.print(f"  each layer left on the CPU costs {perf['per_offloaded_layer_ms']:.2f} ms per token")
+        modes = perf.get("split_modes_decode_tokens_per_s") or {}
+        if modes:
+            shown = ", ".join(f"{k} {v:.1f}" for k, v in modes.items())
+            out.print(f"  split over {perf['interconnect']}: decode tok/s by -sm mode: {shown}")
+    out.print(f"  run it: [bold]{doc['llama_server_command']}[/bold]")
+
+
+def render_smoke(out: Console, doc: dict[str, Any]) -> None:
+    doc = for_terminal(doc)
+    m = doc["model"]
+    out.print(f"[bold]smoke[/bold] {m['id']} {m['quant']}: llama.cpp measured vs gemma-fit's estimate")
+    table = Table("device", "term", "estimate", "measured", "error", title_justify="left")
+    est_devs = doc["estimate"]["devices"] or [doc["estimate"]["host"]]
+    mea_devs = doc["measured"]["devices"] or [doc["measured"]["host"]]
+    names = [d.get("name", "host") for d in doc["estimate"]["devices"]] or ["host"]
+    for name, e, me in zip(names, est_devs, mea_devs, strict=False):
+        for term in ("weights_bytes", "kv_cache_bytes", "compute_bytes", "total_bytes"):
+            ev, mv = e.get(term), me.get(term)
+            err = f"{100 * (ev - mv) / mv:+.1f}%" if ev is not None and mv else "-"
+            table.add_row(name, _LABEL[term], _cell(ev), _cell(mv), err)
+    out.print(table)
+    mes = doc["measured"]
+    est = doc.get("estimated_speed") or {}
+    if mes.get("decode_tokens_per_s") is not None:
+        out.print(f"  decode: measured {mes['decode_tokens_per_s']:.1f} tok/s"
+                  + (f", estimated {est['decode_tokens_per_s']:.1f}" if est else ""))
+    if mes.get("prefill_tokens_per_s") is not None:
+        out.print(f"  prefill: measured {mes['prefill_tokens_per_s']:.1f} tok/s"
+                  + (f", estimated {est['prefill_tokens_per_s']:.1f}" if est else ""))
+    host = doc["measured"]["host"]
+    out.print(f"  peak RSS of llama.cpp: {_cell(host.get('peak_rss_bytes'))}")
+
+
+def render_inspect(out: Console, info: dict[str, Any]) -> None:
+    info = for_terminal(info)
+    out.print(f"[bold]{info['name']}[/bold] ({info['file']})")
+    table = Table(show_header=False, box=None)
+    table.add_row("architecture", info["arch"])
+    table.add_row("file type", info["file_type"])
+    table.add_row("parameters", f"{info['n_params']:,}")
+    table.add_row("file size", f"{fmt_bytes(info['file_size_bytes'])} ({info['shards']} file(s))")
+    table.add_row("layers / tensors", f"{info['n_layers']} / {info['n_tensors']}")
+    table.add_row("trained context", f"{info['n_ctx_train']:,} tokens")
+    table.add_row("tensor types", ", ".join(f"{k} {v}" for k, v in sorted(info["tensor_types"].items())))
+    out.print(table)
+    out.print("  add --gpu ID (or --hardware FILE) for what it needs there")
+
+
+def render_engine(out: Console, doc: dict[str, Any]) -> None:
+    """check --engine vllm|ollama|transformers: the same memory table, the engine's own numbers."""
+    doc = for_terminal(doc)
+    m = doc["model"]
+    verdict = doc["verdict"]
+    out.print(f"[{_STYLE.get(verdict, 'bold')}]{verdict.upper()}[/] {m['id']} {m.get('quant', '')} with "
+              f"{doc.get('engine', '?')}: {doc['reasons'][0] if doc['reasons'] else ''}")
+    if doc["memory"]["devices"]:
+        out.print(memory_table({"memory": {"devices": doc["memory"]["devices"], "host": doc["memory"]["host"]}}))
+    for reason in doc["reasons"][1:]:
+        out.print(f"  - {reason}")
+    command = doc.get("command")
+    if command:
+        out.print(f"  run it: [bold]{command}[/bold]")

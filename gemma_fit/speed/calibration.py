@@ -1,0 +1,122 @@
+"""Calibrated speed terms: the efficiencies llama.cpp reaches on each kind of processor and the fixed
+costs it pays, read from model_db/llamacpp/speed_calibration.yaml (written by
+benchmarks/calibrate_speed.py from published llama-bench runs and measurements kept in benchmarks/data).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+from gemma_fit.db.files import read_packaged_yaml
+from gemma_fit.hardware.spec import GPUSpec
+
+
+@cache
+def calibration() -> dict:
+    return read_packaged_yaml("llamacpp/speed_calibration.yaml")
+
+
+def decode_group(gpu: GPUSpec) -> str:
+    """The calibration group of a GPU for decode: backend and architecture. Pascal GP100 (compute
+    capability 6.0) stands apart: it lacks the DP4A int8 dot product that llama.cpp's quantized
+    matrix-vector kernels use, so its decode is bound by arithmetic, not by memory."""
+    if gpu.backend == "cuda" and gpu.compute_capability == "6.0":
+        return "cuda-pascal-sm60"
+    return f"{gpu.backend}-{gpu.arch}"
+
+
+# Data-centre tensor-core chips (GA100, GH100, GB100: compute capability x.0). Their rated tensor
+# throughput counts instructions llama.cpp's MMQ kernels do not issue (wider MMA per SM, Hopper's
+# wgmma), so they reach a smaller share of it: A100 0.12 against 0.25-0.29 for workstation cards.
+DATACENTER_TENSOR_CC = ("8.0", "9.0", "10.0")
+
+
+def prefill_group(gpu: GPUSpec, quantized: bool = True) -> str:
+    """Prefill efficiency groups. F16/BF16 weights go through cuBLAS (hipBLAS, Metal's own GEMM), not
+    llama.cpp's MMQ kernels: one group per backend. Quantized weights on CUDA: GeForce cards boost
+    above the clock their tensor throughput is quoted at and run at higher power limits than
+    workstation cards; data-centre tensor chips stand apart. Other backends: one group each."""
+    if not quantized:
+        return f"{gpu.backend}-fp16"
+    if gpu.backend == "vulkan":  # each vendor's driver runs Vulkan's matrix kernels its own way
+        return f"vulkan-{gpu.vendor}"
+    if gpu.backend != "cuda":
+        return f"{gpu.backend}-quantized"
+    if gpu.compute_capability in DATACENTER_TENSOR_CC:
+        return "cuda-datacenter"
+    return f"cuda-{'consumer' if 'GeForce' in gpu.name else 'pro'}"
+
+
+@dataclass(frozen=True)
+class DecodeModel:
+    efficiency: float  # achieved fraction of datasheet memory bandwidth
+    seconds_per_node: float  # fixed cost per graph node per token, at this GPU's clock
+    source: str
+
+
+REFERENCE_CLOCK_MHZ = 2000.0
+
+
+def decode_model(gpu: GPUSpec) -> DecodeModel:
+    """Seconds per token = bytes / (bandwidth x efficiency) + graph nodes x seconds per node.
+
+    From the backend's fit over published llama-bench runs (benchmarks/calibrate_speed.py): the
+    efficiency of the GPU's architecture where GPUs of it were measured, else the backend's median;
+    the per-node cost scaled by the reference clock over the GPU's boost clock."""
+    group = decode_group(gpu)
+    fit = (calibration()["decode"].get("fits") or {}).get(gpu.backend)
+    if fit:
+        clock = gpu.boost_clock_mhz
+        ref = float(fit.get("reference_clock_mhz", REFERENCE_CLOCK_MHZ))
+        per_node = float(fit["seconds_per_node"]) * (ref / clock if clock else 1.0)
+        if group in fit["groups"]:
+            return DecodeModel(float(fit["groups"][group]), per_node, f"{group} in the {gpu.backend} fit")
+        return DecodeModel(float(fit["efficiency"]), per_node, f"{gpu.backend} median (no {group} data)")
+    eff, src = efficiency_for_group("decode", group)
+    return DecodeModel(eff, 0.0, src)
+
+
+# A group without runs of its own borrows its nearest relative's before the backend-wide median.
+NEAREST_GROUP = {"cuda-datacenter": "cuda-pro", "rocm-fp16": "cuda-fp16"}
+
+
+def efficiency_for_group(kind: str, group: str) -> tuple[float, str]:
+    """Calibrated median efficiency of a group ("cuda-ampere", "cuda-consumer"), and where it comes from."""
+    table = calibration()[kind]
+    backend = group.split("-")[0]
+    for g in (group, NEAREST_GROUP.get(group)):
+        if g in table["groups"]:
+            return float(table["groups"][g]["efficiency"]), f"{g} median of {table['groups'][g]['n']} runs"
+    if backend in table["backends"]:
+        return float(table["backends"][backend]["efficiency"]), f"{backend} median (no {group} data)"
+    all_effs = [v["efficiency"] for v in table["backends"].values()]
+    return float(sorted(all_effs)[len(all_effs) // 2]), "all-backend median (no data for this backend)"
+
+
+def cpu_terms() -> tuple[float, float, str]:
+    """(decode efficiency vs memory bandwidth, prefill GFLOP/s per core, where measured)."""
+    cpu = calibration().get("cpu") or {}
+    m = cpu.get("machine", {})
+    where = f"measured with llama-bench on a {m.get('logical_cores', '?')}-core {m.get('cpu', 'CPU')} VM"
+    return float(cpu.get("decode_efficiency", 0.5)), float(cpu.get("prefill_gflops_per_core", 60.0)), where
+
+
+def load_terms() -> dict[str, float]:
+    """Page-cache read speed as a fraction of RAM bandwidth (measured, benchmarks/measure_load.py) and
+    the fixed setup seconds (a budget: backend init, compute-buffer reservation, warm-up)."""
+    load = calibration()["load"]
+    return {"page_cache_fraction_of_ram": float(load["page_cache_fraction_of_ram"]),
+            "setup_s": float(load["setup_s_budget"])}
+
+
+def load_setup_s() -> float:
+    return load_terms()["setup_s"]
+
+
+def split_terms() -> dict[str, float]:
+    """Multi-GPU costs measured in published runs (benchmarks/data/multigpu_llamabench.csv): the main
+    GPU's gather after each row-split matrix product, one all-reduce of the tensor split, and the
+    hand-over latency of a PCIe or NVLink copy."""
+    links = calibration()["links"]
+    return {k: float(links[k]) for k in ("row_gather_s", "tensor_allreduce_s", "pcie_latency_s", "nvlink_latency_s")}

@@ -1,0 +1,380 @@
+"""Speed: decode and prefill tokens/s, time to first token and load time, with the bottleneck named.
+
+Decode reads, for every token, the weights of each layer (for a mixture of experts only the experts
+it routes to) and the KV cache up to the current position, from the memory that holds them, and
+pays a fixed cost per llama.cpp graph node (a small kernel each at batch size 1). Prefill multiplies
+each ubatch through the weight matrices on the tensor cores (INT8 for quantized weights, llama.cpp's
+MMQ kernels; FP16 otherwise), streams the activations through the other graph nodes, and computes
+attention over the prompt. Efficiencies and fixed costs are calibrated on published llama-bench runs
+(gemma_fit/speed_terms.py). With several GPUs the layer split runs the GPUs in turn and hands the
+hidden state across each boundary (gemma_fit/links.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+from gemma_fit.db.snapshot import catalog
+from gemma_fit.gguf.tensors import TensorPlan
+from gemma_fit.hardware.spec import GPUAttachment, GPUSpec
+from gemma_fit.memory.estimate import MemoryEstimate
+from gemma_fit.memory.placement import CPU
+from gemma_fit.model.spec import ModelSpec
+from gemma_fit.speed.calibration import (
+    cpu_terms,
+    decode_model,
+    efficiency_for_group,
+    load_setup_s,
+    load_terms,
+    prefill_group,
+    split_terms,
+)
+from gemma_fit.speed.graph import graph_nodes
+from gemma_fit.speed.links import Link, default_attachment, host_link, peer_link
+from gemma_fit.speed.work import DeviceWork, LayerWork, device_work, token_work
+
+# Assumed when the user gives no machine file (flagged in the output): a typical desktop.
+DEFAULT_RAM_BANDWIDTH_GBPS = 89.6  # DDR5-5600, two 64-bit channels
+DEFAULT_DISK_READ_GBPS = 7.0  # NVMe PCIe 4.0 x4 sequential read (hardware_db/storage.yaml nvme-gen4)
+# MMQ multiplies tiles of up to 128 tokens (ggml-cuda/mmq.cuh, mul_mat_q_switch_J): a matrix that
+# gets fewer tokens per ubatch (an expert, a short prompt) reuses each weight tile less.
+MMQ_TILE_TOKENS = 128
+# Bytes an element-wise node moves per token: float32 activations read twice and written once.
+ACTIVATION_BYTES_PER_ELEMENT = 12
+
+
+@dataclass(frozen=True)
+class Performance:
+    decode_tokens_per_s: float
+    prefill_tokens_per_s: float
+    ttft_s: float
+    load_s: float
+    bottleneck: str
+    prompt_tokens: int
+    decode_time_by_device_s: dict[str, float]
+    notes: tuple[str, ...]
+    load_warm_s: float | None = None  # the file already in the page cache; None: it does not fit in RAM
+    per_offloaded_layer_s: float | None = None  # decode seconds per token each layer left on the CPU adds
+    interconnect: str | None = None  # the GPU-to-GPU link of a multi-GPU split
+    split_modes_decode_tokens_per_s: dict[str, float] | None = None  # layer / row / tensor split, several GPUs
+    load_bottleneck: str = ""  # what bounds the cold load, and what would move it
+
+
+class SpeedInputError(ValueError):
+    """Speed cannot be predicted (the memory verdict still stands)."""
+
+
+def predict_performance(plan: TensorPlan, est: MemoryEstimate, gpus: tuple[GPUSpec, ...],
+                        prompt_tokens: int, ram_bandwidth_gbps: float | None = None,
+                        disk_read_gbps: float | None = None, cpu_cores: int | None = None,
+                        attachments: tuple[GPUAttachment, ...] | None = None,
+                        ram_bytes: int | None = None) -> Performance:
+    if prompt_tokens > est.n_ctx:
+        raise SpeedInputError(f"a prompt of {prompt_tokens:,} tokens is longer than the context ({est.n_ctx:,})")
+    if prompt_tokens < 1:
+        raise SpeedInputError("the prompt must have at least one token")
+    missing = [g.name for g in gpus if not g.memory_bandwidth_gbps]
+    if missing:
+        raise SpeedInputError(f"no memory-bandwidth figure for {', '.join(missing)} in the hardware database")
+    attachments = attachments or tuple(default_attachment(g) for g in gpus)
+    notes: list[str] = []
+    ram_bw = ram_bandwidth_gbps or DEFAULT_RAM_BANDWIDTH_GBPS
+    if ram_bandwidth_gbps is None:
+        notes.append(f"system memory assumed {DEFAULT_RAM_BANDWIDTH_GBPS} GB/s (DDR5-5600 dual channel); "
+                     "give --hardware with ram_type/speed for yours")
+    work = device_work(plan, est, len(gpus), prompt_tokens)
+    times = _decode_times(gpus, work, ram_bw, notes)
+    kernel_bound = [g.name for i, g in enumerate(gpus) if _kernel_bound(g, work.read(i), work.nodes[i])]
+    peer = peer_link(gpus, attachments)
+    transfer_s = _decode_transfer_s(plan.model, est, gpus, peer, attachments)
+    if transfer_s:
+        times["links"] = transfer_s
+    decode_s = sum(times.values())
+    host = host_link(attachments[0]) if gpus else None
+    prefill_s = _prefill_seconds(plan, est, gpus, work, prompt_tokens, host, peer, cpu_cores, notes)
+    load_cold, load_warm = _load_seconds(plan, est, host, disk_read_gbps, ram_bw, ram_bytes, notes)
+    modes = _split_modes(gpus, work, decode_s, times) if peer else {}
+    return Performance(
+        decode_tokens_per_s=1.0 / decode_s if decode_s > 0 else 0.0,
+        prefill_tokens_per_s=prompt_tokens / prefill_s if prefill_s > 0 else 0.0,
+        ttft_s=prefill_s + decode_s,
+        load_s=load_cold,
+        bottleneck=_bottleneck(times, gpus, est, peer, kernel_bound, work, modes),
+        prompt_tokens=prompt_tokens,
+        decode_time_by_device_s=times,
+        notes=tuple(notes),
+        load_warm_s=load_warm,
+        per_offloaded_layer_s=_per_offloaded_layer_s(plan, gpus, ram_bw) if gpus else None,
+        interconnect=peer.name if peer else None,
+        split_modes_decode_tokens_per_s=modes,
+        load_bottleneck=_load_bottleneck(plan, est, host, disk_read_gbps),
+    )
+
+
+# --- decode ------------------------------------------------------------------------------------
+
+def _gpu_decode_s(g: GPUSpec, read_bytes: float, n_nodes: float) -> tuple[float, str]:
+    m = decode_model(g)
+    bw = (g.memory_bandwidth_gbps or 0) * 1e9 * m.efficiency
+    seconds = (read_bytes / bw if bw else float("inf")) + n_nodes * m.seconds_per_node
+    return seconds, f"{m.efficiency:.2f} ({m.source}) + {1e6 * m.seconds_per_node:.2f} us per kernel"
+
+
+def _kernel_bound(g: GPUSpec, read_bytes: float, n_nodes: float) -> bool:
+    """The graph's kernels cost more per token than moving the bytes."""
+    m = decode_model(g)
+    bw = (g.memory_bandwidth_gbps or 0) * 1e9 * m.efficiency
+    return bool(bw) and n_nodes * m.seconds_per_node > read_bytes / bw
+
+
+def _cpu_decode_s(read_bytes: float, ram_bw: float) -> float:
+    cpu_eff, _, _ = cpu_terms()
+    return read_bytes / (ram_bw * 1e9 * cpu_eff)
+
+
+def _decode_times(gpus: tuple[GPUSpec, ...], work: DeviceWork, ram_bw: float, notes: list[str]) -> dict[str, float]:
+    """Seconds per generated token on each device; with a layer split they run one after another."""
+    times: dict[str, float] = {}
+    for i, g in enumerate(gpus):
+        key = g.id if g.id not in times else f"{g.id}#{i}"  # two cards of one kind each take their turn
+        times[key], src = _gpu_decode_s(g, work.read(i), work.nodes[i])
+        if i == 0:
+            notes.append(f"decode efficiency {src} of {g.memory_bandwidth_gbps} GB/s")
+    if work.read(CPU) > 0 or not gpus:
+        times["cpu"] = _cpu_decode_s(work.read(CPU), ram_bw)
+        cpu_eff, _, cpu_where = cpu_terms()
+        notes.append(f"CPU layers decode at {cpu_eff:.0%} of system-memory bandwidth ({cpu_where})")
+    return times
+
+
+def _decode_transfer_s(model: ModelSpec, est: MemoryEstimate, gpus: tuple[GPUSpec, ...], peer: Link | None,
+                       attachments: tuple[GPUAttachment, ...]) -> float:
+    """Per token: the hidden state (n_embd float32) crosses each device boundary of the layer split,
+    and the logits (n_vocab float32: 1 MiB for Gemma's 262k vocabulary) come back to the host from
+    the GPU that holds the output layer, unless that GPU shares the host's memory."""
+    if not gpus:
+        return 0.0
+    hidden = 4.0 * model.n_embd
+    total = 0.0
+    for a, b in _handovers(list(est.placement.layer_device)):
+        link = host_link(attachments[0]) if CPU in (a, b) or peer is None else peer
+        total += link.seconds(hidden)
+    out = est.placement.output_device
+    if out != CPU and not gpus[out].unified_memory:
+        total += host_link(attachments[out]).seconds(4.0 * model.n_vocab)
+    return total
+
+
+def _handovers(layer_device: list[int]) -> list[tuple[int, int]]:
+    """(from, to) devices wherever consecutive layers sit on different devices."""
+    return [(a, b) for a, b in zip(layer_device, layer_device[1:], strict=False) if a != b]
+
+
+def _per_offloaded_layer_s(plan: TensorPlan, gpus: tuple[GPUSpec, ...], ram_bw: float) -> float:
+    """Decode seconds per token one more repeating layer costs on the CPU instead of the main GPU."""
+    layers = token_work(plan).layers
+    layer_bytes = sum(lw.read_bytes for lw in layers) / len(layers)
+    on_gpu, _ = _gpu_decode_s(gpus[0], layer_bytes, graph_nodes(plan.model).kernels / plan.model.n_layer)
+    return max(0.0, _cpu_decode_s(layer_bytes, ram_bw) - on_gpu)
+
+
+def _split_modes(gpus: tuple[GPUSpec, ...], work: DeviceWork, layer_s: float,
+                 times: dict[str, float]) -> dict[str, float]:
+    """Decode tokens/s of llama.cpp's three ways to spread a model over GPUs. layer (the default, and
+    what the memory estimate places): GPUs take turns. row (-sm row): every GPU reads its share of
+    each matrix at once, then the main GPU gathers each product. tensor (-sm tensor): shares of
+    weights and KV, two all-reduces per layer. Gather and all-reduce costs are measured figures from
+    published multi-GPU runs (benchmarks/data/multigpu_llamabench.csv)."""
+    terms = split_terms()
+    n = len(gpus)
+    gpu_s = sum(v for k, v in times.items() if k not in ("cpu", "links"))
+    rest = layer_s - gpu_s  # CPU layers and transfers stay as they are
+    matmuls = sum(work.matmul_nodes[i] for i in range(n))
+    layers = sum(work.layers[i] for i in range(n))
+    return {"layer": 1.0 / layer_s,
+            "row": 1.0 / (gpu_s / n + matmuls * terms["row_gather_s"] + rest),
+            "tensor": 1.0 / (gpu_s / n + 2 * layers * terms["tensor_allreduce_s"] + rest)}
+
+
+# --- prefill -----------------------------------------------------------------------------------
+
+def _tile_use(tokens: float) -> float:
+    return min(1.0, max(tokens, 1.0) / MMQ_TILE_TOKENS)
+
+
+@dataclass(frozen=True)
+class _PrefillRates:
+    """What one GPU reaches in prefill, looked up once per prediction."""
+
+    matmul_flops_s: float  # matrix FLOP/s (rated x calibrated efficiency)
+    attention_flops_s: float
+    bytes_s: float  # memory bandwidth at the decode efficiency
+    seconds_per_kernel: float
+
+
+def _prefill_rates(g: GPUSpec, quantized: bool) -> _PrefillRates:
+    eff, _ = efficiency_for_group("prefill", prefill_group(g, quantized))
+    dm = decode_model(g)
+    return _PrefillRates(_matmul_tops(g, quantized) * 1e12 * eff, _attention_tflops(g) * 1e12 * eff,
+                         (g.memory_bandwidth_gbps or 0) * 1e9 * dm.efficiency, dm.seconds_per_node)
+
+
+def _gpu_ubatch_s(r: _PrefillRates, w: LayerWork, nodes: float, matmul_nodes: float, ffn_elements: float, u: int,
+                  model: ModelSpec) -> float:
+    """Seconds for one ubatch of u tokens through this GPU's share of the layers."""
+    if not r.matmul_flops_s or not r.bytes_s:
+        return float("inf")
+    dense = max(w.dense_flops * u / (r.matmul_flops_s * _tile_use(u)), w.dense_bytes / r.bytes_s)
+    per_expert = u * model.n_expert_used / model.n_expert if model.n_expert else 0.0
+    experts = max(w.expert_flops * u / (r.matmul_flops_s * _tile_use(per_expert)),
+                  w.expert_bytes * min(1.0, per_expert) / r.bytes_s) if w.expert_flops else 0.0
+    elementwise = elementwise_bytes(nodes, matmul_nodes, ffn_elements, model.n_embd, u) / r.bytes_s
+    return dense + experts + elementwise + nodes * r.seconds_per_kernel
+
+
+def elementwise_bytes(kernels: float, matmul_nodes: float, ffn_elements: float, n_embd: int, u: int) -> float:
+    """Activation traffic of one ubatch through the non-matmul kernels: each streams the hidden state
+    (n_embd wide), and the gated feed-forward activation streams its own, wider, width."""
+    return ACTIVATION_BYTES_PER_ELEMENT * u * (max(0.0, kernels - matmul_nodes) * n_embd + ffn_elements)
+
+
+def _matmul_tops(g: GPUSpec, quantized: bool) -> float:
+    """Dense throughput llama.cpp's prompt matmuls run at: INT8 tensor cores for quantized weights
+    (MMQ), FP16 tensor cores otherwise. Without tensor cores, from the shader FP32 rate: x4 for
+    quantized weights where a 4-way int8 dot product exists (CUDA DP4A from compute capability 6.1,
+    AMD's dot4 on RDNA), which MMQ uses; x2 on GP100 (compute capability 6.0), which has no DP4A and
+    runs FP16 at twice its FP32 rate through cuBLAS."""
+    if quantized and g.int8_tensor_tops:
+        return g.int8_tensor_tops
+    if g.fp16_tensor_tflops:
+        return g.fp16_tensor_tflops
+    fp32 = g.fp32_tflops or _apple_fp32_from_cores(g)
+    if g.backend == "cuda" and g.compute_capability == "6.0":
+        return 2 * fp32
+    dot4 = quantized and g.backend in ("cuda", "rocm")
+    return fp32 * (4 if dot4 else 1)
+
+
+@cache
+def _apple_tflops_per_core() -> float:
+    """FP32 TFLOPS per Apple GPU core where the database has both figures (the M2 family: 128 ALUs x 2
+    x 1398 MHz). Apple publishes no GPU clock for M3/M4 and secondary figures disagree, so those
+    entries carry core counts only and take this rate: a floor, as their clocks are reported at or
+    above the M2's; the prefill calibration over M3/M4 runs absorbs the difference."""
+    rates = sorted(g.fp32_tflops / g.gpu_cores for g in catalog().gpus.values()
+                   if g.backend == "metal" and g.fp32_tflops and g.gpu_cores)
+    return rates[len(rates) // 2] if rates else 0.0
+
+
+def _apple_fp32_from_cores(g: GPUSpec) -> float:
+    return g.gpu_cores * _apple_tflops_per_core() if g.backend == "metal" and g.gpu_cores else 0.0
+
+
+def _attention_tflops(g: GPUSpec) -> float:
+    """Attention runs in FP16 on the tensor cores (flash attention's MMA kernels or cuBLAS)."""
+    return g.fp16_tensor_tflops or g.fp32_tflops or _apple_fp32_from_cores(g)
+
+
+def _ubatches(prompt_tokens: int, n_ubatch: int) -> list[tuple[int, int]]:
+    """(tokens, how many ubatches of that size) for a prompt: full ubatches and the rest."""
+    full, rest = divmod(prompt_tokens, n_ubatch)
+    return [(u, n) for u, n in ((n_ubatch, full), (rest, 1)) if u and n]
+
+
+def _prefill_seconds(plan: TensorPlan, est: MemoryEstimate, gpus: tuple[GPUSpec, ...], work: DeviceWork,
+                     prompt_tokens: int, host: Link | None, peer: Link | None, cpu_cores: int | None,
+                     notes: list[str]) -> float:
+    """With a GPU, llama.cpp also runs the CPU-resident layers on the (main) GPU for large batches,
+    shipping their weights across PCIe once per ubatch."""
+    ubatches = _ubatches(prompt_tokens, est.settings.ubatch)
+    n_ubatches = sum(n for _, n in ubatches)
+    if not gpus:
+        _, gflops_core, where = cpu_terms()
+        cores = cpu_cores or 8
+        notes.append(f"CPU prefill at {gflops_core:.0f} GFLOP/s per core x {cores} cores ({where})"
+                     + ("" if cpu_cores else "; 8 cores assumed"))
+        w = work.work[CPU]
+        return ((w.dense_flops + w.expert_flops) * prompt_tokens + work.attn_flops[CPU]) / (gflops_core * cores * 1e9)
+    quantized = plan.ftype.default_type.is_quantized
+    total = 0.0
+    for i, g in enumerate(gpus):
+        w, nodes, mm, ffn = work.work[i], work.nodes[i], work.matmul_nodes[i], work.ffn_elements[i]
+        attn = work.attn_flops[i]
+        if i == 0:  # the main GPU also computes the CPU layers
+            w, nodes, mm = w + work.work[CPU], nodes + work.nodes[CPU], mm + work.matmul_nodes[CPU]
+            attn, ffn = attn + work.attn_flops[CPU], ffn + work.ffn_elements[CPU]
+        rates = _prefill_rates(g, quantized)
+        total += sum(n * _gpu_ubatch_s(rates, w, nodes, mm, ffn, u, plan.model) for u, n in ubatches)
+        total += attn / rates.attention_flops_s if rates.attention_flops_s else float("inf")
+    if work.read(CPU) and host is not None:
+        total += n_ubatches * host.seconds(work.work[CPU].read_bytes)
+    if peer is not None:
+        hidden = 4.0 * plan.model.n_embd * est.settings.ubatch
+        boundaries = len(_handovers([d for d in est.placement.layer_device if d != CPU]))
+        total += n_ubatches * boundaries * peer.seconds(hidden)
+    return total
+
+
+# --- load --------------------------------------------------------------------------------------
+
+def _load_seconds(plan: TensorPlan, est: MemoryEstimate, host: Link | None, disk: float | None, ram_bw: float,
+                  ram_bytes: int | None, notes: list[str]) -> tuple[float, float | None]:
+    """(cold, warm) load seconds: the file is read from disk (cold) or from the page cache (warm, when
+    it fits in RAM) while the GPU's share is uploaded over PCIe; the two overlap, so the slower wins."""
+    disk_bw = disk or DEFAULT_DISK_READ_GBPS
+    if disk is None:
+        notes.append(f"load time from an NVMe Gen4 disk ({DEFAULT_DISK_READ_GBPS} GB/s), cold page cache")
+    file_bytes = plan.tensor_data_bytes
+    device_bytes = sum(d.weights_bytes for d in est.devices)
+    upload = host.seconds(device_bytes) if host is not None and device_bytes else 0.0
+    setup = load_setup_s()
+    cold = max(file_bytes / (disk_bw * 1e9), upload) + setup
+    if ram_bytes is not None and file_bytes > ram_bytes:
+        return cold, None
+    cached = file_bytes / (ram_bw * 1e9 * load_terms()["page_cache_fraction_of_ram"])
+    return cold, max(cached, upload) + setup
+
+
+# --- bottleneck --------------------------------------------------------------------------------
+
+def _load_bottleneck(plan: TensorPlan, est: MemoryEstimate, host: Link | None, disk: float | None) -> str:
+    disk_bw = disk or DEFAULT_DISK_READ_GBPS
+    read = plan.tensor_data_bytes / (disk_bw * 1e9)
+    device_bytes = sum(d.weights_bytes for d in est.devices)
+    upload = host.seconds(device_bytes) if host is not None and device_bytes else 0.0
+    if read >= upload:
+        return (f"the cold load reads {plan.tensor_data_bytes / 1e9:.1f} GB from a {disk_bw:g} GB/s drive: a faster "
+                "drive (NVMe Gen4/5) or a file already in the page cache moves it")
+    return f"the load uploads {device_bytes / 1e9:.1f} GB over {host.name if host else 'PCIe'}: a wider link moves it"
+
+
+def _bottleneck(times: dict[str, float], gpus: tuple[GPUSpec, ...], est: MemoryEstimate,
+                peer: Link | None, kernel_bound: list[str], work: DeviceWork, modes: dict[str, float]) -> str:
+    if not times:
+        return "unknown"
+    worst = max(times, key=lambda k: times[k])
+    if worst == "cpu" and gpus:
+        n_cpu = sum(1 for d in est.placement.layer_device if d == CPU)
+        return (f"decode waits on system memory: {n_cpu} layers run on the CPU; offloading fewer layers to the "
+                f"CPU (a smaller quant or context, or a GPU with more memory) moves it")
+    if worst == "cpu":
+        return "decode is bound by system-memory bandwidth (CPU only); faster RAM or a GPU moves it"
+    if worst == "links":
+        return (f"decode waits on the links ({peer.name if peer else 'PCIe'}): fewer GPUs, NVLink or a card that "
+                "holds the whole model moves it")
+    gpu = gpus[[g.id for g in gpus].index(worst.split("#")[0])]
+    if gpu.name in kernel_bound:
+        n_nodes = round(sum(work.nodes[i] for i in range(len(gpus))))
+        return (f"decode is bound by kernel overhead on {gpu.name}: the model's {n_nodes:,} kernels cost more "
+                "per token than reading its weights; a GPU with a higher clock moves it, more bandwidth does not, "
+                "and serving several requests at once (--parallel) raises total throughput")
+    text = (f"decode is bound by {gpu.name} memory bandwidth ({gpu.memory_bandwidth_gbps:g} GB/s): a smaller quant "
+            f"or a GPU with more bandwidth moves it; prefill is bound by tensor throughput")
+    if len(gpus) > 1:
+        text += "; with a layer split the GPUs take turns, so their times add up"
+        best = max(modes, key=lambda k: modes[k]) if modes else "layer"
+        if best != "layer":
+            text += (f"; -sm {best} would share the reading ({modes[best]:.1f} vs {modes['layer']:.1f} tokens/s over "
+                     f"{peer.name if peer else 'PCIe'}; NVLink would shorten each of its synchronisations)")
+    return text

@@ -1,0 +1,159 @@
+"""The work one token costs, from the tensor plan: weight bytes read, matrix FLOPs (dense and
+expert apart, since experts are multiplied in small per-expert batches), attention over the prompt,
+KV cache read, and llama.cpp graph nodes, grouped by the device that holds each layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+from gemma_fit.gguf.tensors import TensorPlan, TensorSpec
+from gemma_fit.memory.estimate import MemoryEstimate
+from gemma_fit.memory.placement import CPU
+from gemma_fit.model.spec import ModelSpec
+from gemma_fit.speed.graph import graph_nodes
+
+
+@dataclass(frozen=True)
+class LayerWork:
+    """One layer's (or the output's) per-token work."""
+
+    read_bytes: float = 0.0  # weights read to generate one token (routed experts only)
+    dense_flops: float = 0.0  # 2 x elements of the dense weight matrices
+    expert_flops: float = 0.0  # 2 x elements of the routed experts' matrices
+    dense_bytes: float = 0.0  # bytes of the dense matrices (read once per ubatch in prefill)
+    expert_bytes: float = 0.0  # bytes of all experts (an ubatch routes tokens to most of them)
+
+    def __add__(self, other: LayerWork) -> LayerWork:
+        return LayerWork(*(a + b for a, b in zip(self.astuple(), other.astuple(), strict=True)))
+
+    def astuple(self) -> tuple[float, ...]:
+        return (self.read_bytes, self.dense_flops, self.expert_flops, self.dense_bytes, self.expert_bytes)
+
+
+def _tensor_work(t: TensorSpec, plan: TensorPlan) -> LayerWork:
+    model = plan.model
+    if t.role == "input":
+        return LayerWork()  # token_embd / per_layer_token_embd: get_rows reads one row
+    is_expert = "_exps" in t.name and model.n_expert > 0
+    routed = model.n_expert_used / model.n_expert if is_expert else 1.0
+    read = t.n_bytes * routed
+    matrix = len(t.shape) >= 2 and t.name != "output.weight"  # prefill computes the last token's logits only
+    flops = 2.0 * t.n_elements * routed if matrix else 0.0
+    if is_expert:
+        return LayerWork(read, 0.0, flops, 0.0, float(t.n_bytes) if matrix else 0.0)
+    return LayerWork(read, flops, 0.0, float(t.n_bytes) if matrix else 0.0, 0.0)
+
+
+@dataclass(frozen=True)
+class TokenWork:
+    layers: tuple[LayerWork, ...]
+    output: LayerWork
+
+
+_CACHE: dict[int, tuple[TensorPlan, TokenWork]] = {}
+
+
+def token_work(plan: TensorPlan) -> TokenWork:
+    hit = _CACHE.get(id(plan))
+    if hit is not None and hit[0] is plan:
+        return hit[1]
+    layers = [LayerWork() for _ in range(plan.model.n_layer)]
+    output = LayerWork()
+    for t in plan.tensors:
+        w = _tensor_work(t, plan)
+        if t.role == "output":
+            output = output + w
+        elif t.role != "input":
+            il = t.layer if t.layer is not None else 0
+            layers[il] = layers[il] + w
+    if "output.weight" not in plan.by_name():  # the tied output matrix is read every token
+        output = output + LayerWork(read_bytes=float(plan.by_name()["token_embd.weight"].n_bytes))
+    work = TokenWork(tuple(layers), output)
+    _CACHE[id(plan)] = (plan, work)
+    return work
+
+
+@cache
+def attended_cells(n_tokens: int, n_ubatch: int, window: int) -> float:
+    """Sum over a prompt's ubatches of (tokens in the ubatch x KV cells its attention reads).
+
+    llama.cpp computes each ubatch's scores against every cell up to the ubatch's end (the causal
+    mask zeroes the rest, it does not skip them); a sliding-window layer reads at most its window
+    plus the ubatch. window = 0: full attention."""
+    total, start = 0.0, 0
+    while start < n_tokens:
+        u = min(n_ubatch, n_tokens - start)
+        end = start + u
+        n_kv = min(end, window + n_ubatch) if window else end
+        total += u * n_kv
+        start = end
+    return total
+
+
+def attention_flops(model: ModelSpec, n_tokens: int, n_ubatch: int) -> dict[int, float]:
+    """FLOPs of attention itself (scores Q.K and the weighted sum with V) over a prompt, per layer:
+    2 x n_head x head_dim for each of the two products, per (token, attended cell) pair."""
+    out = {}
+    for layer in model.layers:
+        window = model.n_swa if layer.is_swa and model.has_swa else 0
+        out[layer.index] = 4.0 * layer.n_head * layer.head_dim * attended_cells(n_tokens, n_ubatch, window)
+    return out
+
+
+def kv_read_per_token(model: ModelSpec, est: MemoryEstimate, position: int) -> dict[int, float]:
+    """KV bytes attended for one token at `position`, per layer (SWA layers stop at their cache)."""
+    out = {}
+    for layer in model.layers:
+        if layer.index not in est.kv.layer_bytes:
+            continue
+        cells = est.kv.swa_cells if layer.is_swa and model.has_swa else est.kv.base_cells
+        per_cell = est.kv.layer_bytes[layer.index] / (cells * est.kv.n_streams)
+        out[layer.index] = per_cell * min(position, cells)
+    return out
+
+
+@dataclass(frozen=True)
+class DeviceWork:
+    """Per device (GPU index, or CPU): per-token work, prompt attention FLOPs, layers and graph nodes."""
+
+    work: dict[int, LayerWork]
+    kv_read: dict[int, float]  # KV bytes read per generated token
+    attn_flops: dict[int, float]  # attention FLOPs over the whole prompt
+    layers: dict[int, int]
+    nodes: dict[int, float]  # GPU kernels (fused llama.cpp graph nodes) per token
+    matmul_nodes: dict[int, float]
+    ffn_elements: dict[int, float]  # feed-forward activations per token (the GLU's output width)
+
+    def read(self, d: int) -> float:
+        return self.work[d].read_bytes + self.kv_read[d]
+
+
+def device_work(plan: TensorPlan, est: MemoryEstimate, n_gpus: int, prompt_tokens: int) -> DeviceWork:
+    model, placement = plan.model, est.placement
+    devices = [*range(n_gpus), CPU]
+    sums = {d: [0.0] * 5 for d in devices}  # LayerWork fields, summed without a dataclass per layer
+    kv = dict.fromkeys(devices, 0.0)
+    attn = dict.fromkeys(devices, 0.0)
+    layers = dict.fromkeys(devices, 0)
+    ffn = dict.fromkeys(devices, 0.0)
+    tw = token_work(plan)
+    for il, lw in enumerate(tw.layers):
+        d = placement.layer_device[il]
+        acc = sums[d]
+        for k, v in enumerate(lw.astuple()):
+            acc[k] += v
+        layers[d] += 1
+        spec = model.layers[il]
+        ffn[d] += spec.n_ff + (model.n_ff_exp * model.n_expert_used if spec.has_experts else 0)
+    work = {d: LayerWork(*v) for d, v in sums.items()}
+    work[placement.output_device] = work[placement.output_device] + tw.output
+    for il, nbytes in kv_read_per_token(model, est, max(1, prompt_tokens)).items():
+        kv[placement.layer_device[il] if est.settings.kv_offload else CPU] += nbytes
+    for il, f in attention_flops(model, prompt_tokens, est.settings.ubatch).items():
+        attn[placement.layer_device[il]] += f
+    g = graph_nodes(model)
+    nodes = {d: n * g.kernels / model.n_layer for d, n in layers.items()}
+    matmuls = {d: n * g.matmul_nodes / model.n_layer for d, n in layers.items()}
+    return DeviceWork(work, kv, attn, layers, nodes, matmuls, ffn)
