@@ -21,7 +21,8 @@ COLD = [sys.executable, "-c", "from gemma_fit.cli.app import main; main()", "che
 MATRIX = f"""
 import time
 t0 = time.perf_counter()
-from gemma_fit.engines.llamacpp import check_json, run_check
+from gemma_fit.engines.llamacpp import run_check
+from gemma_fit.present.documents import check_json
 from gemma_fit.gguf.types import CONTRACT_QUANTS
 from gemma_fit.hardware.select import select_hardware
 from gemma_fit.model.catalog import load_model_db, resolve_model

@@ -32,7 +32,8 @@ from gguf import GGUFWriter
 from gemma_fit.base.errors import BadInput
 from gemma_fit.gguf.from_file import model_from_gguf
 from gemma_fit.gguf.layout import pad
-from gemma_fit.gguf.reader import MAX_TENSORS, read_gguf_header
+from gemma_fit.gguf.limits import MAX_TENSORS
+from gemma_fit.gguf.reader import read_gguf_header
 from gemma_fit.gguf.tensors import build_plan
 from gemma_fit.gguf.writer import write_synthetic_gguf
 from gemma_fit.model.catalog import entry_spec, load_model_db

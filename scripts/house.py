@@ -138,13 +138,24 @@ def parameters(mods: dict[str, Module]) -> list[tuple[int, str]]:
     return sorted(out, reverse=True)
 
 
+def stage(module: str) -> str:
+    """A module's pipeline stage: its subpackage (gemma_fit itself is the API, __main__ the entry point)."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "api"
+    return "main" if parts[1] == "__main__" else parts[1]
+
+
 def measure(package: Path = PACKAGE) -> dict[str, object]:
     mods = modules(package)
     names = sorted(mods)
     edges = arrows(mods)
+    stage_edges = {(stage(a), stage(b)) for a, b in edges if stage(a) != stage(b)}
     return {
         "modules": len(mods),
         "import_arrows": len(edges),
+        "stages": len({stage(n) for n in names}),
+        "stage_arrows": len(stage_edges),
         "cycles": cycles(names, edges),
         "floors": floors(names, edges),
         "longest_modules": sorted(((m.lines, n) for n, m in mods.items()), reverse=True)[:8],

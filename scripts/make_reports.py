@@ -17,12 +17,17 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from gemma_fit.engines.llamacpp import check_json, run_check  # noqa: E402
+from gemma_fit.engines.llamacpp import run_check  # noqa: E402
 from gemma_fit.hardware.select import select_hardware  # noqa: E402
-from gemma_fit.jobs.report import run_report  # noqa: E402
+from gemma_fit.jobs.report import (  # noqa: E402
+    check_sources,
+    gpu_ranking,
+    run_report,  # noqa: E402
+)
 from gemma_fit.memory.settings import RunSettings  # noqa: E402
 from gemma_fit.model.catalog import resolve_model  # noqa: E402
-from gemma_fit.present.html import check_sources, gpu_ranking, render_check_html, render_report_html  # noqa: E402
+from gemma_fit.present.documents import check_json  # noqa: E402
+from gemma_fit.present.html import render_check_html, render_report_html  # noqa: E402
 
 # name -> run_report arguments
 REPORTS: dict[str, dict[str, Any]] = {

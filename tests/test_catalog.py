@@ -1,4 +1,5 @@
-"""The snapshot of the built-in databases (gemma_fit.db.snapshot): the same facts as the validated databases,
+"""The snapshots of the built-in databases (db.snapshot: model cards, hardware specs, rule tables): the same facts
+as the validated databases,
 rebuilt when anything changes, and what keeps a cold `check` from importing the schema machinery.
 
 Start-up time itself is a benchmark (benchmarks/bench_startup.py); here only what it rests on is checked:
@@ -15,24 +16,27 @@ from pathlib import Path
 
 import pytest
 
-from gemma_fit.db import snapshot as catalog_module
 from gemma_fit.db.files import packaged_dir, read_yaml
-from gemma_fit.db.snapshot import Catalog, _build, _key, _load, _store, catalog, rule_table
-from gemma_fit.hardware.catalog import load_gpus, load_hardware_db
-from gemma_fit.model.catalog import entry_spec, load_model_db, resolve_model
+from gemma_fit.db.rules import read_packaged_yaml
+from gemma_fit.db.snapshot import load, source_key, store
+from gemma_fit.hardware.catalog import load_gpus, load_hardware_db, storage_spec
+from gemma_fit.hardware.snapshot import HardwareSnapshot, _build, known_hardware
+from gemma_fit.model.catalog import entry_spec, load_model_db, model_cards, resolve_model
 
 
 def test_snapshot_holds_what_the_databases_say() -> None:
-    snap = catalog()
+    cards = model_cards()
     entries = load_model_db()
-    assert set(snap.models) == set(entries)
+    assert set(cards) == set(entries)
     for key, entry in entries.items():
-        assert snap.models[key].spec == entry_spec(entry)
-        assert (snap.models[key].id, snap.models[key].generation) == (entry.id, entry.generation)
+        assert cards[key].spec == entry_spec(entry)
+        assert (cards[key].id, cards[key].generation) == (entry.id, entry.generation)
+    snap = known_hardware()
     assert snap.gpus == load_gpus()
     assert snap.gpu_names == load_hardware_db().names
+    assert snap.storage == {sid: storage_spec(e) for sid, e in load_hardware_db().storage.items()}
     for path in sorted((packaged_dir("model_db") / "llamacpp").glob("*.yaml")):
-        assert rule_table(f"llamacpp/{path.name}") == read_yaml(path)
+        assert read_packaged_yaml(f"llamacpp/{path.name}") == read_yaml(path)
 
 
 @pytest.mark.parametrize("name", ["9b", "gemma-3-27b-it", "google/gemma-4-E4B", "E2B", "26b"])
@@ -44,34 +48,34 @@ def test_names_resolve_the_same_with_and_without_the_snapshot(name: str, tmp_pat
 
 
 def test_a_stale_or_broken_cache_file_is_never_used(tmp_path: Path) -> None:
-    path = tmp_path / "catalog.pickle"
-    assert _load(path, "k") is None  # absent
+    path = tmp_path / "hardware.pickle"
+    assert load(path, "k", HardwareSnapshot) is None  # absent
     path.write_bytes(b"not a pickle")
-    assert _load(path, "k") is None  # garbage
-    _store(path, "old-key", catalog())
-    assert _load(path, "new-key") is None  # another version of the files or the package
-    loaded = _load(path, "old-key")
-    assert isinstance(loaded, Catalog) and loaded.gpus == catalog().gpus
+    assert load(path, "k", HardwareSnapshot) is None  # garbage
+    store(path, "old-key", known_hardware())
+    assert load(path, "new-key", HardwareSnapshot) is None  # another version of the files or the package
+    assert load(path, "old-key", dict) is None  # another kind of snapshot
+    loaded = load(path, "old-key", HardwareSnapshot)
+    assert isinstance(loaded, HardwareSnapshot) and loaded.gpus == known_hardware().gpus
 
 
 def test_the_key_follows_every_database_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    before = _key()
+    before = source_key()
     target = sorted(packaged_dir("hardware_db").rglob("*.yaml"))[0]
     st = target.stat()
     try:
         os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
-        assert _key() != before
+        assert source_key() != before
     finally:
         os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
-    assert _key() == before
+    assert source_key() == before
 
 
-def test_an_unwritable_cache_still_answers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unwritable_cache_still_answers(tmp_path: Path) -> None:
     blocked = tmp_path / "file"
     blocked.write_text("a file where the cache folder would be")
-    monkeypatch.setattr(catalog_module, "_cache_file", lambda: blocked / "catalog.pickle")
-    _store(blocked / "catalog.pickle", "k", _build())  # swallowed: nothing to write into
-    assert not (blocked / "catalog.pickle").exists()
+    store(blocked / "hardware.pickle", "k", _build())  # swallowed: nothing to write into
+    assert not (blocked / "hardware.pickle").exists()
 
 
 def test_a_cold_check_imports_no_schema_rich_or_report_code(tmp_path: Path) -> None:

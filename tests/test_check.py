@@ -16,13 +16,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_model_db import CONTRACT_MODELS
 
-from gemma_fit.engines.llamacpp import check_json, run_check
+from gemma_fit.engines.llamacpp import run_check
 from gemma_fit.gguf.tensors import build_plan
 from gemma_fit.gguf.types import CONTRACT_QUANTS
 from gemma_fit.hardware.schema import MAX_HOST_RAM_BYTES
 from gemma_fit.hardware.select import select_hardware
 from gemma_fit.memory.settings import RunSettings
 from gemma_fit.model.catalog import resolve_model
+from gemma_fit.present.documents import check_json
 
 CLI = [sys.executable, "-c", "from gemma_fit.cli.app import main; main()"]
 

@@ -7,34 +7,37 @@ import math
 import pytest
 
 from gemma_fit.base.errors import BadInput
-from gemma_fit.engines import (
+from gemma_fit.engines.base import (
     GIB,
     EngineSettings,
-    estimate,
     hf_weight_bytes,
     param_breakdown,
 )
+from gemma_fit.engines.dispatch import estimate
 from gemma_fit.engines.transformers_hf import kv_cache_bytes
 from gemma_fit.engines.vllm import CUDA_GRAPH_BYTES, NON_TORCH_BYTES, activation_peak
+from gemma_fit.hardware.select import Hardware
+from gemma_fit.hardware.spec import GPUSpec
 from gemma_fit.jobs.check import run_engine_check
-from gemma_fit.memory.estimate import Device
 from gemma_fit.memory.settings import RunSettings
 from gemma_fit.model.catalog import resolve_model
 from gemma_fit.present.documents import engine_check_json
 
 
-class FakeHardware:
-    """Only what the engines read: devices, a label, no machine."""
-
-    def __init__(self, *caps_gib: float, name: str = "Test GPU") -> None:
-        self.devices = tuple(Device(f"gpu{i}", name, "cuda", int(c * GIB)) for i, c in enumerate(caps_gib))
-        self.gpus = ()
-        self.label = name
-        self.host_capacity_bytes = 64 * GIB
-        self.machine = None
+def _test_gpu(i: int, name: str, capacity: int) -> GPUSpec:
+    return GPUSpec(id=f"gpu{i}", name=name, vendor="nvidia", backend="cuda", memory_bytes=capacity,
+                   usable_memory_bytes=capacity, unified_memory=False, memory_bandwidth_gbps=None,
+                   fp16_tensor_tflops=None, arch="test", compute_capability=None, pcie_gen=None, pcie_lanes=None,
+                   nvlink_gbps=None, tdp_w=None, source="test")
 
 
-def _vllm(model: str, hw: FakeHardware, **kw):
+def FakeHardware(*caps_gib: float, name: str = "Test GPU") -> Hardware:  # noqa: N802 - reads like the class it was
+    """GPUs of the given capacities (what the engines read: capacity, name, backend), 64 GiB of host RAM."""
+    gpus = tuple(_test_gpu(i, name, int(c * GIB)) for i, c in enumerate(caps_gib))
+    return Hardware(label=name, gpus=gpus, host_capacity_bytes=64 * GIB, machine=None)
+
+
+def _vllm(model: str, hw: Hardware, **kw):
     r = resolve_model(model)
     return r, estimate(r, EngineSettings(engine="vllm", quant=kw.pop("quant", "bf16"), **kw), hw)
 

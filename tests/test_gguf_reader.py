@@ -32,6 +32,8 @@ from test_model_db import CONTRACT_MODELS
 
 from gemma_fit.base.errors import BadInput
 from gemma_fit.gguf import from_file as mfg
+from gemma_fit.gguf import limits as gguf_limits
+from gemma_fit.gguf import parse as gguf_parse
 from gemma_fit.gguf import reader as gguf_reader
 from gemma_fit.gguf.from_file import is_mmproj, mmproj_bytes, model_from_gguf, plan_from_gguf, spec_from_gguf
 from gemma_fit.gguf.layout import GGUF_FIXED_HEADER_BYTES, kv_bytes, pad, synth_metadata
@@ -56,7 +58,7 @@ def _tensors(plan: TensorPlan) -> list[tuple[str, tuple[int, ...], str]]:
     return [(t.name, t.shape, t.type.name) for t in plan.tensors]
 
 
-CHUNK = gguf_reader._CHUNK  # the reader's read-ahead: no header read goes more than this past what it needs
+CHUNK = gguf_parse._CHUNK  # the reader's read-ahead: no header read goes more than this past what it needs
 
 
 class _CountingFile:
@@ -540,7 +542,7 @@ def test_limits_are_checked_before_reading(case: str, tmp_path: Path, reads: _Re
 
 def test_limit_boundaries(tmp_path: Path) -> None:
     """A header at the limits reads: 65,536 tensor infos, an array of 2^22 elements."""
-    n = gguf_reader.MAX_TENSORS
+    n = gguf_limits.MAX_TENSORS
     tis = [_ti(f"t{i}", [8], 0, 32 * i) for i in range(n)]
     h = read_gguf_header(_file(tmp_path, _gguf(tis=tis, data=32 * n), "many.gguf"))
     assert len(h.tensors) == n and h.tensors[-1].name == f"t{n - 1}"
@@ -550,7 +552,7 @@ def test_limit_boundaries(tmp_path: Path) -> None:
 
 
 def test_array_elements_are_counted_over_the_header(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(gguf_reader, "MAX_ARRAY_ELEMENTS", 100)
+    monkeypatch.setattr(gguf_limits, "MAX_ARRAY_ELEMENTS", 100)
     arr = struct.pack("<IQ", 0, 60) + b"\0" * 60
     nested = struct.pack("<IQ", 9, 2) + (struct.pack("<IQ", 0, 30) + b"\0" * 30) * 2
     read_gguf_header(_file(tmp_path, _gguf([ARCH_KV, _kv("a", 9, arr)]), "one.gguf"))
@@ -577,14 +579,14 @@ def test_split_limits_count_all_shards(tmp_path: Path, monkeypatch: pytest.Monke
     no_count = _write_split(uncounted, plan, tweak=lambda i, kvs: [kv for kv in _light(i, kvs)
                                                                    if kv[0] != "split.tensors.count"])
     with monkeypatch.context() as m:
-        m.setattr(gguf_reader, "MAX_TENSORS", per + 1)
+        m.setattr(gguf_limits, "MAX_TENSORS", per + 1)
         _bad(paths[0], f"split.tensors.count is {len(h.tensors)} (limit {per + 1})")  # before shard 2 is opened
         _bad(no_count[0], f"takes the split model past {per + 1} tensors", names=no_count[1])
     with monkeypatch.context() as m:
-        m.setattr(gguf_reader, "MAX_HEADER_BYTES", h.shards[0].data_offset + 100)
+        m.setattr(gguf_limits, "MAX_HEADER_BYTES", h.shards[0].data_offset + 100)
         _bad(paths[0], "header larger than", names=paths[1])
     with monkeypatch.context() as m:
-        m.setattr(gguf_reader, "MAX_TENSOR_DATA_BYTES", h.shards[0].tensor_data_bytes + 100)
+        m.setattr(gguf_limits, "MAX_TENSOR_DATA_BYTES", h.shards[0].tensor_data_bytes + 100)
         _bad(paths[0], "takes the tensor data past", names=paths[1])
     assert read_gguf_header(paths[0]) == h  # the limits are read per call: nothing left over
 
@@ -814,7 +816,7 @@ def test_fuzz_mutated_header(small_synth: tuple[Path, bytes, int, int], data: st
             _one_line(str(exc))
         finally:
             del gguf_reader.open  # type: ignore[attr-defined]
-        assert tally.bytes <= gguf_reader.MAX_HEADER_BYTES + CHUNK
+        assert tally.bytes <= gguf_limits.MAX_HEADER_BYTES + CHUNK
 
 
 # --- non-Gemma files ------------------------------------------------------------------------------

@@ -25,13 +25,14 @@ from typer.testing import CliRunner
 
 from gemma_fit.base.errors import BadInput
 from gemma_fit.cli.report import report_command, write_check_html
-from gemma_fit.engines.llamacpp import check_json, run_check
+from gemma_fit.engines.llamacpp import run_check
 from gemma_fit.hardware.select import select_hardware
-from gemma_fit.jobs.report import SCHEMA, run_report
+from gemma_fit.jobs.report import SCHEMA, check_sources, gpu_ranking, run_report
 from gemma_fit.memory.settings import RunSettings
 from gemma_fit.model.catalog import resolve_model
 from gemma_fit.model.spec import ModelSpec
-from gemma_fit.present.html import gpu_ranking, render_check_html, render_report_html, write_html
+from gemma_fit.present.documents import check_json
+from gemma_fit.present.html import render_check_html, render_report_html, write_html
 
 CHROMIUM = Path("/usr/bin/chromium")
 EVIL = "Evil \"quoted\" 'GPU' <script>alert(1)</script>"
@@ -152,7 +153,8 @@ def assert_self_contained(html: str) -> None:
 def test_renders_in_headless_chromium(kind: str, tmp_path: Path, check_doc: tuple[dict[str, Any], list]) -> None:
     if kind == "check":
         doc, ranking = check_doc
-        html, verdict_text = render_check_html(doc, ranking), f"{doc['model']['id']} {doc['model']['quant']}"
+        html = render_check_html(doc, ranking, check_sources(doc))
+        verdict_text = f"{doc['model']['id']} {doc['model']['quant']}"
         verdict = doc["verdict"]
     else:
         report = run_report(["2b", "9b"], ["Q4_K_M", "Q8_0"], [["a4000"], ["rtx-3060-12gb"], ["rtx-4090"]],
@@ -175,7 +177,7 @@ def test_renders_in_headless_chromium(kind: str, tmp_path: Path, check_doc: tupl
 
 def test_check_html_sections(check_doc: tuple[dict[str, Any], list]) -> None:
     doc, ranking = check_doc
-    html = render_check_html(doc, ranking)
+    html = render_check_html(doc, ranking, check_sources(doc))
     assert_self_contained(html)
     assert f'<span class="badge {doc["verdict"]}">{doc["verdict"]}</span>' in html
     for section in ("memory", "context", "speed", "run", "buy", "assumptions"):
@@ -194,7 +196,7 @@ def test_absent_performance_renders(check_doc: tuple[dict[str, Any], list]) -> N
     doc, ranking = check_doc
     doc = {k: v for k, v in doc.items() if k != "performance"}
     ranking = [{**r, "decode_tokens_per_s": None} for r in ranking]
-    html = render_check_html(doc, ranking)
+    html = render_check_html(doc, ranking, check_sources(doc))
     assert "No speed estimate" in html and "Speed per GPU" not in html
 
 
@@ -207,7 +209,7 @@ def test_names_are_escaped(evil_db: Path, tmp_path: Path) -> None:
     hw = select_hardware(["evil-gpu"], None, (evil_db,))
     doc = check_json(run_check(resolved, "Q4_K_M", settings, hw))
     doc["model"]["id"] = "gemma-<script>alert(3)</script>"
-    html = render_check_html(doc, gpu_ranking(resolved, "Q4_K_M", settings, (evil_db,)))
+    html = render_check_html(doc, gpu_ranking(resolved, "Q4_K_M", settings, (evil_db,)), check_sources(doc))
     report = run_report(["2b"], ["Q4_K_M"], [["evil-gpu"]], [4096], RunSettings(), hardware_dirs=(evil_db,),
                         what_to_buy=True)
     for page in (html, render_report_html(report)):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from test_model_db import CONTRACT_MODELS
 
-from gemma_fit.engines.llamacpp import check_json, run_check
+from gemma_fit.engines.llamacpp import run_check
 from gemma_fit.gguf.from_file import plan_from_gguf, spec_from_gguf
 from gemma_fit.gguf.reader import read_gguf_header
 from gemma_fit.gguf.tensors import build_plan
@@ -18,6 +18,7 @@ from gemma_fit.gguf.writer import write_synthetic_gguf
 from gemma_fit.hardware.select import select_hardware
 from gemma_fit.memory.settings import RunSettings
 from gemma_fit.model.catalog import ResolvedModel, resolve_model
+from gemma_fit.present.documents import check_json
 
 CLI = [sys.executable, "-c", "from gemma_fit.cli.app import main; main()"]
 SAME = ("memory", "verdict", "max_ctx_fit", "performance", "settings")

@@ -28,7 +28,9 @@ from gemma_fit.base.errors import BadInput
 from gemma_fit.gguf.tensors import build_plan
 from gemma_fit.model.catalog import entry_spec, load_model_db, resolve_model
 from gemma_fit.model.files import MAX_CONFIG_BYTES
-from gemma_fit.model.schema import HF_DEFAULTS, MAX_LAYERS, HFTextConfig, _derived_defaults, fill_hf_defaults
+from gemma_fit.model.hf_config import HFTextConfig
+from gemma_fit.model.hf_defaults import HF_DEFAULTS, _derived_defaults, fill_hf_defaults
+from gemma_fit.model.limits import MAX_LAYERS
 from gemma_fit.model.spec import spec_from_config
 
 DATA = Path(__file__).resolve().parent / "data"

@@ -204,10 +204,11 @@ def test_probed_drives_map_to_storage_classes(tmp_path: Path) -> None:
 
 
 def test_cpu_check_takes_its_load_time_from_this_machines_drive() -> None:
-    from gemma_fit.engines.llamacpp import check_json, run_check
+    from gemma_fit.engines.llamacpp import run_check
     from gemma_fit.hardware.select import select_hardware
     from gemma_fit.memory.settings import RunSettings
     from gemma_fit.model.catalog import resolve_model
+    from gemma_fit.present.documents import check_json
 
     hw = select_hardware(["cpu"], None, ())
     doc = check_json(run_check(resolve_model("gemma-3-1b"), "Q4_0", RunSettings(), hw))

@@ -18,13 +18,14 @@ from rich.console import Console
 
 from gemma_fit.base.errors import BadInput
 from gemma_fit.cli.report import dump_report_json, print_report_tables
-from gemma_fit.engines import EngineSettings, validate_numbers
-from gemma_fit.engines.llamacpp import check_json, run_check
+from gemma_fit.engines.base import EngineSettings, validate_numbers
+from gemma_fit.engines.llamacpp import run_check
 from gemma_fit.hardware.select import select_hardware
 from gemma_fit.jobs import report as report_module
 from gemma_fit.jobs.report import run_report
 from gemma_fit.memory.settings import RunSettings
 from gemma_fit.model.catalog import resolve_model
+from gemma_fit.present.documents import check_json
 
 CLI = [sys.executable, "-c", "from gemma_fit.cli.app import main; main()"]
 ENGINES = ("llama.cpp", "vllm", "ollama", "transformers")

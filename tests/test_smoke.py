@@ -198,7 +198,7 @@ def test_a_huge_log_is_parsed_in_bounded_memory(tmp_path: Path) -> None:
 
 
 def test_log_parser_state_does_not_grow_with_the_log() -> None:
-    from gemma_fit.jobs import smoke as sm
+    from gemma_fit.jobs import llama_log as sm
     def log():  # type: ignore[no-untyped-def]
         yield "load_tensors:        CUDA0 model buffer size =  2048.00 MiB"
         for i in range(50_000):
@@ -222,7 +222,7 @@ def test_log_parser_state_does_not_grow_with_the_log() -> None:
 def test_read_lines_cuts_long_lines_and_skips_their_rest() -> None:
     import io
 
-    from gemma_fit.jobs import smoke as sm
+    from gemma_fit.jobs import llama_log as sm
     stream = io.BytesIO(b"short\n" + b"L" * 100_000 + b"\nafter\nlast without newline")
     assert [len(x) for x in sm.read_lines(stream, limit=1000)] == [6, 1000, 6, 20]
 

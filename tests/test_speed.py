@@ -12,10 +12,11 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gemma_fit.engines.llamacpp import check_json, run_check
+from gemma_fit.engines.llamacpp import run_check
 from gemma_fit.hardware.select import select_hardware
 from gemma_fit.memory.settings import RunSettings
 from gemma_fit.model.catalog import resolve_model
+from gemma_fit.present.documents import check_json
 from gemma_fit.speed.work import attended_cells, attention_flops
 
 

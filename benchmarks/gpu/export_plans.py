@@ -15,12 +15,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from gemma_fit.engines.llamacpp import check_json, run_check  # noqa: E402
+from gemma_fit.engines.llamacpp import run_check  # noqa: E402
 from gemma_fit.gguf.layout import synth_metadata  # noqa: E402
 from gemma_fit.gguf.tensors import build_plan  # noqa: E402
 from gemma_fit.hardware.select import select_hardware  # noqa: E402
 from gemma_fit.memory.settings import RunSettings  # noqa: E402
 from gemma_fit.model.catalog import resolve_model  # noqa: E402
+from gemma_fit.present.documents import check_json  # noqa: E402
 
 # A spread of architectures, sizes, quants and contexts that fits one H200 in a few minutes.
 RUNS = [

@@ -17,6 +17,7 @@ import typer
 
 from gemma_fit.base.errors import EXIT_PROBLEMS, BadInput
 from gemma_fit.base.units import GIB, fmt_bytes
+from gemma_fit.cli.state import hardware_dirs, model_dirs
 from gemma_fit.db.files import packaged_dir
 
 if TYPE_CHECKING:
@@ -31,13 +32,6 @@ def _out() -> Console:
     return console()
 
 
-def _extra_dirs(kind: str) -> tuple[Path, ...]:
-    """The global --hardware-db / --model-db folders (read lazily: cli imports this module)."""
-    from gemma_fit.cli.app import _state
-
-    return tuple(_state.get(kind, ()))
-
-
 def _num(value: float | None, fmt: str = "{:g}") -> str:
     return "-" if value is None else fmt.format(value)
 
@@ -49,7 +43,7 @@ def probe_command(as_json: JsonOpt = False) -> None:
     """What this machine has: GPUs via NVML, RAM, CPU, disks via psutil."""
     from gemma_fit.hardware.probe import probe
 
-    doc = probe(extra_dirs=_extra_dirs("hardware_db"))
+    doc = probe(extra_dirs=hardware_dirs())
     if as_json:
         print(json.dumps(doc, indent=2))
         return
@@ -112,7 +106,7 @@ def validate_command(
     if missing:  # nothing to validate is bad input (exit 2), not a database problem (exit 1)
         raise BadInput(f"db validate: no such file or folder: {missing[0]}")
     roots = list(paths or [packaged_dir("hardware_db"), packaged_dir("model_db"),
-                           *_extra_dirs("hardware_db"), *_extra_dirs("model_db")])
+                           *hardware_dirs(), *model_dirs()])
     report = validate(roots)
     for problem in report.problems:
         print(problem)
@@ -132,7 +126,7 @@ def list_gpus(as_json: JsonOpt = False) -> None:
     """Every GPU in the hardware database, with memory, bandwidth and compute."""
     from gemma_fit.hardware.catalog import load_gpu_entries
 
-    entries = sorted(load_gpu_entries(_extra_dirs("hardware_db")).values(),
+    entries = sorted(load_gpu_entries(hardware_dirs()).values(),
                      key=lambda e: (_VENDOR_ORDER.get(e.vendor, 9), e.memory_bytes, e.id))
     if as_json:
         print(json.dumps([e.model_dump(mode="json") for e in entries], indent=2))

@@ -1,7 +1,7 @@
 """`gemma-fit report` and `check --html`: the command-line side of reports people share.
 
 Registered in cli.py with `app.command("report")(report_command)`; `check --html FILE` calls
-`write_check_html`. The global --model-db / --hardware-db folders are read from cli._state, lazily.
+`write_check_html`. The global --model-db / --hardware-db folders are read from cli.state.
 """
 
 from __future__ import annotations
@@ -18,7 +18,28 @@ import typer
 from gemma_fit.base.errors import BadInput
 from gemma_fit.base.text import printable
 from gemma_fit.base.units import fmt_bytes
-from gemma_fit.memory.settings import RunSettings, parse_n_gpu_layers
+from gemma_fit.cli import state
+from gemma_fit.cli.options import (
+    BATCH,
+    CACHE_TYPE_K,
+    CACHE_TYPE_V,
+    FLASH_ATTN,
+    N_GPU_LAYERS,
+    PARALLEL,
+    UBATCH,
+    BatchOpt,
+    CtkOpt,
+    CtvOpt,
+    EngineOpt,
+    FlashOpt,
+    NglOpt,
+    ParallelOpt,
+    SwaOpt,
+    UbatchOpt,
+    UnifiedOpt,
+    run_settings,
+)
+from gemma_fit.memory.settings import RunSettings
 
 if TYPE_CHECKING:  # rich and the report module load when a report runs, not on every start
     from rich.console import Console
@@ -31,12 +52,6 @@ PROGRESS_MIN_CELLS = 200  # smaller matrices finish before a progress bar would 
 TABLE_CHUNK_ROWS = 2000  # the table is printed this many lines at a time, never built whole
 _STYLE = {"go": "bold green", "tight": "bold yellow", "offload": "bold dark_orange", "no-go": "bold red",
           "error": "bold magenta"}
-
-
-def _extra_dirs() -> tuple[tuple[Path, ...], tuple[Path, ...]]:
-    from gemma_fit.cli.app import _state  # lazily: cli.py imports this module to register the command
-
-    return tuple(_state.get("model_db", ())), tuple(_state.get("hardware_db", ()))
 
 
 def gpu_configs(values: list[str], hardware_dirs: tuple[Path, ...] = ()) -> list[list[str]]:
@@ -157,19 +172,19 @@ def report_command(
         "--quant", "-q", help="llama.cpp file type or 'all'; repeatable (default Q4_K_M).")] = None,
     ctx: Annotated[list[int] | None, typer.Option(
         "--ctx", "-c", help="Context size, 0 = trained context; repeatable (default 4096).")] = None,
-    ubatch: Annotated[int, typer.Option("--ubatch", "-ub", help="Physical batch (n_ubatch).")] = 512,
-    batch: Annotated[int, typer.Option("--batch", "-b", help="Logical batch (n_batch).")] = 2048,
-    parallel: Annotated[int, typer.Option("--parallel", "-np", help="Parallel sequences (slots).")] = 1,
-    flash_attn: Annotated[str, typer.Option("--flash-attn", "-fa", help="auto, on or off.")] = "auto",
-    cache_type_k: Annotated[str, typer.Option("--cache-type-k", "-ctk")] = "f16",
-    cache_type_v: Annotated[str, typer.Option("--cache-type-v", "-ctv")] = "f16",
-    n_gpu_layers: Annotated[str, typer.Option("--n-gpu-layers", "-ngl", help="Number or 'auto'.")] = "auto",
-    swa_full: Annotated[bool, typer.Option("--swa-full", help="Full-size sliding-window cache.")] = False,
-    kv_unified: Annotated[bool, typer.Option("--kv-unified", help="One KV pool shared by all sequences.")] = False,
+    ubatch: UbatchOpt = UBATCH,
+    batch: BatchOpt = BATCH,
+    parallel: ParallelOpt = PARALLEL,
+    flash_attn: FlashOpt = FLASH_ATTN,
+    cache_type_k: CtkOpt = CACHE_TYPE_K,
+    cache_type_v: CtvOpt = CACHE_TYPE_V,
+    n_gpu_layers: NglOpt = N_GPU_LAYERS,
+    swa_full: SwaOpt = False,
+    kv_unified: UnifiedOpt = False,
     as_json: Annotated[bool, typer.Option("--json", help="The report as one JSON object on stdout.")] = False,
     html: Annotated[Path | None, typer.Option(
         "--html", help="Write a self-contained HTML report (with a what-to-buy ranking) to this file.")] = None,
-    engine: Annotated[str, typer.Option("--engine", help="llama.cpp, ollama, vllm or transformers.")] = "llama.cpp",
+    engine: EngineOpt = "llama.cpp",
     quiet: Annotated[bool, typer.Option(
         "--quiet", help="No table (still --json if asked, and --html); the exit status says it ran.")] = False,
 ) -> None:
@@ -185,18 +200,16 @@ def report_command(
     from gemma_fit.present.html import render_report_html, write_html
     from gemma_fit.present.terminal import console
 
-    model_dirs, hardware_dirs = _extra_dirs()
+    model_dirs, hardware_dirs = state.model_dirs(), state.hardware_dirs()
     engine = canonical_engine(engine)
     if not model:
         raise BadInput("--model is required (repeatable: an id, an alias such as 9b, or 'all')")
     configs = gpu_configs(gpu or [], hardware_dirs)
     if not configs and not hardware:
         raise BadInput("--gpu or --hardware is required (repeatable; see gemma-fit list gpus)")
-    settings = RunSettings(
-        n_batch=batch, n_ubatch=ubatch, n_parallel=parallel, kv_unified=kv_unified,
-        flash_attn=flash_attn.lower(), cache_type_k=cache_type_k, cache_type_v=cache_type_v,  # type: ignore[arg-type]
-        n_gpu_layers=parse_n_gpu_layers(n_gpu_layers), swa_full=swa_full,
-    )
+    settings = run_settings(batch=batch, ubatch=ubatch, parallel=parallel, kv_unified=kv_unified,
+                            flash_attn=flash_attn, cache_type_k=cache_type_k, cache_type_v=cache_type_v,
+                            n_gpu_layers=n_gpu_layers, swa_full=swa_full)
     if html is not None and html.is_dir():
         raise BadInput(f"cannot write {html}: is a directory")
     err = Console(stderr=True)
@@ -245,10 +258,10 @@ def write_check_html(doc: dict[str, Any], resolved: ResolvedModel, quant: str, s
                      hardware: Hardware | None = None) -> None:
     """`check --html FILE`: the check document with a what-to-buy ranking of every database GPU."""
     from gemma_fit.hardware.catalog import load_gpus
-    from gemma_fit.jobs.report import sources
-    from gemma_fit.present.html import gpu_ranking, render_check_html, write_html
+    from gemma_fit.jobs.report import gpu_ranking, sources
+    from gemma_fit.present.html import render_check_html, write_html
 
-    _, hardware_dirs = _extra_dirs()
+    hardware_dirs = state.hardware_dirs()
     if hardware is not None:
         gpus = list(hardware.gpus)
     else:

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from gemma_fit.base.errors import DatabaseError
+from gemma_fit.base.errors import BadInput, DatabaseError
 
 # libyaml's safe loader is ~10x faster than the pure-Python one: it keeps a cold `check` fast.
 _LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -215,8 +215,13 @@ def read_yaml(path: Path, max_bytes: int = MAX_YAML_BYTES, *, unique_keys: bool 
     return parse_yaml(read_text(path, max_bytes), path, unique_keys=unique_keys, max_nodes=max_nodes)[0]
 
 
-def read_packaged_yaml(relative: str) -> Any:
-    """A built-in llama.cpp rule table (model_db/llamacpp/...), from the validated snapshot."""
-    from gemma_fit.db.snapshot import rule_table
-
-    return rule_table(relative)
+def stat_path(path: Path) -> os.stat_result | None:
+    """The path's status (links followed), or None when nothing is there. Never opens the file."""
+    try:
+        return os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except ValueError:  # an embedded NUL byte: no such file
+        return None
+    except OSError as exc:
+        raise BadInput(f"cannot read {shown(path)}: {exc.strerror or exc}") from None

@@ -32,11 +32,11 @@ both, i.e. the new-engine behaviour; the legacy heuristic is not modelled.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import replace
 
 from gemma_fit.base.errors import BadInput
-from gemma_fit.engines import (
+from gemma_fit.base.version import LLAMA_CPP_COMMIT
+from gemma_fit.engines.base import (
     GIB,
     MIB,
     EngineDevice,
@@ -47,7 +47,7 @@ from gemma_fit.engines import (
 )
 from gemma_fit.engines.llamacpp import run_check
 from gemma_fit.gguf.types import file_types
-from gemma_fit.memory.estimate import Device
+from gemma_fit.hardware.select import Hardware
 from gemma_fit.memory.settings import RunSettings
 from gemma_fit.model.catalog import ResolvedModel
 from gemma_fit.model.spec import ModelSpec
@@ -85,18 +85,6 @@ def default_flash_attention(generation: str) -> bool:
     return generation in FA_DEFAULT_GENERATIONS
 
 
-@dataclass(frozen=True)
-class _ReservedHardware:
-    """The machine as Ollama's scheduler sees it: each GPU less its reserve."""
-
-    label: str
-    gpus: tuple
-    host_capacity_bytes: int | None
-    machine: Any
-    devices: tuple[Device, ...]
-    notes: tuple[str, ...] = ()
-
-
 def _reserve(backend: str, gpu_overhead: int) -> int:
     return minimum_memory(backend) + gpu_overhead
 
@@ -114,7 +102,8 @@ def _command(resolved: ResolvedModel, quant: str, num_ctx: int, parallel: int, f
             f"per request: /set parameter num_ctx {num_ctx})")
 
 
-def estimate_ollama(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSettings, hardware: Any) -> EngineResult:
+def estimate_ollama(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSettings,
+                    hardware: Hardware) -> EngineResult:
     s = settings
     quant = s.quant.strip().upper()
     if quant not in file_types():
@@ -136,20 +125,19 @@ def estimate_ollama(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSe
         reasons.append(f"OLLAMA_KV_CACHE_TYPE={kv} needs flash attention (OLLAMA_FLASH_ATTENTION=1); "
                        "Ollama falls back to f16")
         kv = "f16"
-    devices = tuple(hardware.devices)
-    total_vram = sum(max(0, d.capacity_bytes - s.gpu_overhead_bytes) for d in devices)
+    devices = tuple(hardware.gpus)
+    total_vram = sum(max(0, d.usable_memory_bytes - s.gpu_overhead_bytes) for d in devices)
     num_ctx = min(s.max_model_len, spec.n_ctx_train) if s.max_model_len else default_context(total_vram,
                                                                                               spec.n_ctx_train)
     parallel = s.max_num_seqs or NUM_PARALLEL_DEFAULT
     n_batch = min(NUM_BATCH, num_ctx)  # llm/server.go: BatchSize = min(num_batch, num_ctx)
     run = RunSettings(n_ctx=num_ctx * parallel, n_batch=n_batch, n_ubatch=n_batch, n_parallel=parallel,
                       flash_attn="on" if fa else "off", cache_type_k=kv, cache_type_v=kv, n_outputs_max=parallel)
-    reserved = tuple(
-        Device(d.id, d.name, d.backend, d.capacity_bytes - _reserve(d.backend, s.gpu_overhead_bytes)) for d in devices)
-    shim = _ReservedHardware(getattr(hardware, "label", ""), tuple(getattr(hardware, "gpus", ())),
-                             getattr(hardware, "host_capacity_bytes", None), getattr(hardware, "machine", None),
-                             reserved)
-    r = run_check(resolved, quant, run, shim, with_speed=False)  # type: ignore[arg-type]  # a Hardware with reserves
+    # The machine as Ollama's scheduler sees it: each GPU less its reserve.
+    reserved = replace(hardware, gpus=tuple(
+        replace(d, usable_memory_bytes=d.usable_memory_bytes - _reserve(d.backend, s.gpu_overhead_bytes))
+        for d in devices))
+    r = run_check(resolved, quant, run, reserved, with_speed=False)
     est = r.verdict.estimate
     towers = tower_params(resolved) if (s.mmproj or s.images_per_prompt) else 0
     vis_act = vision_activation_bytes(resolved, s.images_per_prompt)
@@ -158,7 +146,7 @@ def estimate_ollama(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSe
         out.append(EngineDevice(
             d.id, d.name, dm.weights_bytes + (2 * towers if i == 0 else 0), dm.kv_cache_bytes,
             dm.compute_bytes + (vis_act if i == 0 else 0), 0,
-            dm.overhead_bytes + _reserve(d.backend, s.gpu_overhead_bytes), d.capacity_bytes))
+            dm.overhead_bytes + _reserve(d.backend, s.gpu_overhead_bytes), d.usable_memory_bytes))
     out_devices = tuple(out)
     verdict = r.verdict.verdict
     if verdict in ("go", "tight") and any(d.headroom_bytes < 0 for d in out_devices):
@@ -195,6 +183,6 @@ def estimate_ollama(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSe
         command=_command(resolved, r.plan.ftype.name, num_ctx, parallel, fa, kv),
         n_params=r.plan.n_params + towers, weights_total_bytes=r.file_size_bytes,
         max_ctx_fit=r.verdict.max_ctx_fit // parallel,
-        n_ctx=num_ctx, hardware_label=getattr(hardware, "label", ""), host=host, extras=extras,
-        sources=(VERSION, "llama.cpp 0c1e570 (gemma_fit.engines.llamacpp) for weights, KV cache and compute buffer"),
+        n_ctx=num_ctx, hardware_label=hardware.label, host=host, extras=extras,
+        sources=(VERSION, f"llama.cpp {LLAMA_CPP_COMMIT} (gemma_fit.check) for weights, KV cache and compute buffer"),
     )

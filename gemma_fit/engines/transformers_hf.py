@@ -30,10 +30,8 @@ model (then accelerate runs the rest from CPU RAM, slowly): the verdict here is 
 
 from __future__ import annotations
 
-from typing import Any
-
 from gemma_fit.base.errors import BadInput
-from gemma_fit.engines import (
+from gemma_fit.engines.base import (
     GIB,
     EngineDevice,
     EngineResult,
@@ -47,7 +45,9 @@ from gemma_fit.engines import (
     tower_params,
     vision_activation_bytes,
 )
+from gemma_fit.hardware.select import Hardware
 from gemma_fit.memory.estimate import runtime_overhead
+from gemma_fit.memory.search import largest_fitting
 from gemma_fit.model.catalog import ResolvedModel
 from gemma_fit.model.spec import ModelSpec
 
@@ -116,7 +116,7 @@ def _snippet(resolved: ResolvedModel, quant: str, s: EngineSettings, multi_gpu: 
 
 
 def estimate_transformers(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSettings,
-                          hardware: Any) -> EngineResult:
+                          hardware: Hardware) -> EngineResult:
     s = settings
     quant = canonical_hf_quant(s.quant, "transformers")
     if quant in UNSUPPORTED:
@@ -129,7 +129,7 @@ def estimate_transformers(resolved: ResolvedModel, spec: ModelSpec, settings: En
     if s.kv_cache_dtype not in ("auto", "bf16", "fp16"):
         raise BadInput(f"--kv-cache-dtype {s.kv_cache_dtype}: transformers keeps the KV cache in the model dtype "
                        "(auto); a quantized cache (QuantizedCache) is not modelled")
-    devices = tuple(hardware.devices)
+    devices = tuple(hardware.gpus)
     if not devices:
         raise BadInput("--engine transformers is modelled on GPUs only; use --engine llama.cpp for CPU")
     if s.batch_size < 1 or s.prompt_tokens < 1 or s.max_new_tokens < 0:
@@ -146,12 +146,12 @@ def estimate_transformers(resolved: ResolvedModel, spec: ModelSpec, settings: En
         resolved, s.images_per_prompt * s.batch_size)
     # device_map="auto" (accelerate) fills GPUs in order; weights and KV are split in proportion to
     # capacity here, activations land on the first GPU (embeddings and the first layers live there).
-    total_cap = sum(d.capacity_bytes for d in devices)
+    total_cap = sum(d.usable_memory_bytes for d in devices)
     out = []
     for i, d in enumerate(devices):
-        share = d.capacity_bytes / total_cap
+        share = d.usable_memory_bytes / total_cap
         out.append(EngineDevice(d.id, d.name, int(weights * share), int(kv * share), act if i == 0 else 0, 0,
-                                runtime_overhead(d.backend).bytes, d.capacity_bytes))
+                                runtime_overhead(d.backend).bytes, d.usable_memory_bytes))
     out_devices = tuple(out)
     verdict = fits_verdict(out_devices)
 
@@ -163,11 +163,7 @@ def estimate_transformers(resolved: ResolvedModel, spec: ModelSpec, settings: En
 
     max_fit = 0
     if fits(256):
-        lo, hi = 1, spec.n_ctx_train // 256
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            lo, hi = (mid, hi) if fits(mid * 256) else (lo, mid - 1)
-        max_fit = lo * 256
+        max_fit = largest_fitting(1, spec.n_ctx_train // 256, lambda n: fits(n * 256)) * 256
 
     reasons = []
     worst = min(out_devices, key=lambda d: d.headroom_bytes)
@@ -208,7 +204,7 @@ def estimate_transformers(resolved: ResolvedModel, spec: ModelSpec, settings: En
     return EngineResult(
         engine="transformers", resolved=resolved, quant=quant, settings=s, devices=out_devices, verdict=verdict,
         reasons=tuple(reasons), command=str(extras["python"]), n_params=p.total + towers, weights_total_bytes=weights,
-        max_ctx_fit=max_fit, n_ctx=n_tokens, hardware_label=getattr(hardware, "label", ""), extras=extras,
+        max_ctx_fit=max_fit, n_ctx=n_tokens, hardware_label=hardware.label, extras=extras,
         sources=(f"{VERSION} src/transformers/cache_utils.py DynamicSlidingWindowLayer, StaticSlidingWindowLayer",
                  f"{VERSION} src/transformers/generation/utils.py logits_to_keep",
                  f"{VERSION} src/transformers/integrations/bitsandbytes.py"),

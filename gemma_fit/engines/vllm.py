@@ -50,10 +50,9 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
 
 from gemma_fit.base.errors import BadInput
-from gemma_fit.engines import (
+from gemma_fit.engines.base import (
     GIB,
     MIB,
     EngineDevice,
@@ -67,6 +66,8 @@ from gemma_fit.engines import (
     tower_params,
     vision_activation_bytes,
 )
+from gemma_fit.hardware.select import Hardware
+from gemma_fit.memory.search import largest_fitting
 from gemma_fit.model.catalog import ResolvedModel
 from gemma_fit.model.spec import ModelSpec
 
@@ -209,12 +210,13 @@ def _command(resolved: ResolvedModel, s: EngineSettings, quant: str, max_model_l
     return " ".join(parts)
 
 
-def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSettings, hardware: Any) -> EngineResult:
+def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSettings,
+                  hardware: Hardware) -> EngineResult:
     s = settings
     quant = canonical_hf_quant(s.quant, "vLLM")
     if quant in UNSUPPORTED:
         raise BadInput(f"--quant {quant} on --engine vllm: {UNSUPPORTED[quant]}")
-    devices = tuple(hardware.devices)
+    devices = tuple(hardware.gpus)
     if not devices:
         raise BadInput("--engine vllm needs a GPU (vLLM's CPU backend is not modelled); use --engine llama.cpp")
     tp = s.tensor_parallel_size
@@ -229,8 +231,8 @@ def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSett
     max_model_len = s.max_model_len or spec.n_ctx_train
     if max_model_len > spec.n_ctx_train:
         raise BadInput(f"--ctx {max_model_len} is beyond the model's {spec.n_ctx_train} tokens (vLLM refuses it)")
-    dev0 = min(devices, key=lambda d: d.capacity_bytes)
-    d_tokens, d_seqs = batch_defaults(dev0.capacity_bytes, dev0.name)
+    dev0 = min(devices, key=lambda d: d.usable_memory_bytes)
+    d_tokens, d_seqs = batch_defaults(dev0.usable_memory_bytes, dev0.name)
     tokens = s.max_num_batched_tokens or d_tokens
     seqs = s.max_num_seqs or d_seqs
     dtype_bytes = kv_dtype_bytes(s.kv_cache_dtype, quant)
@@ -244,28 +246,25 @@ def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSett
         requested = math.ceil(cap * s.gpu_memory_utilization)
         return requested - weights - act - NON_TORCH_BYTES - graphs
 
-    budget = min(budget_for(d.capacity_bytes) for d in devices)
+    budget = min(budget_for(d.usable_memory_bytes) for d in devices)
     plan = kv_plan(spec, budget, max_model_len, s.block_size, dtype_bytes, tp, tokens)
     pool = plan.num_blocks * plan.bytes_per_block
     out_devices = tuple(
-        EngineDevice(d.id, d.name, weights, pool, act, graphs, NON_TORCH_BYTES, d.capacity_bytes) for d in devices)
+        EngineDevice(d.id, d.name, weights, pool, act, graphs, NON_TORCH_BYTES, d.usable_memory_bytes) for d in devices)
 
     def fits(n: int) -> bool:
         return kv_plan(spec, budget, n, s.block_size, dtype_bytes, tp, tokens).concurrency >= 1
 
     max_fit = 0
     if budget > 0 and fits(s.block_size):
-        lo, hi = 1, spec.n_ctx_train // s.block_size
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            lo, hi = (mid, hi) if fits(mid * s.block_size) else (lo, mid - 1)
-        max_fit = lo * s.block_size
+        blocks = largest_fitting(1, spec.n_ctx_train // s.block_size, lambda n: fits(n * s.block_size))
+        max_fit = blocks * s.block_size
 
     reasons: list[str] = []
     util = f"--gpu-memory-utilization {s.gpu_memory_utilization:g}"
     budgets = (f"non-torch {NON_TORCH_BYTES / GIB:g} GiB" + (f" and CUDA graphs {graphs / MIB:g} MiB" if graphs else "")
                + " are budgets: vLLM measures them at start-up (memory_profiling, profile_cudagraph_memory)")
-    requested_gib = math.ceil(dev0.capacity_bytes * s.gpu_memory_utilization) / GIB
+    requested_gib = math.ceil(dev0.usable_memory_bytes * s.gpu_memory_utilization) / GIB
     if budget <= 0:
         verdict = "no-go"
         reasons.append(f"no memory left for the KV cache at {util}: weights {weights / GIB:.1f} GiB + peak "
@@ -300,7 +299,7 @@ def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSett
     extras = {
         "vllm_version": VERSION,
         "gpu_memory_utilization": s.gpu_memory_utilization,
-        "requested_memory_bytes": math.ceil(dev0.capacity_bytes * s.gpu_memory_utilization),
+        "requested_memory_bytes": math.ceil(dev0.usable_memory_bytes * s.gpu_memory_utilization),
         "kv_cache_budget_bytes": max(0, budget),
         "kv_block_bytes": plan.bytes_per_block,
         "kv_num_blocks": plan.num_blocks,
@@ -324,7 +323,7 @@ def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSett
         engine="vllm", resolved=resolved, quant=quant, settings=s, devices=out_devices, verdict=verdict,
         reasons=tuple(reasons), command=_command(resolved, s, quant, max_model_len, tokens, seqs),
         n_params=p.total + towers, weights_total_bytes=weights * tp, max_ctx_fit=max_fit, n_ctx=max_model_len,
-        hardware_label=getattr(hardware, "label", ""), host=None, extras=extras,
+        hardware_label=hardware.label, host=None, extras=extras,
         sources=(f"{VERSION} vllm/v1/worker/gpu_worker.py determine_available_memory",
                  f"{VERSION} vllm/v1/core/kv_cache_planning.py get_kv_cache_config_from_groups",
                  f"{VERSION} vllm/v1/kv_cache_interface.py SlidingWindowSpec.max_admission_blocks_per_request",

@@ -20,18 +20,15 @@ from typing import Any
 
 from gemma_fit.base.errors import BadInput
 from gemma_fit.base.text import printable
-from gemma_fit.gguf.reader import GGUFHeader, bad_input
+from gemma_fit.gguf.parse import bad_input
+from gemma_fit.gguf.reader import GGUFHeader
 from gemma_fit.gguf.tensors import TensorPlan, TensorSpec
 from gemma_fit.gguf.types import FileType, GGMLType, file_types
-from gemma_fit.model.spec import LayerSpec, ModelSpec
+from gemma_fit.model.spec import GEMMA3N_KV_LAYERS, GEMMA_ARCHS, SWA_PERIOD, LayerSpec, ModelSpec
 
-GEMMA_ARCHS = ("gemma", "gemma2", "gemma3", "gemma3n", "gemma4")
 DENSE_ARCHS = ("llama", "qwen2", "qwen3", "mistral3")
 SUPPORTED_ARCHS = GEMMA_ARCHS + DENSE_ARCHS
 
-# llama.cpp's default SWA period when a file has no explicit pattern (last layer of each period global)
-_SWA_PERIOD = {"gemma2": 2, "gemma3": 6, "gemma3n": 5}
-_GEMMA3N_KV_LAYERS = 20  # src/models/gemma3n.cpp: n_layer_kv_from_start = 20
 _GEMMA3N_ALTUP, _GEMMA3N_LAUREL_RANK, _GEMMA3N_EMBD_ALTUP = 4, 64, 256  # llama-hparams.h defaults
 _LLAMA_FTYPE_GUESSED = 1024
 # llama.cpp's own bounds (src/llama-hparams.h), asserted in llama_model::load_hparams: a file past them
@@ -158,20 +155,20 @@ def _gemma_swa(k: _Keys, arch: str, n: int) -> tuple[int, list[bool]]:
     if arch == "gemma":
         return 0, [False] * n
     if arch == "gemma2":
-        return k.int("{a}.attention.sliding_window", 4096), k.swa_pattern(n, _SWA_PERIOD[arch])
+        return k.int("{a}.attention.sliding_window", 4096), k.swa_pattern(n, SWA_PERIOD[arch])
     if arch == "gemma3":
         n_swa = k.int("{a}.attention.sliding_window", 0)
         if n_swa == 0:
             return 0, [False] * n
-        return n_swa, k.swa_pattern(n, _SWA_PERIOD[arch])
+        return n_swa, k.swa_pattern(n, SWA_PERIOD[arch])
     if arch == "gemma3n":
-        return k.int("{a}.attention.sliding_window"), k.swa_pattern(n, _SWA_PERIOD[arch])
+        return k.int("{a}.attention.sliding_window"), k.swa_pattern(n, SWA_PERIOD[arch])
     return k.int("{a}.attention.sliding_window"), k.swa_pattern(n, None)  # gemma4: the array is required
 
 
 def _has_kv_layers(k: _Keys, arch: str, n: int) -> int:
     if arch == "gemma3n":
-        return min(n, _GEMMA3N_KV_LAYERS)
+        return min(n, GEMMA3N_KV_LAYERS)
     if arch == "gemma4":
         shared = k.int("{a}.attention.shared_kv_layers", 0)
         if shared > n:

@@ -7,34 +7,13 @@ llama-quantize writes the tensors in llama.cpp's weight order, which is the plan
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
-from enum import IntEnum
 from functools import cache
 from typing import Any
 
 from gemma_fit.gguf.tensors import TensorPlan
+from gemma_fit.gguf.value_types import SCALAR_FORMATS, GGUFValueType
 from gemma_fit.model.spec import ModelSpec
-
-
-class GGUFValueType(IntEnum):
-    """Value types of GGUF metadata (the GGUF v3 spec; the same numbers as gguf.GGUFValueType).
-    Own copy so that sizing a file does not import the gguf package and numpy."""
-
-    UINT8 = 0
-    INT8 = 1
-    UINT16 = 2
-    INT16 = 3
-    UINT32 = 4
-    INT32 = 5
-    FLOAT32 = 6
-    BOOL = 7
-    STRING = 8
-    ARRAY = 9
-    UINT64 = 10
-    INT64 = 11
-    FLOAT64 = 12
-
 
 GGUF_ALIGNMENT = 32
 GGUF_FIXED_HEADER_BYTES = 4 + 4 + 8 + 8  # magic, version, n_tensors, n_kv
@@ -188,14 +167,6 @@ def tokenizer_metadata(n_vocab: int) -> list[KV]:
     ]
 
 
-_SCALAR_SIZE = {
-    GGUFValueType.UINT8: 1, GGUFValueType.INT8: 1, GGUFValueType.BOOL: 1,
-    GGUFValueType.UINT16: 2, GGUFValueType.INT16: 2,
-    GGUFValueType.UINT32: 4, GGUFValueType.INT32: 4, GGUFValueType.FLOAT32: 4,
-    GGUFValueType.UINT64: 8, GGUFValueType.INT64: 8, GGUFValueType.FLOAT64: 8,
-}
-
-
 def _string_bytes(s: str) -> int:
     return 8 + len(s.encode("utf-8"))
 
@@ -210,8 +181,8 @@ def kv_bytes(kv: KV) -> int:
         n += 4 + 8
         if kv.subtype == GGUFValueType.STRING:
             return n + sum(_string_bytes(s) for s in kv.value)
-        return n + _SCALAR_SIZE[kv.subtype] * len(kv.value)
-    return n + _SCALAR_SIZE[kv.vtype]
+        return n + SCALAR_FORMATS[kv.subtype][1] * len(kv.value)
+    return n + SCALAR_FORMATS[kv.vtype][1]
 
 
 @cache
@@ -240,17 +211,12 @@ def synth_file_bytes(plan: TensorPlan) -> int:
     return header_bytes(synth_metadata(plan), plan) + tensor_data_padded_bytes(plan)
 
 
-def pack_f32(x: float) -> float:
-    """The value a float32 KV holds once written (for comparisons in tests)."""
-    return struct.unpack("<f", struct.pack("<f", x))[0]
-
-
 _GENERATION_BY_ARCH = {"gemma": "1", "gemma2": "2", "gemma3": "3", "gemma3n": "3n", "gemma4": "4"}
 
 
 @cache
 def _metadata_table() -> dict[str, Any]:
-    from gemma_fit.db.files import read_packaged_yaml
+    from gemma_fit.db.rules import read_packaged_yaml
 
     return read_packaged_yaml("llamacpp/gguf_metadata.yaml")
 

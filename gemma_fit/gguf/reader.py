@@ -9,10 +9,11 @@ to `general.alignment` (default 32), then the data section.
 Only the header is read, with buffered reads, so a 60 GB file costs a few MiB of I/O. The checks
 follow llama.cpp's own parser (ggml/src/gguf.cpp) plus limits that keep hostile input cheap: every
 problem is a `BadInput("<file>: <what is wrong>")` on one line, with the file's strings (keys, tensor
-names) escaped by text_safety.printable, found within bounded time and memory. Each count and length
+names) escaped by base.text.printable, found within bounded time and memory. Each count and length
 is checked against its limit (and against the bytes left in the file) before anything is read or
 allocated for it, and no header, alone or summed over a split model's shards, is read past
-MAX_HEADER_BYTES.
+MAX_HEADER_BYTES. The limits are in gemma_fit.gguf.limits, the bounded reads of values, arrays and
+KV pairs in gemma_fit.gguf.parse; this module reads the tensor infos, each file and the split model.
 
 Split models (`name-00001-of-00003.gguf`, keys split.no / split.count / split.tensors.count): given
 the first shard, every shard's header is read and the tensors are merged, as llama.cpp's loader does.
@@ -29,58 +30,22 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, BinaryIO
+from typing import Any
 
-from gemma_fit.base.errors import BadInput
 from gemma_fit.base.text import printable
+from gemma_fit.gguf import limits
+from gemma_fit.gguf.limits import Budget
+from gemma_fit.gguf.parse import Reader, bad_input, quote, read_kv
 from gemma_fit.gguf.types import GGMLType, ggml_types
+
+__all__ = ["GGUFHeader", "GGUFShard", "GGUFTensorInfo", "bad_input", "read_gguf_header"]
 
 GGUF_MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
 DEFAULT_ALIGNMENT = 32
 GGML_MAX_DIMS = 4
 GGML_MAX_NAME = 64  # llama.cpp rejects tensor names of this length or longer
-
-# Limits on hostile input, far above any real file. llama.cpp itself bounds these only by memory
-# (GGUF_MAX_ARRAY_ELEMENTS and GGUF_MAX_STRING_LENGTH are 2^30), which a hostile header turns into
-# minutes of parsing and gigabytes of Python objects; real headers are small:
-# - tensors: 65,536 = llama.cpp's LLAMA_MAX_LAYERS (512) x 128 tensors a layer. Real files hold 300 to
-#   1,200 (gemma-3-27b 808, Llama-3.1-405B 1,138; MoE experts are stacked in one tensor per layer);
-#   the limit holds for all shards of a split model together.
-# - KV pairs: real files have 20 to 60.
-# - array elements: 2^22 per array, 8 x the longest real one (gemma-4's 514,906 BPE merges; vocabularies
-#   are 32k to 262k tokens), and 2^23 over the whole header (gemma-4: 1.3 M), which caps the Python
-#   objects a header becomes at a few hundred MB.
-# - strings: 64 MiB (the longest real value is an embedded tokenizer.json of ~33 MB); keys 64 KiB.
-# - header: 256 MiB per file and over all shards (gemma-4's, the biggest, is 16 MB); shards: 1,024.
-# - tensor data: 32 TiB over all shards, 16 x the biggest published GGUF (Kimi-K2 in BF16, ~2 TB). Each
-#   tensor must also lie inside its own file, but a sparse file can be 8 EiB on tmpfs or XFS, and a
-#   split model could name 1,024 of them.
-MAX_TENSORS = 65_536
-MAX_KV = 65_536
-MAX_ARRAY_LEN = 1 << 22
-MAX_ARRAY_ELEMENTS = 1 << 23
-MAX_STRING_BYTES = 64 * 1024 * 1024
-MAX_KEY_BYTES = 64 * 1024
-MAX_HEADER_BYTES = 256 * 1024 * 1024
-MAX_ARRAY_DEPTH = 8
-MAX_SHARDS = 1024
-MAX_TENSOR_DATA_BYTES = 1 << 45
 _INT64_MAX = 2**63 - 1
-
-_CHUNK = 1 << 20
-
-# GGUF value types: id -> (name, struct format, size) for the fixed-size ones.
-_UINT8, _INT8, _UINT16, _INT16, _UINT32, _INT32, _FLOAT32, _BOOL, _STRING, _ARRAY, _UINT64, _INT64, _FLOAT64 = range(13)
-_SCALARS: dict[int, tuple[str, int]] = {
-    _UINT8: ("B", 1), _INT8: ("b", 1), _UINT16: ("H", 2), _INT16: ("h", 2), _UINT32: ("I", 4),
-    _INT32: ("i", 4), _FLOAT32: ("f", 4), _BOOL: ("B", 1), _UINT64: ("Q", 8), _INT64: ("q", 8),
-    _FLOAT64: ("d", 8),
-}
-VALUE_TYPE_NAMES = (
-    "UINT8", "INT8", "UINT16", "INT16", "UINT32", "INT32", "FLOAT32", "BOOL", "STRING", "ARRAY", "UINT64", "INT64",
-    "FLOAT64",
-)
 
 _SPLIT_NAME = re.compile(r"^(?P<prefix>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
 
@@ -153,217 +118,20 @@ def _types_by_id() -> dict[int, GGMLType]:
     return {t.id: t for t in ggml_types().values()}
 
 
-def _q(s: str) -> str:
-    """A string from the file (key, tensor name) as it appears in a message: quoted, escaped, short."""
-    return f"'{printable(s, 80)}'"
-
-
-def bad_input(label: str, what: str) -> BadInput:
-    """`<file>: <what>` on one line with every control character escaped."""
-    return BadInput(printable(f"{label}: {what}", 5000))
-
-
-@dataclass
-class _Budget:
-    """What is left for the rest of a (split) model's headers (the limits are read when it is made)."""
-
-    header_bytes: int = field(default_factory=lambda: MAX_HEADER_BYTES)
-    tensors: int = field(default_factory=lambda: MAX_TENSORS)
-    array_elements: int = field(default_factory=lambda: MAX_ARRAY_ELEMENTS)
-    tensor_data_bytes: int = field(default_factory=lambda: MAX_TENSOR_DATA_BYTES)
-
-
-class _Reader:
-    """Buffered sequential reads of one file's header, with every bound checked."""
-
-    def __init__(self, f: BinaryIO, label: str, file_bytes: int, budget: _Budget | None = None) -> None:
-        self.f = f
-        self.label = label
-        self.file_bytes = file_bytes
-        self.budget = budget or _Budget()
-        self.max_header = self.budget.header_bytes  # this file's share of the header budget
-        self.buf = b""
-        self.base = 0  # file offset of buf[0]
-        self.pos = 0  # index into buf
-
-    def fail(self, what: str) -> BadInput:
-        return bad_input(self.label, what)
-
-    @property
-    def tell(self) -> int:
-        return self.base + self.pos
-
-    @property
-    def remaining(self) -> int:
-        return self.file_bytes - self.tell
-
-    def _fill(self, n: int, what: str) -> None:
-        """Make buf hold at least n bytes from pos."""
-        if self.tell + n > self.file_bytes:
-            raise self.fail(f"truncated: {what} at byte {self.tell} needs {n} bytes, the file has "
-                            f"{self.remaining} left")
-        if self.tell + n > self.max_header:
-            raise self.fail(f"header larger than {MAX_HEADER_BYTES / (1024 * 1024):g} MiB at {what} "
-                            "(not a plausible GGUF; a split model counts all its shards)")
-        have = len(self.buf) - self.pos
-        want = max(n - have, min(_CHUNK, self.file_bytes - self.base - len(self.buf), self.max_header - self.tell))
-        self.f.seek(self.base + len(self.buf))
-        more = self.f.read(want)
-        if len(more) < n - have:
-            raise self.fail(f"truncated: {what} at byte {self.tell} (file shrank while reading?)")
-        self.buf = self.buf[self.pos:] + more
-        self.base += self.pos
-        self.pos = 0
-
-    def take(self, n: int, what: str) -> bytes:
-        if self.pos + n > len(self.buf):
-            self._fill(n, what)
-        out = self.buf[self.pos:self.pos + n]
-        self.pos += n
-        return out
-
-    def scalar(self, fmt: str, size: int, what: str) -> Any:
-        if self.pos + size > len(self.buf):
-            self._fill(size, what)
-        v = struct.unpack_from("<" + fmt, self.buf, self.pos)[0]
-        self.pos += size
-        return v
-
-    def u32(self, what: str) -> int:
-        return self.scalar("I", 4, what)
-
-    def i32(self, what: str) -> int:
-        return self.scalar("i", 4, what)
-
-    def u64(self, what: str) -> int:
-        return self.scalar("Q", 8, what)
-
-    def i64(self, what: str) -> int:
-        return self.scalar("q", 8, what)
-
-    def string_bytes(self, what: str, limit: int = MAX_STRING_BYTES) -> bytes:
-        n = self.u64(f"{what} length")
-        if n > limit:
-            raise self.fail(f"{what} is {n} bytes long (limit {limit})")
-        return self.take(n, what)
-
-    def name(self, what: str, limit: int = MAX_STRING_BYTES) -> str:
-        raw = self.string_bytes(what, limit)
-        try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise self.fail(f"{what} is not valid UTF-8: {raw[:40]!r}") from None
-
-    def count_elements(self, n: int, what: str) -> None:
-        if n > MAX_ARRAY_LEN:
-            raise self.fail(f"{what} has an array of {n} elements (limit {MAX_ARRAY_LEN})")
-        if n > self.budget.array_elements:
-            raise self.fail(f"{what}: the header's arrays hold more than {MAX_ARRAY_ELEMENTS} elements in all")
-        self.budget.array_elements -= n
-
-    def string_array(self, n: int, what: str) -> tuple[str, ...]:
-        out: list[str] = []
-        append = out.append
-        unpack_from = struct.Struct("<Q").unpack_from
-        i = 0
-        while i < n:
-            if self.pos + 8 > len(self.buf):
-                self._fill(8, f"{what}[{i}] length")
-            buf, pos = self.buf, self.pos
-            size = unpack_from(buf, pos)[0]
-            if size == 0:
-                # a run of empty strings (e.g. a zero-filled region): take it in one step
-                end = min(len(buf), pos + 8 * (n - i), pos + 65536)
-                run = end - pos - len(buf[pos:end].lstrip(b"\0"))
-                k = max(1, run // 8)
-                out.extend([""] * k)
-                self.pos = pos + 8 * k
-                i += k
-                continue
-            if size > MAX_STRING_BYTES:
-                raise self.fail(f"{what}[{i}] is {size} bytes long (limit {MAX_STRING_BYTES})")
-            if pos + 8 + size > len(buf):
-                self.pos = pos + 8
-                raw = self.take(size, f"{what}[{i}]")
-            else:
-                raw = buf[pos + 8:pos + 8 + size]
-                self.pos = pos + 8 + size
-            append(raw.decode("utf-8", errors="replace"))
-            i += 1
-        return tuple(out)
-
-    def value(self, vtype: int, what: str, depth: int = 0) -> Any:
-        if vtype in _SCALARS:
-            fmt, size = _SCALARS[vtype]
-            v = self.scalar(fmt, size, what)
-            return bool(v) if vtype == _BOOL else v
-        if vtype == _STRING:
-            return self.string_bytes(what).decode("utf-8", errors="replace")
-        if vtype == _ARRAY:
-            return self.array(what, depth + 1)[1]
-        raise self.fail(f"{what} has unknown GGUF value type {vtype}")
-
-    def array(self, what: str, depth: int) -> tuple[int, tuple[Any, ...]]:
-        """(element type, elements)."""
-        if depth > MAX_ARRAY_DEPTH:
-            raise self.fail(f"{what}: arrays nested more than {MAX_ARRAY_DEPTH} deep")
-        sub = self.u32(f"{what} element type")
-        n = self.u64(f"{what} array length")
-        self.count_elements(n, what)
-        if sub in _SCALARS:
-            fmt, size = _SCALARS[sub]
-            if n * size > self.remaining:
-                raise self.fail(f"truncated: {what} claims {n} elements of {size} bytes, the file has "
-                                f"{self.remaining} bytes left")
-            values = struct.unpack(f"<{n}{fmt}", self.take(n * size, what))
-            return sub, tuple(v != 0 for v in values) if sub == _BOOL else values
-        min_size = 8 if sub == _STRING else 12 if sub == _ARRAY else 0
-        if min_size == 0:
-            raise self.fail(f"{what} has arrays of unknown GGUF value type {sub}")
-        if n * min_size > self.remaining:
-            raise self.fail(f"truncated: {what} claims {n} elements, the file has {self.remaining} bytes left")
-        if sub == _STRING:
-            return sub, self.string_array(n, what)
-        return sub, tuple(self.array(f"{what}[{i}]", depth + 1)[1] for i in range(n))
-
-
-def _type_name(vtype: int) -> str:
-    return VALUE_TYPE_NAMES[vtype] if 0 <= vtype < len(VALUE_TYPE_NAMES) else str(vtype)
-
-
-def _read_kv(r: _Reader, n_kv: int) -> tuple[dict[str, Any], dict[str, str]]:
-    metadata: dict[str, Any] = {}
-    types: dict[str, str] = {}
-    for i in range(n_kv):
-        key = r.name(f"key {i}", MAX_KEY_BYTES)
-        if not key:
-            raise r.fail(f"key {i} is empty")
-        if key in metadata:
-            raise r.fail(f"duplicate key {_q(key)}")
-        vtype = r.u32(f"value type of {_q(key)}")
-        if vtype == _ARRAY:
-            sub, metadata[key] = r.array(_q(key), 1)
-            types[key] = f"ARRAY[{_type_name(sub)}]"
-        else:
-            metadata[key] = r.value(vtype, _q(key))
-            types[key] = _type_name(vtype)
-    return metadata, types
-
-
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 _TYPE_OFFSET = struct.Struct("<iQ")
 _DIMS = {n: struct.Struct(f"<{n}q") for n in range(1, GGML_MAX_DIMS + 1)}
 
 
-def _read_tensor_infos(r: _Reader, n_tensors: int, shard: int) -> list[GGUFTensorInfo]:
+def _read_tensor_infos(r: Reader, n_tensors: int, shard: int) -> list[GGUFTensorInfo]:
     by_id = _types_by_id()
     infos: list[GGUFTensorInfo] = []
     seen: set[str] = set()
     for i in range(n_tensors):
         (n_name,) = _U64.unpack(r.take(8, f"tensor {i} name length"))
         if n_name >= GGML_MAX_NAME:  # checked before the name is read
-            shown = f": {_q(r.take(80, f'tensor {i} name').decode('utf-8', 'replace'))}…" \
+            shown = f": {quote(r.take(80, f'tensor {i} name').decode('utf-8', 'replace'))}…" \
                 if n_name <= r.remaining else ""
             raise r.fail(f"tensor {i} name is too long ({n_name} bytes >= {GGML_MAX_NAME}){shown}")
         raw = r.take(n_name, f"tensor {i} name")
@@ -397,7 +165,7 @@ def _read_tensor_infos(r: _Reader, n_tensors: int, shard: int) -> list[GGUFTenso
     return infos
 
 
-def _check_layout(r: _Reader, infos: list[GGUFTensorInfo], alignment: int, data_offset: int) -> int:
+def _check_layout(r: Reader, infos: list[GGUFTensorInfo], alignment: int, data_offset: int) -> int:
     """Offsets as llama.cpp requires them: in order, each tensor padded to the alignment, and every
     tensor's bytes inside this file (for a split model: inside its own shard, whatever the other
     shards hold), so the tensor data never claims more bytes than the file has. Returns the size of
@@ -405,22 +173,23 @@ def _check_layout(r: _Reader, infos: list[GGUFTensorInfo], alignment: int, data_
     expected = 0
     for t in infos:
         if t.offset % alignment:
-            raise r.fail(f"tensor {_q(t.name)} offset {t.offset} is not aligned to {alignment} bytes")
+            raise r.fail(f"tensor {quote(t.name)} offset {t.offset} is not aligned to {alignment} bytes")
         if data_offset + t.offset + t.n_bytes > r.file_bytes:
-            raise r.fail(f"tensor {_q(t.name)} data ({t.n_bytes} bytes at {data_offset + t.offset}) extends past "
+            raise r.fail(f"tensor {quote(t.name)} data ({t.n_bytes} bytes at {data_offset + t.offset}) extends past "
                          f"the end of the file ({r.file_bytes} bytes): truncated?")
         if t.offset != expected:
-            raise r.fail(f"tensor {_q(t.name)} has offset {t.offset}, expected {expected} (tensor data must "
+            raise r.fail(f"tensor {quote(t.name)} has offset {t.offset}, expected {expected} (tensor data must "
                          f"follow in order, each padded to {alignment} bytes)")
         expected += (t.n_bytes + alignment - 1) // alignment * alignment
         if expected > r.budget.tensor_data_bytes:
-            raise r.fail(f"tensor {_q(t.name)} takes the tensor data past {MAX_TENSOR_DATA_BYTES / 2**40:g} TiB "
-                         "(a split model counts all its shards): not a plausible model")
+            raise r.fail(f"tensor {quote(t.name)} takes the tensor data past "
+                         f"{limits.MAX_TENSOR_DATA_BYTES / 2**40:g} TiB (a split model counts all its shards): "
+                         "not a plausible model")
     r.budget.tensor_data_bytes -= expected
     return expected
 
 
-def _version(r: _Reader) -> int:
+def _version(r: Reader) -> int:
     magic = r.take(4, "magic")
     if magic != GGUF_MAGIC:
         raise r.fail(f"not a GGUF file (magic {magic!r}, expected b'GGUF')")
@@ -459,9 +228,9 @@ def _refuse_special(path: Path) -> None:
         raise bad_input(str(path), f"is {kind}, not a GGUF file")
 
 
-def _read_one(path: Path, shard: int = 0, budget: _Budget | None = None) -> _One:
+def _read_one(path: Path, shard: int = 0, budget: Budget | None = None) -> _One:
     label = str(path)
-    budget = budget or _Budget()
+    budget = budget or Budget()
     try:
         _refuse_special(path)
         with open(path, "rb", opener=_nonblocking) as f:
@@ -469,21 +238,21 @@ def _read_one(path: Path, shard: int = 0, budget: _Budget | None = None) -> _One
             if not stat.S_ISREG(st.st_mode):
                 raise bad_input(label, "not a regular file (a GGUF is a file on disk)")
             file_bytes = st.st_size
-            r = _Reader(f, label, file_bytes, budget)
+            r = Reader(f, label, file_bytes, budget)
             version = _version(r)
             n_tensors = r.u64("tensor count")
             n_kv = r.u64("KV count")
-            if n_tensors > MAX_TENSORS:
-                raise r.fail(f"tensor count {n_tensors} is absurd (limit {MAX_TENSORS})")
+            if n_tensors > limits.MAX_TENSORS:
+                raise r.fail(f"tensor count {n_tensors} is absurd (limit {limits.MAX_TENSORS})")
             if n_tensors > budget.tensors:
-                raise r.fail(f"tensor count {n_tensors} takes the split model past {MAX_TENSORS} tensors")
-            if n_kv > MAX_KV:
-                raise r.fail(f"KV count {n_kv} is absurd (limit {MAX_KV})")
+                raise r.fail(f"tensor count {n_tensors} takes the split model past {limits.MAX_TENSORS} tensors")
+            if n_kv > limits.MAX_KV:
+                raise r.fail(f"KV count {n_kv} is absurd (limit {limits.MAX_KV})")
             # each KV pair takes at least 13 bytes, each tensor info at least 32
             if n_kv * 13 + n_tensors * 32 > r.remaining:
                 raise r.fail(f"truncated: {n_kv} KV pairs and {n_tensors} tensor infos cannot fit in the "
                              f"{r.remaining} bytes left")
-            metadata, types = _read_kv(r, n_kv)
+            metadata, types = read_kv(r, n_kv)
             alignment = DEFAULT_ALIGNMENT
             if "general.alignment" in metadata:
                 alignment = metadata["general.alignment"]
@@ -519,7 +288,7 @@ def _inode(p: Path) -> tuple[int, int]:
     return st.st_dev, st.st_ino
 
 
-def _read_split(first: _One, path: Path, n_split: int, budget: _Budget) -> list[_One]:
+def _read_split(first: _One, path: Path, n_split: int, budget: Budget) -> list[_One]:
     m = _SPLIT_NAME.match(path.name)
     expected = f"-00001-of-{n_split:05d}.gguf"
     if m is None or int(m["no"]) != 1 or int(m["count"]) != n_split:
@@ -554,27 +323,27 @@ def read_gguf_header(path: str | os.PathLike[str]) -> GGUFHeader:
         raise bad_input(label, "is a folder, not a GGUF file")
     if not path.exists():
         raise bad_input(label, "file not found")
-    budget = _Budget()
+    budget = Budget()
     first = _read_one(path, 0, budget)
     n_split = _int_key(first, "split.count", label) or 1
     split_no = _int_key(first, "split.no", label) or 0
-    if not 1 <= n_split <= MAX_SHARDS:
-        raise bad_input(label, f"split.count is {n_split} (must be 1 to {MAX_SHARDS})")
+    if not 1 <= n_split <= limits.MAX_SHARDS:
+        raise bad_input(label, f"split.count is {n_split} (must be 1 to {limits.MAX_SHARDS})")
     if not 0 <= split_no < n_split:
         raise bad_input(label, f"split.no is {split_no} but split.count is {n_split}")
     if split_no != 0:
         raise bad_input(label, f"this is shard {split_no + 1} of {n_split} of a split model; pass the first shard "
                         f"(…-00001-of-{n_split:05d}.gguf)")
     n_expected = _int_key(first, "split.tensors.count", label)
-    if n_split > 1 and n_expected is not None and not 0 <= n_expected <= MAX_TENSORS:
-        raise bad_input(label, f"split.tensors.count is {n_expected} (limit {MAX_TENSORS})")
+    if n_split > 1 and n_expected is not None and not 0 <= n_expected <= limits.MAX_TENSORS:
+        raise bad_input(label, f"split.tensors.count is {n_expected} (limit {limits.MAX_TENSORS})")
     ones = _read_split(first, path, n_split, budget) if n_split > 1 else [first]
     tensors: list[GGUFTensorInfo] = []
     seen: set[str] = set()
     for one in ones:
         for t in one.tensors:
             if t.name in seen:
-                raise bad_input(str(one.shard.path), f"tensor {_q(t.name)} is also in an earlier shard")
+                raise bad_input(str(one.shard.path), f"tensor {quote(t.name)} is also in an earlier shard")
             seen.add(t.name)
             tensors.append(t)
     if n_split > 1 and n_expected is not None and n_expected != len(tensors):

@@ -17,10 +17,6 @@ from gemma_fit.gguf.quantize import choose_types
 from gemma_fit.gguf.types import FileType, GGMLType, file_type, ggml_type
 from gemma_fit.model.spec import LayerSpec, ModelSpec
 
-# Gemma 4 KV-shared layers: the HF checkpoints keep k_proj/v_proj (and k_norm) on the layers that
-# reuse an earlier layer's cache, and the converter writes them; llama.cpp loads them when present.
-GEMMA4_SHARED_LAYERS_KEEP_KV_PROJ = True
-
 
 @dataclass(frozen=True)
 class TensorSpec:
@@ -120,18 +116,18 @@ def _global_tensors(m: ModelSpec) -> list[_Raw]:
 def _attention(m: ModelSpec, lay: LayerSpec) -> list[tuple[str, tuple[int, ...]]]:
     hd, e = lay.head_dim, m.n_embd
     t = [("attn_norm", (e,)), ("attn_q", (e, lay.n_head * hd))]
-    keep_kv = lay.has_kv or m.arch != "gemma4" or GEMMA4_SHARED_LAYERS_KEEP_KV_PROJ
-    if keep_kv:
-        t.append(("attn_k", (e, lay.n_embd_k_gqa)))
-        if lay.has_v_proj:
-            t.append(("attn_v", (e, lay.n_embd_v_gqa)))
+    # every layer has attn_k (and attn_v unless K=V), Gemma 4's KV-shared layers too: the HF checkpoints
+    # keep k_proj/v_proj (and k_norm) on the layers that reuse an earlier layer's cache, the converter
+    # writes them and llama.cpp loads them when present
+    t.append(("attn_k", (e, lay.n_embd_k_gqa)))
+    if lay.has_v_proj:
+        t.append(("attn_v", (e, lay.n_embd_v_gqa)))
     t.append(("attn_output", (lay.n_head * hd, e)))
     if m.arch in ("gemma2", "gemma3", "gemma3n", "gemma4"):
         t.append(("post_attention_norm", (e,)))
     if m.arch in ("gemma3", "gemma3n", "gemma4"):
         t.append(("attn_q_norm", (hd,)))
-        if keep_kv:
-            t.append(("attn_k_norm", (hd,)))
+        t.append(("attn_k_norm", (hd,)))
     return t
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from gemma_fit.base.errors import BadInput
-from gemma_fit.db.files import read_packaged_yaml
+from gemma_fit.db.rules import read_packaged_yaml
 
 
 @dataclass(frozen=True)
@@ -63,13 +63,6 @@ def ggml_type(name: str) -> GGMLType:
         return ggml_types()[name.upper()]
     except KeyError:
         raise BadInput(f"unknown ggml type '{name}'") from None
-
-
-def ggml_type_by_id(type_id: int) -> GGMLType:
-    for t in ggml_types().values():
-        if t.id == type_id:
-            return t
-    raise BadInput(f"unknown ggml type id {type_id}")
 
 
 # The file types the contract names; `gemma-fit list quants` shows these.

@@ -9,7 +9,7 @@ from digits, so `RTX4090`, `rtx-4090` and `GeForce RTX 4090` are the same key.
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -47,19 +47,15 @@ FILE_KINDS: dict[str, type[BaseModel]] = {
 }
 
 
+# GPUSpec fields worked out from the entry rather than copied from a field of the same name.
+_DERIVED_SPEC_FIELDS = frozenset({"nvlink_sxm"})
+# The rest are copied as they are: a field declared in both GPUEntry and GPUSpec needs no code here.
+_COPIED_SPEC_FIELDS = tuple(f.name for f in fields(GPUSpec) if f.name not in _DERIVED_SPEC_FIELDS)
+
+
 def spec_from_entry(entry: GPUEntry) -> GPUSpec:
-    return GPUSpec(
-        id=entry.id, name=entry.name, vendor=entry.vendor, backend=entry.backend,
-        memory_bytes=entry.memory_bytes, usable_memory_bytes=entry.usable_memory_bytes,
-        unified_memory=entry.unified_memory, memory_bandwidth_gbps=entry.memory_bandwidth_gbps,
-        fp16_tensor_tflops=entry.fp16_tensor_tflops, arch=entry.arch,
-        compute_capability=entry.compute_capability, pcie_gen=entry.pcie_gen, pcie_lanes=entry.pcie_lanes,
-        nvlink_gbps=entry.nvlink_gbps, tdp_w=entry.tdp_w, source=entry.source,
-        cuda_total_bytes=entry.cuda_total_bytes, logical_devices=entry.logical_devices,
-        int8_tensor_tops=entry.int8_tensor_tops,
-        nvlink_sxm="SXM" in entry.form_factor and bool(entry.nvlink_gbps),
-        boost_clock_mhz=entry.boost_clock_mhz, fp32_tflops=entry.fp32_tflops, gpu_cores=entry.gpu_cores,
-    )
+    copied = {name: getattr(entry, name) for name in _COPIED_SPEC_FIELDS}
+    return GPUSpec(**copied, nvlink_sxm="SXM" in entry.form_factor and bool(entry.nvlink_gbps))
 
 
 def storage_spec(entry: StorageEntry) -> StorageSpec:

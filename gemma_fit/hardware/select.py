@@ -6,9 +6,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gemma_fit.base.errors import BadInput
-from gemma_fit.db.snapshot import catalog
+from gemma_fit.hardware.snapshot import known_hardware
 from gemma_fit.hardware.spec import BACKENDS, MAX_GPUS, GPUSpec, Machine, StorageSpec
-from gemma_fit.memory.estimate import Device
 
 
 @dataclass(frozen=True)
@@ -19,13 +18,7 @@ class Hardware:
     machine: Machine | None
     notes: tuple[str, ...] = ()
     disk: StorageSpec | None = None  # the probed drive (--gpu local / cpu); a machine file names its own
-
-    @property
-    def devices(self) -> tuple[Device, ...]:
-        return tuple(
-            Device(id=g.id, name=g.name, backend=g.backend, capacity_bytes=g.usable_memory_bytes)
-            for g in self.gpus
-        )
+    cpu_cores: int | None = None  # this machine's logical CPUs, for --gpu cpu (prefill on the CPU)
 
 
 def _local(extra: tuple[Path, ...]) -> tuple[tuple[GPUSpec, ...], tuple[str, ...]]:
@@ -58,7 +51,7 @@ def select_hardware(gpu_names: list[str], hardware_file: Path | None, extra: tup
         ram = _total_ram()
         disk, disk_note = _local_disk(extra)
         return Hardware("CPU only (this machine's RAM)", (), ram, None,
-                        ("--gpu cpu: capacity is this machine's total RAM", disk_note), disk)
+                        ("--gpu cpu: capacity is this machine's total RAM", disk_note), disk, _cpu_cores())
     gpus: list[GPUSpec] = []
     notes: tuple[str, ...] = ()
     disk = None
@@ -84,10 +77,16 @@ def _total_ram() -> int:
     return int(psutil.virtual_memory().total)
 
 
+def _cpu_cores() -> int | None:
+    import psutil
+
+    return psutil.cpu_count(logical=True)
+
+
 def _gpu(name: str, extra: tuple[Path, ...]) -> GPUSpec:
     """A GPU by id, alias or driver name: the built-in snapshot first; hardware_db for extra databases
     and for names it does not know (it explains, with suggestions)."""
-    spec = catalog().gpu(name) if not extra else None
+    spec = known_hardware().gpu(name) if not extra else None
     if spec is None:
         from gemma_fit.hardware.catalog import resolve_gpu
 
@@ -102,7 +101,7 @@ def _local_disk(extra: tuple[Path, ...]) -> tuple[StorageSpec | None, str]:
     storage, how = disk_for_path(Path.cwd())
     if storage is None:
         return None, f"load time: {how}; an NVMe Gen4 disk assumed"
-    known = catalog().storage.get(storage) if not extra else None
+    known = known_hardware().storage.get(storage) if not extra else None
     if known is None:
         from gemma_fit.hardware.catalog import storage_class
 

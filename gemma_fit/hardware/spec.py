@@ -103,3 +103,11 @@ class Machine:
     disk: StorageSpec | None
     cpu: str | None
     path: Path
+
+
+@dataclass(frozen=True)
+class PcieRate:
+    """One PCIe generation and width: its theoretical rate and what copies reached in a measurement."""
+
+    per_direction_gbps: float  # theoretical, after encoding
+    measured_gbps: float | None  # what copies reached in a cited measurement

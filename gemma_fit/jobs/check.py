@@ -1,11 +1,13 @@
-"""`check --engine ollama|vllm|transformers`: from the CLI's RunSettings to an engine estimate and its JSON.
+"""`check`: one model, quant, settings and hardware in; a typed result out (CheckResult for llama.cpp,
+EngineResult for Ollama, vLLM and transformers). present.documents renders either as the contract's JSON.
 
-`run_engine_check(engine, resolved, quant, settings, hardware, **engine_options)` maps llama.cpp's
-settings onto the engine's: --ctx -> max_model_len / num_ctx (0 = the engine's default: vLLM the trained
-context, Ollama its by-VRAM default, transformers prompt + new tokens), --parallel -> max_num_seqs /
-OLLAMA_NUM_PARALLEL, --cache-type-k -> kv_cache_dtype (Ollama: OLLAMA_KV_CACHE_TYPE), --flash-attn ->
-OLLAMA_FLASH_ATTENTION, --mmproj -> load the towers. Quant names: vLLM and transformers take bf16, fp16,
-fp8, awq, gptq, nvfp4, bnb-8bit, bnb-4bit; Ollama takes the llama.cpp file types.
+For the engines beyond llama.cpp, `run_engine_check(engine, resolved, quant, settings, hardware,
+**engine_options)` maps RunSettings onto the engine's own: --ctx -> max_model_len / num_ctx (0 = the
+engine's default: vLLM the trained context, Ollama its by-VRAM default, transformers prompt + new
+tokens), --parallel -> max_num_seqs / OLLAMA_NUM_PARALLEL, --cache-type-k -> kv_cache_dtype (Ollama:
+OLLAMA_KV_CACHE_TYPE), --flash-attn -> OLLAMA_FLASH_ATTENTION, --mmproj -> load the towers. Quant
+names: vLLM and transformers take bf16, fp16, fp8, awq, gptq, nvfp4, bnb-8bit, bnb-4bit; Ollama takes
+the llama.cpp file types.
 
 Extra options the `check` command needs (typer), passed through as **engine_options:
     --gpu-memory-utilization FLOAT   vLLM, default 0.92                     -> gpu_memory_utilization
@@ -24,14 +26,19 @@ Extra options the `check` command needs (typer), passed through as **engine_opti
 
 from __future__ import annotations
 
-from dataclasses import fields
+from collections.abc import Sequence
+from dataclasses import fields, replace
+from pathlib import Path
 from typing import Any
 
 from gemma_fit.base.errors import BadInput
-from gemma_fit.engines import ENGINES, EngineSettings, estimate
-from gemma_fit.memory.settings import MAX_CTX, RunSettings, validate
-from gemma_fit.model.catalog import ResolvedModel
-from gemma_fit.present.documents import engine_check_json
+from gemma_fit.engines.base import ENGINES, EngineResult, EngineSettings
+from gemma_fit.engines.dispatch import estimate
+from gemma_fit.engines.llamacpp import CheckResult, run_check
+from gemma_fit.gguf.tensors import TensorPlan, build_plan
+from gemma_fit.hardware.select import Hardware, select_hardware, with_backend
+from gemma_fit.memory.settings import MAX_CTX, RunSettings, is_llama_cpp, validate
+from gemma_fit.model.catalog import ResolvedModel, resolve_model
 
 _OPTION_NAMES = {f.name for f in fields(EngineSettings)} - {"engine", "quant"}
 
@@ -78,9 +85,9 @@ def engine_settings(engine: str, quant: str, settings: RunSettings, mmproj: bool
     return EngineSettings(**base)
 
 
-def run_engine_check(engine: str, resolved: ResolvedModel, quant: str | None, settings: RunSettings, hardware: Any,
-                     **engine_options: Any) -> dict[str, Any]:
-    """The check JSON document for `engine`; raises BadInput for combinations the engine refuses.
+def run_engine_check(engine: str, resolved: ResolvedModel, quant: str | None, settings: RunSettings,
+                     hardware: Hardware, **engine_options: Any) -> EngineResult:
+    """The estimate of `engine`; raises BadInput for combinations the engine refuses.
     quant None = the engine's default (bf16 for vLLM and transformers, Q4_K_M for Ollama)."""
     if quant is None:
         quant = "Q4_K_M" if engine.strip().lower() == "ollama" else "bf16"
@@ -88,4 +95,75 @@ def run_engine_check(engine: str, resolved: ResolvedModel, quant: str | None, se
     check_engine_options(engine_options)
     mmproj = bool(engine_options.pop("mmproj", False))
     es = engine_settings(engine, quant, settings, mmproj=mmproj, **engine_options)
-    return engine_check_json(estimate(resolved, es, hardware))
+    return estimate(resolved, es, hardware)
+
+
+def projector_bytes(path: Path) -> int:
+    """What a multimodal projector GGUF (--mmproj) adds on the main GPU: its tensors, from its header."""
+    from gemma_fit.gguf.from_file import is_mmproj, mmproj_bytes
+    from gemma_fit.gguf.reader import read_gguf_header
+
+    header = read_gguf_header(path)
+    if not is_mmproj(header):
+        raise BadInput(f"{path}: not a multimodal projector (general.architecture is not 'clip')")
+    return mmproj_bytes(header)
+
+
+def gguf_model(path: Path) -> tuple[ResolvedModel, TensorPlan]:
+    """The model and tensor plan a real GGUF file's header describes."""
+    from gemma_fit.gguf.from_file import model_from_gguf
+
+    _, spec, plan = model_from_gguf(path)
+    return ResolvedModel(spec, None, f"from {path}"), plan
+
+
+def hardware_of(hardware: Hardware | str | Sequence[str] | Path, backend: str | None = None,
+                hardware_dirs: tuple[Path, ...] = ()) -> Hardware:
+    """The hardware a check runs on: as given, or selected from GPU names (a str, or several) or a machine file."""
+    if isinstance(hardware, Hardware):
+        hw = hardware
+    elif isinstance(hardware, Path):
+        hw = select_hardware([], hardware, hardware_dirs)
+    else:
+        hw = select_hardware([hardware] if isinstance(hardware, str) else list(hardware), None, hardware_dirs)
+    return with_backend(hw, backend)
+
+
+def check_model_source(model: object, gguf: Path | None) -> None:
+    """A check needs one model: from the databases (or a config.json), or from a GGUF file."""
+    if (model is None) == (gguf is None):
+        raise BadInput("give --model ID (with --quant) or --gguf FILE")
+
+
+def check_prompt_tokens(prompt_tokens: int) -> None:
+    if not 1 <= prompt_tokens <= MAX_CTX:
+        raise BadInput(f"--prompt-tokens {prompt_tokens} is impossible (must be between 1 and {MAX_CTX:,})")
+
+
+def check(model: str | ResolvedModel | None, hardware: Hardware | str | Sequence[str] | Path, *,
+          quant: str | None = None, gguf: Path | None = None, settings: RunSettings | None = None,
+          engine: str = "llama.cpp", prompt_tokens: int = 512, mmproj: Path | None = None,
+          backend: str | None = None, model_dirs: tuple[Path, ...] = (), hardware_dirs: tuple[Path, ...] = (),
+          **engine_options: Any) -> CheckResult | EngineResult:
+    """Will `model` (an id, alias, config.json path, or a real GGUF as `gguf`) run on `hardware` (a GPU id,
+    several, a machine file, or a Hardware) with these settings, and how well. Raises BadInput (a
+    GemmaFitError) for input llama.cpp or the engine would refuse. The result's JSON is
+    present.documents.check_document(result)."""
+    check_model_source(model, gguf)
+    hw = hardware_of(hardware, backend, hardware_dirs)
+    settings = settings or RunSettings()
+    if mmproj is not None and is_llama_cpp(engine) and not settings.mmproj_bytes:
+        settings = replace(settings, mmproj_bytes=projector_bytes(mmproj))
+    if not is_llama_cpp(engine):
+        if gguf is not None:
+            raise BadInput("--gguf works with --engine llama.cpp (or ollama via --model)")
+        resolved = model if isinstance(model, ResolvedModel) else resolve_model(model or "", model_dirs)
+        return run_engine_check(engine, resolved, quant, settings, hw, mmproj=mmproj is not None,
+                                prompt_tokens=prompt_tokens, **engine_options)
+    if gguf is not None:
+        resolved, plan = gguf_model(gguf)
+    else:
+        resolved = model if isinstance(model, ResolvedModel) else resolve_model(model or "", model_dirs)
+        plan = build_plan(resolved.spec, quant or "Q4_K_M")
+    check_prompt_tokens(prompt_tokens)
+    return run_check(resolved, plan.ftype.name, settings, hw, prompt_tokens=prompt_tokens, plan=plan, gguf_path=gguf)

@@ -18,22 +18,20 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from gemma_fit import LLAMA_CPP_COMMIT
-from gemma_fit.base.errors import BadInput
-from gemma_fit.engines.llamacpp import check_json, run_check
+from gemma_fit.base.errors import BadInput, GemmaFitError
+from gemma_fit.base.version import LLAMA_CPP_LABEL
+from gemma_fit.engines.base import EngineResult
+from gemma_fit.engines.llamacpp import CheckResult, run_check
 from gemma_fit.gguf.types import CONTRACT_QUANTS, file_type
 from gemma_fit.hardware.catalog import GPUSpec, load_gpu_entries, load_gpus
 from gemma_fit.hardware.select import Hardware, select_hardware
 from gemma_fit.memory.settings import RunSettings, is_llama_cpp, validate
 from gemma_fit.model.catalog import ResolvedModel, entry_spec, load_model_db, resolve_model
 from gemma_fit.model.spec import GENERATION_ORDER
+from gemma_fit.present.documents import RANKING_SORT, VERDICTS, check_document, check_figures
 
 SCHEMA = "gemma-fit.report/1"
-LLAMA_CPP_LABEL = f"{LLAMA_CPP_COMMIT} (Oct 2026)"
 VERDICT_ORDER = {"go": 0, "tight": 1, "offload": 2, "no-go": 3, "error": 4}
-VERDICTS = ("go", "tight", "offload", "no-go", "error")
-RANKING_SORT = ("verdict (go, tight, offload, no-go), then estimated decode speed where the performance model "
-                "gives one, then memory bandwidth (what bounds decode speed), then headroom; price is not considered")
 WHAT_TO_BUY_MAX_COMBOS = 12  # a ranking of every database GPU per (model, quant, context): only for small reports
 FULL_CHECK_MAX_CELLS = 1000  # up to this many cells, each keeps its full check document (about 8 KiB each)
 MAX_CELLS = 1_000_000  # about half an hour of checks; more is surely a mistake in --gpu/--model/--quant/--ctx
@@ -55,23 +53,6 @@ def settings_json(s: RunSettings) -> dict[str, Any]:
             "cache_type_k": s.cache_type_k.lower(), "cache_type_v": s.cache_type_v.lower(),
             "n_gpu_layers": "auto" if s.n_gpu_layers is None else s.n_gpu_layers, "swa_full": s.swa_full,
             "kv_unified": s.kv_unified}
-
-
-def min_headroom(doc: dict[str, Any]) -> int | None:
-    """The smallest headroom over the devices; on a CPU-only config, the host's (None when unknown)."""
-    devices = doc["memory"]["devices"]
-    if devices:
-        return min(int(d["headroom_bytes"]) for d in devices)
-    host = doc["memory"]["host"]
-    if host.get("capacity_bytes") is None:
-        return None
-    return int(host["capacity_bytes"]) - int(host["total_bytes"])
-
-
-def decode_speed(doc: dict[str, Any]) -> float | None:
-    perf = doc.get("performance") or {}
-    value = perf.get("decode_tokens_per_s")
-    return None if value is None else float(value)
 
 
 def expand_models(names: Sequence[str], extra: tuple[Path, ...] = ()) -> list[ResolvedModel]:
@@ -138,15 +119,6 @@ def canonical_engine(engine: str) -> str:
     return name
 
 
-def _summary(base: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
-    perf = doc.get("performance") or {}
-    return {**base, "n_ctx": doc["settings"]["n_ctx"], "verdict": doc["verdict"],
-            "min_headroom_bytes": min_headroom(doc), "max_ctx_fit": doc["max_ctx_fit"],
-            "n_gpu_layers": doc["settings"]["n_gpu_layers"], "n_layers_total": doc["settings"]["n_layers_total"],
-            "decode_tokens_per_s": decode_speed(doc), "prefill_tokens_per_s": perf.get("prefill_tokens_per_s"),
-            "ttft_s": perf.get("ttft_s")}
-
-
 def compact_check(doc: dict[str, Any], shared: dict[Any, Any] | None = None) -> dict[str, Any]:
     """What a cell of a large report keeps of its check document; `shared` makes equal assumption lists one
     object (they differ per hardware, not per cell)."""
@@ -166,18 +138,17 @@ def _cell(cfg: HardwareConfig, model: ResolvedModel, quant: str, ctx: int, setti
     base = {"hardware": cfg.key, "model": model.spec.id, "quant": quant, "ctx": ctx}
     try:
         if is_llama_cpp(engine):
-            doc = check_json(run_check(model, quant, settings.with_ctx(ctx), cfg.hardware))
+            result: CheckResult | EngineResult = run_check(model, quant, settings.with_ctx(ctx), cfg.hardware)
         else:
             from gemma_fit.jobs.check import run_engine_check
 
-            doc = run_engine_check(engine, model, quant, settings.with_ctx(ctx), cfg.hardware)
+            result = run_engine_check(engine, model, quant, settings.with_ctx(ctx), cfg.hardware)
     except BadInput as exc:  # a setting this model refuses: the other cells still count
         return {**base, "n_ctx": None, "verdict": "error", "error": str(exc), "min_headroom_bytes": None,
                 "max_ctx_fit": None, "n_gpu_layers": None, "n_layers_total": None, "decode_tokens_per_s": None,
                 "prefill_tokens_per_s": None, "ttft_s": None, "check": None}
-    cell = _summary(base, doc)
-    cell["check"] = doc if full else compact_check(doc, shared)
-    return cell
+    doc = check_document(result)
+    return {**base, **check_figures(result), "check": doc if full else compact_check(doc, shared)}
 
 
 def check_settings(settings: RunSettings, models: Sequence[ResolvedModel], ctxs: Sequence[int], engine: str,
@@ -192,7 +163,7 @@ def check_settings(settings: RunSettings, models: Sequence[ResolvedModel], ctxs:
     for c in ctxs:
         validate(replace(settings, n_ctx=c, n_gpu_layers=None), widest)
     if not is_llama_cpp(engine):
-        from gemma_fit.engines import validate_numbers
+        from gemma_fit.engines.base import validate_numbers
         from gemma_fit.jobs.check import engine_settings
 
         for c in ctxs:
@@ -268,14 +239,15 @@ def gpu_ranking(resolved: ResolvedModel, quant: str, settings: RunSettings, extr
     rows = []
     for g in specs:
         hw = Hardware(g.name, (g,), None, None)
-        doc = check_json(run_check(resolved, quant, settings, hw))
-        dev = doc["memory"]["devices"][0]
+        result = run_check(resolved, quant, settings, hw)
+        dev = result.verdict.estimate.devices[0]
+        figures = check_figures(result)
         rows.append({
             "id": g.id, "name": g.name, "vendor": g.vendor, "backend": g.backend,
-            "capacity_bytes": dev["capacity_bytes"], "memory_bandwidth_gbps": g.memory_bandwidth_gbps,
-            "verdict": doc["verdict"], "headroom_bytes": dev["headroom_bytes"], "max_ctx_fit": doc["max_ctx_fit"],
-            "n_gpu_layers": doc["settings"]["n_gpu_layers"], "n_layers_total": doc["settings"]["n_layers_total"],
-            "decode_tokens_per_s": decode_speed(doc), "source": g.source,
+            "capacity_bytes": dev.capacity_bytes, "memory_bandwidth_gbps": g.memory_bandwidth_gbps,
+            "verdict": figures["verdict"], "headroom_bytes": dev.headroom_bytes, "max_ctx_fit": figures["max_ctx_fit"],
+            "n_gpu_layers": figures["n_gpu_layers"], "n_layers_total": figures["n_layers_total"],
+            "decode_tokens_per_s": figures["decode_tokens_per_s"], "source": g.source,
         })
 
     def key(r: dict[str, Any]) -> tuple[Any, ...]:
@@ -357,3 +329,19 @@ def run_report(models: Sequence[str], quants: Sequence[str], gpus: Sequence[Sequ
                 for m, q, c in combos
             ]
     return report
+
+
+def check_sources(doc: dict[str, Any], model_dirs: tuple[Path, ...] = (), hardware_dirs: tuple[Path, ...] = (),
+                  ) -> list[dict[str, Any]]:
+    """The sources behind a check document: its model's and GPUs' database entries, and llama.cpp."""
+    models, gpus = [], []
+    try:
+        entry = load_model_db(tuple(model_dirs)).get(str(doc["model"]["id"]).lower())
+        if entry is not None:
+            models.append(ResolvedModel(entry_spec(entry), entry.id, doc["model"].get("resolved", ""),
+                                        tuple(model_dirs)))
+        table = load_gpus(tuple(hardware_dirs))
+        gpus = [table[g] for g in doc.get("hardware", {}).get("gpus", []) if g in table]
+    except GemmaFitError:  # an unreadable extra database: the report still renders, with fewer sources
+        pass
+    return sources(models, gpus, tuple(hardware_dirs))

@@ -6,128 +6,19 @@ entries (model_db/*.yaml) and machine files (`--hardware`) are told apart by the
 
 from __future__ import annotations
 
-import math
-import re
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import yaml
-from pydantic import BaseModel, ValidationError
 
-from gemma_fit.base.errors import BadInput
 from gemma_fit.db.files import packaged_dir
-from gemma_fit.db.yaml_lines import Loc, compose, explain, field_path, line_of, validation_items
-from gemma_fit.gguf import tensors as tensor_plan
-from gemma_fit.hardware.catalog import FILE_KINDS, find_gpu_entry, load_hardware_db, name_key
-from gemma_fit.hardware.schema import (
-    BACKENDS,
-    GPUEntry,
-    GPUSlot,
-    InterconnectEntry,
-    MachineFile,
-    MemoryEntry,
-    StorageEntry,
-)
-from gemma_fit.model.schema import HFTextConfig, ModelEntry, error_loc, explain_config_error
-from gemma_fit.model.spec import spec_from_config
+from gemma_fit.db.yaml_lines import compose
+from gemma_fit.hardware.catalog import FILE_KINDS
+from gemma_fit.jobs.validate_common import Doc, Problem, Report, Seen
+from gemma_fit.jobs.validate_hardware import check_list_file, check_machine
+from gemma_fit.jobs.validate_model import check_model
 
-BANDWIDTH_TOLERANCE = 0.03  # memory_bandwidth_gbps vs bus_width_bits / 8 x memory_data_rate_gbps
-MEMORY_TOLERANCE = 0.03  # memory.yaml per_channel_gbps vs speed_mts x 8 bytes
-
-# Dense FP16 tensor TFLOPS a part of each architecture can plausibly have (smallest SoC to largest module).
-# Volta: from the Jetson AGX Xavier GPU (64 tensor cores, about 11) to the V100S (130).
-ARCH_FP16_TFLOPS: dict[str, tuple[float, float]] = {
-    "volta": (5, 150), "turing": (5, 150), "ampere": (5, 400), "ada": (20, 450), "hopper": (400, 1200),
-    "blackwell": (50, 2600),
-    "rdna3": (10, 200), "cdna2": (50, 500), "cdna3": (300, 1500), "xe-hpg": (10, 200), "xe2-hpg": (10, 200),
-    "apple-m2": (1, 100), "apple-m3": (1, 100), "apple-m4": (1, 100),
-}
-# Architectures without tensor (matrix) units: Pascal and RDNA 2 multiply on the shader cores (packed FP16,
-# DP4A-style INT8 dot products), so their fp16_tensor_tflops / int8_tensor_tops stay null, as on the
-# tensor-less Turing TU116/TU117 parts (t1000); the non-tensor rates belong in notes. A number there would be
-# read as tensor throughput by the prefill estimate and the speed calibration.
-NO_MATRIX_UNITS = {"pascal", "rdna2"}
-# FP32 lanes (shader ALUs) = fp32_tflops / (2 x boost_clock_mhz): from the smallest to the largest part of each
-# architecture (a Jetson Orin Nano's 512 to a GA102's 10752; RDNA 3 counts dual issue, as TechPowerUp does, so a
-# 7900 XTX is 12288). A figure outside is a wrong unit, a tensor or sparse rate, or a base or memory clock.
-ARCH_FP32_LANES: dict[str, tuple[int, int]] = {
-    "pascal": (256, 3840), "volta": (384, 5120), "turing": (512, 4608), "ampere": (256, 10752),
-    "ada": (1024, 18432), "hopper": (4096, 18432), "blackwell": (1024, 24576),
-    "rdna2": (512, 5120), "rdna3": (512, 12288), "cdna2": (4096, 14080), "cdna3": (4096, 19456),
-    "xe-hpg": (512, 4096), "xe2-hpg": (512, 4096), "apple-m2": (1024, 9728), "apple-m3": (1024, 10240),
-    "apple-m4": (1024, 10240),
-}
-LANES_TOLERANCE = 0.03  # the published figures are rounded
-# fp16_tensor_tflops / fp32_tflops: tensor FLOP per shader FLOP per clock. GeForce FP32-accumulate figures
-# and cut-down tensor parts (A10G, L40's datasheet figure, H20) sit at the low end; GA100-style (A100, A30)
-# and data-centre Blackwell (B200, about 30) at the high end.
-ARCH_TENSOR_FP32_RATIO: dict[str, tuple[float, float]] = {
-    "volta": (4, 16), "turing": (3, 16), "ampere": (1.5, 20), "ada": (1.5, 6), "hopper": (2, 20),
-    "blackwell": (1.5, 40), "rdna3": (1, 5), "cdna2": (4, 12), "cdna3": (8, 24), "xe-hpg": (4, 12),
-    "xe2-hpg": (4, 12),
-}
-# Per-pin data rate (Gbit/s) by memory type, most specific prefix first.
-DATA_RATE_GBPS: list[tuple[str, tuple[float, float]]] = [
-    ("GDDR6X", (19, 24)), ("GDDR7", (28, 40)), ("GDDR6", (10, 24)), ("HBM", (1, 10)), ("LPDDR", (3, 11)),
-]
-# A model entry's published parameter count against the count its config gives (the tensor plan, as
-# tests/test_model_db.py checks): all 17 entries agree within 0.71% (gemma-3-270m, whose published
-# "270M" is rounded; the others within 0.45%), while a slip in one size field (a digit added or dropped,
-# a layer more or less on the smaller models) moves the count by several percent or more.
-PARAMS_TOLERANCE = 0.01
-# The config fields a wrong parameter count is traced to, most likely first.
-PARAMS_SUSPECTS = ("hidden_size", "intermediate_size", "num_hidden_layers", "vocab_size", "num_attention_heads",
-                   "num_key_value_heads", "head_dim", "global_head_dim", "moe_intermediate_size", "num_experts",
-                   "hidden_size_per_layer_input", "vocab_size_per_layer_input")
-MODEL_FIELDS: list[type[BaseModel]] = [ModelEntry, HFTextConfig]
-HARDWARE_MODELS: list[type[BaseModel]] = [GPUEntry, InterconnectEntry, MemoryEntry, StorageEntry]
-
-
-@dataclass(frozen=True)
-class Problem:
-    file: Path
-    line: int | None
-    field: str
-    message: str
-
-    def __str__(self) -> str:
-        where = f"{self.file}:{self.line}" if self.line else str(self.file)
-        return f"{where}: {self.field}: {self.message}"
-
-
-@dataclass
-class _Doc:
-    path: Path
-    data: Any
-    root: yaml.Node | None
-
-    def line(self, loc: Loc) -> int | None:
-        return line_of(self.root, loc)
-
-
-@dataclass
-class Report:
-    problems: list[Problem] = field(default_factory=list)
-    files: int = 0
-    counts: dict[str, int] = field(default_factory=dict)
-
-    def add(self, doc: _Doc, loc: Loc, name: str, message: str) -> None:
-        self.problems.append(Problem(doc.path, doc.line(loc), name, message))
-
-    def summary(self) -> str:
-        parts = ", ".join(f"{n} {kind}" for kind, n in sorted(self.counts.items()))
-        return f"{self.files} files ({parts or 'no entries'})"
-
-
-@dataclass
-class _Seen:
-    """Where each id / GPU name was first seen, for the cross-file checks."""
-
-    ids: dict[tuple[str, str], tuple[Path, int | None]] = field(default_factory=dict)
-    names: dict[str, tuple[str, Path, int | None]] = field(default_factory=dict)
-    device_names: list[tuple[str, str, _Doc, Loc]] = field(default_factory=list)
+__all__ = ["Problem", "Report", "validate", "validate_paths"]
 
 
 def _yaml_files(paths: list[Path], report: Report) -> Iterator[Path]:
@@ -140,7 +31,7 @@ def _yaml_files(paths: list[Path], report: Report) -> Iterator[Path]:
             report.problems.append(Problem(path, None, "(path)", "not found"))
 
 
-def _read(path: Path, report: Report) -> _Doc | None:
+def _read(path: Path, report: Report) -> Doc | None:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -153,10 +44,10 @@ def _read(path: Path, report: Report) -> _Doc | None:
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         report.problems.append(Problem(path, mark.line + 1 if mark else None, "(yaml)", f"malformed YAML: {problem}"))
         return None
-    return _Doc(path, data, compose(text))
+    return Doc(path, data, compose(text))
 
 
-def _kind(doc: _Doc) -> str | None:
+def _kind(doc: Doc) -> str | None:
     data = doc.data
     if "llamacpp" in doc.path.parts:
         return "llamacpp"
@@ -172,276 +63,7 @@ def _kind(doc: _Doc) -> str | None:
     return None
 
 
-def _validate(doc: _Doc, report: Report, model: Any, value: Any, prefix: Loc,
-              models: Sequence[type[BaseModel]]) -> Any:
-    try:
-        return model.model_validate(value)
-    except ValidationError as exc:
-        for line, name, msg in validation_items(exc, doc.data, doc.root, models, prefix):
-            report.problems.append(Problem(doc.path, line, name, msg))
-        return None
-
-
-# --- physical consistency of one GPU entry ----------------------------------------------------
-
-
-def _gpu_physics(e: GPUEntry) -> Iterator[tuple[str, str]]:
-    if e.bus_width_bits and e.memory_data_rate_gbps and e.memory_bandwidth_gbps:
-        calc = e.bus_width_bits / 8 * e.memory_data_rate_gbps
-        off = e.memory_bandwidth_gbps / calc - 1
-        if abs(off) > BANDWIDTH_TOLERANCE:
-            yield ("memory_bandwidth_gbps",
-                   f"{e.memory_bandwidth_gbps:g} GB/s disagrees with bus_width_bits / 8 x memory_data_rate_gbps = "
-                   f"{e.bus_width_bits} / 8 x {e.memory_data_rate_gbps:g} = {calc:.1f} GB/s ({off:+.0%})")
-    if e.arch in NO_MATRIX_UNITS:
-        for name in ("fp16_tensor_tflops", "int8_tensor_tops"):
-            if getattr(e, name) is not None:
-                yield (name, f"{e.arch} has no tensor (matrix) units: use null and give the shader-core rate in notes")
-    elif e.fp16_tensor_tflops is not None:
-        low, high = ARCH_FP16_TFLOPS[e.arch]
-        if not low <= e.fp16_tensor_tflops <= high:
-            yield ("fp16_tensor_tflops", f"{e.fp16_tensor_tflops:g} TFLOPS is outside {low:g}-{high:g}, "
-                   f"the plausible dense FP16 range for {e.arch} (sparse figure? wrong unit?)")
-    yield from _gpu_fp32_checks(e)
-    yield from _gpu_memory_checks(e)
-    yield from _gpu_vendor_checks(e)
-
-
-def _gpu_fp32_checks(e: GPUEntry) -> Iterator[tuple[str, str]]:
-    """fp32_tflops against the boost clock (FP32 lanes) and against the tensor rate, per architecture."""
-    if e.fp32_tflops is None:
-        return
-    lanes_range = ARCH_FP32_LANES.get(e.arch)
-    if e.boost_clock_mhz and lanes_range:
-        lanes = e.fp32_tflops * 1e6 / (2 * e.boost_clock_mhz)
-        low, high = lanes_range
-        if not low * (1 - LANES_TOLERANCE) <= lanes <= high * (1 + LANES_TOLERANCE):
-            yield ("fp32_tflops", f"{e.fp32_tflops:g} TFLOPS at boost_clock_mhz {e.boost_clock_mhz:g} means "
-                   f"{lanes:.0f} FP32 lanes (fp32_tflops / (2 x clock)), outside {low}-{high} for {e.arch} "
-                   "(wrong unit? tensor or sparse rate? base or memory clock?)")
-    ratio_range = ARCH_TENSOR_FP32_RATIO.get(e.arch)
-    if e.fp16_tensor_tflops is not None and ratio_range:
-        ratio = e.fp16_tensor_tflops / e.fp32_tflops
-        r_low, r_high = ratio_range
-        if not r_low <= ratio <= r_high:
-            yield ("fp32_tflops", f"fp16_tensor_tflops / fp32_tflops = {e.fp16_tensor_tflops:g} / {e.fp32_tflops:g} "
-                   f"= {ratio:.1f}, outside {r_low:g}-{r_high:g} for {e.arch} (one of the two is off by a unit or "
-                   "a sparse/dense factor)")
-
-
-def _gpu_memory_checks(e: GPUEntry) -> Iterator[tuple[str, str]]:
-    if e.usable_memory_bytes < e.memory_bytes // 2:
-        yield ("usable_memory_bytes", f"{e.usable_memory_bytes} is under half of memory_bytes {e.memory_bytes}")
-    rate = e.memory_data_rate_gbps
-    for prefix, (low, high) in DATA_RATE_GBPS:
-        if rate is not None and e.memory_type.upper().startswith(prefix.upper()):
-            if not low <= rate <= high:
-                yield ("memory_data_rate_gbps", f"{rate:g} Gbit/s per pin is outside {low:g}-{high:g} for {prefix}")
-            break
-    if e.pcie_lanes is not None and e.pcie_gen is None:
-        yield ("pcie_gen", "pcie_lanes is given but pcie_gen is not")
-
-
-def _gpu_vendor_checks(e: GPUEntry) -> Iterator[tuple[str, str]]:
-    if e.backend not in BACKENDS[e.vendor]:
-        yield ("backend", f"'{e.backend}' is not a llama.cpp backend for {e.vendor} GPUs "
-               f"({', '.join(sorted(BACKENDS[e.vendor]))})")
-    cc = e.compute_capability
-    if e.vendor == "nvidia" and (cc is None or not re.fullmatch(r"\d+\.\d+", cc)):
-        yield ("compute_capability", f"NVIDIA GPUs need a CUDA compute capability like '8.6', not {cc!r}")
-    if e.vendor == "amd" and (cc is None or not cc.startswith("gfx")):
-        yield ("compute_capability", f"AMD GPUs need a gfx target like 'gfx1100', not {cc!r}")
-    if e.vendor in ("apple", "intel") and cc is not None:
-        yield ("compute_capability", f"{e.vendor} GPUs have no compute capability; use null")
-    if e.vendor != "nvidia" and e.nvlink_gbps is not None:
-        yield ("nvlink_gbps", "NVLink is NVIDIA's; use null for other vendors")
-    if any(not a.strip() for a in e.aliases):
-        yield ("aliases", "an alias is empty")
-
-
-# --- per-kind checks --------------------------------------------------------------------------
-
-
-def _check_unique(doc: _Doc, report: Report, seen: _Seen, kind: str, entry_id: str, loc: Loc, name: str) -> None:
-    key = (kind, entry_id.lower())
-    line = doc.line((*loc, "id"))
-    if key in seen.ids:
-        first, first_line = seen.ids[key]
-        report.add(doc, (*loc, "id"), name, f"duplicate id '{entry_id}' (also at {first}:{first_line})")
-    else:
-        seen.ids[key] = (doc.path, line)
-
-
-def _check_gpu_names(doc: _Doc, report: Report, seen: _Seen, e: GPUEntry, loc: Loc) -> None:
-    for i, alias in enumerate([e.id, *e.aliases]):
-        where = (*loc, "id") if i == 0 else (*loc, "aliases", i - 1)
-        key = name_key(alias)
-        if key in seen.names and seen.names[key][0] != e.id:
-            other, path, line = seen.names[key]
-            report.add(doc, where, f"{e.id}.aliases", f"'{alias}' also names {other} ({path}:{line})")
-        else:
-            seen.names.setdefault(key, (e.id, doc.path, doc.line(where)))
-    for i, device in enumerate(e.device_names):
-        seen.device_names.append((name_key(device), e.id, doc, (*loc, "device_names", i)))
-
-
-def _check_list_file(doc: _Doc, report: Report, seen: _Seen, kind: str) -> None:
-    for key in doc.data:
-        if key != kind:
-            report.add(doc, (key,), str(key), f"unknown top-level key (a {kind} file holds only '{kind}:')")
-    items = doc.data[kind]
-    if not isinstance(items, list) or not items:
-        report.add(doc, (kind,), kind, "expected a non-empty list of entries")
-        return
-    model = {"gpus": GPUEntry, "interconnects": InterconnectEntry, "memory": MemoryEntry, "storage": StorageEntry}[kind]
-    for i, item in enumerate(items):
-        loc = (kind, i)
-        entry = _validate(doc, report, model, item, loc, HARDWARE_MODELS)
-        item_id = item.get("id") if isinstance(item, dict) else None
-        if isinstance(item_id, str):
-            _check_unique(doc, report, seen, kind, item_id, loc, f"{item_id}.id")
-        if entry is None:
-            continue
-        report.counts[kind] = report.counts.get(kind, 0) + 1
-        for name, message in _entry_physics(entry):
-            report.add(doc, (*loc, name), f"{entry.id}.{name}", message)
-        if isinstance(entry, GPUEntry):
-            _check_gpu_names(doc, report, seen, entry, loc)
-
-
-def _entry_physics(entry: BaseModel) -> Iterator[tuple[str, str]]:
-    if isinstance(entry, GPUEntry):
-        yield from _gpu_physics(entry)
-    elif isinstance(entry, MemoryEntry):
-        calc = entry.speed_mts * 8 / 1000
-        if abs(entry.per_channel_gbps / calc - 1) > MEMORY_TOLERANCE:
-            yield ("per_channel_gbps", f"{entry.per_channel_gbps:g} GB/s disagrees with speed_mts x 8 bytes = "
-                   f"{calc:.2f} GB/s per 64-bit channel")
-    elif isinstance(entry, InterconnectEntry) and entry.kind == "pcie" and entry.generation and entry.lanes:
-        per_lane = {1: 0.25, 2: 0.5, 3: 0.9846, 4: 1.9692, 5: 3.9385, 6: 7.5625}[entry.generation]
-        calc = per_lane * entry.lanes
-        if abs(entry.per_direction_gbps / calc - 1) > BANDWIDTH_TOLERANCE:
-            yield ("per_direction_gbps", f"{entry.per_direction_gbps:g} GB/s disagrees with PCIe "
-                   f"{entry.generation}.0 x{entry.lanes} = {calc:.2f} GB/s per direction")
-
-
-def _validate_model(doc: _Doc, report: Report) -> ModelEntry | None:
-    """ModelEntry validation; a cross-field config error is placed on the field it names."""
-    try:
-        return ModelEntry.model_validate(doc.data)
-    except ValidationError as exc:
-        for err in exc.errors():
-            loc = error_loc(dict(err))
-            if loc and loc[0] == "config":
-                msg = explain_config_error(dict(err))
-                if err["type"] in ("missing", "extra_forbidden"):
-                    msg = explain(dict(err), MODEL_FIELDS)
-            else:
-                msg = explain(dict(err), MODEL_FIELDS)
-            report.problems.append(Problem(doc.path, doc.line(loc), field_path(doc.data, loc), msg))
-        return None
-
-
-def _count_params(config: HFTextConfig, entry: ModelEntry) -> int:
-    """Parameters llama.cpp's tensors hold for `config` (the BF16 tensor plan's count), plus the towers
-    the published figure counts."""
-    spec = spec_from_config(config, model_id=entry.id, name=entry.name)
-    return sum(math.prod(t.shape) for t in tensor_plan.raw_tensors(spec)) + entry.published_tower_params
-
-
-def _culprit(entry: ModelEntry, published: int) -> tuple[str, int] | None:
-    """The one size field that, with a digit added or dropped (x10, /10), would give the published count."""
-    data = entry.config.model_dump(exclude_unset=True)
-    hits = []
-    for name in PARAMS_SUSPECTS:
-        value = data.get(name)
-        if not isinstance(value, int) or isinstance(value, bool) or not value:
-            continue
-        for factor in (10, 0.1):
-            guess = round(value * factor)
-            if guess < 1 or guess == value:
-                continue
-            try:
-                config = HFTextConfig.model_validate({**data, name: guess})
-                counted = _count_params(config, entry)
-            except (ValidationError, BadInput):
-                continue
-            if abs(counted / published - 1) <= PARAMS_TOLERANCE:
-                hits.append((name, guess))
-                break
-    return hits[0] if len(hits) == 1 else None
-
-
-def _check_params(doc: _Doc, report: Report, entry: ModelEntry) -> None:
-    """The parameters the config gives must match the published count (a wrong size in config is caught)."""
-    try:
-        counted = _count_params(entry.config, entry)
-    except BadInput as exc:
-        report.add(doc, ("config",), "config", str(exc))
-        return
-    published = entry.params.published
-    off = counted / published - 1
-    if abs(off) <= PARAMS_TOLERANCE:
-        return
-    towers = f" + {entry.published_tower_params:,} tower" if entry.published_tower_params else ""
-    said = (f"the config gives {counted:,} parameters (tensor plan{towers}) but params.published is {published:,} "
-            f"({off:+.1%}, more than the {PARAMS_TOLERANCE:.0%} tolerance)")
-    culprit = _culprit(entry, published)
-    if culprit is not None:
-        name, guess = culprit
-        value = getattr(entry.config, name)
-        ratio = counted / published
-        either = next((f" (or params.published is off by {f:g}x)" for f in (10, 0.1)
-                       if abs(ratio / f - 1) <= PARAMS_TOLERANCE), "")
-        report.add(doc, ("config", name), f"config.{name}",
-                   f"{value} looks wrong: {said}; {name} {guess} would match{either}")
-    else:
-        report.add(doc, ("params", "published"), "params.published", f"{said}; check the config sizes "
-                   f"({', '.join(PARAMS_SUSPECTS[:4])}) and the published figure")
-
-
-def _check_model(doc: _Doc, report: Report, seen: _Seen) -> None:
-    if not isinstance(doc.data, dict):
-        report.add(doc, (), "(top level)", "expected a mapping (one model entry)")
-        return
-    entry = _validate_model(doc, report)
-    model_id = doc.data.get("id")
-    if isinstance(model_id, str):
-        _check_unique(doc, report, seen, "model", model_id, (), "id")
-        if doc.path.stem.lower() != model_id.lower():
-            report.add(doc, ("id",), "id", f"'{model_id}' differs from the file name {doc.path.name}")
-    if entry is None:
-        return
-    report.counts["models"] = report.counts.get("models", 0) + 1
-    for i, url in enumerate(entry.corroborating_sources):
-        if not url.startswith(("http://", "https://")):
-            report.add(doc, ("corroborating_sources", i), f"corroborating_sources[{i}]", "must be a URL")
-    for i, repo in enumerate(entry.hf_repos):
-        if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo):
-            report.add(doc, ("hf_repos", i), f"hf_repos[{i}]", f"'{repo}' is not a Hugging Face repo id (org/name)")
-    if not entry.verification.strip():
-        report.add(doc, ("verification",), "verification", "say how the values were checked")
-    _check_params(doc, report, entry)
-
-
-def _check_machine(doc: _Doc, report: Report) -> None:
-    machine = _validate(doc, report, MachineFile, doc.data, (), [MachineFile, GPUSlot, GPUEntry])
-    if machine is None:
-        return
-    report.counts["machines"] = report.counts.get("machines", 0) + 1
-    for i, item in enumerate(machine.gpus):
-        gpu = item.gpu if isinstance(item, GPUSlot) else item
-        if isinstance(gpu, str):
-            try:
-                find_gpu_entry(gpu)
-            except BadInput as exc:
-                report.add(doc, ("gpus", i), f"gpus[{i}]", str(exc))
-    if machine.disk and machine.disk not in load_hardware_db().storage:
-        known = ", ".join(sorted(load_hardware_db().storage))
-        report.add(doc, ("disk",), "disk", f"unknown storage class '{machine.disk}' (known: {known})")
-
-
-def _cross_checks(report: Report, seen: _Seen) -> None:
+def _cross_checks(report: Report, seen: Seen) -> None:
     for key, gpu_id, doc, loc in seen.device_names:
         owner = seen.names.get(key)
         if owner is not None and owner[0] != gpu_id:
@@ -453,7 +75,7 @@ def _cross_checks(report: Report, seen: _Seen) -> None:
 
 def validate(paths: list[Path] | None = None) -> Report:
     """Check every YAML file under `paths` (default: the built-in hardware_db and model_db)."""
-    report, seen = Report(), _Seen()
+    report, seen = Report(), Seen()
     roots = list(paths) if paths else [packaged_dir("hardware_db"), packaged_dir("model_db")]
     for path in _yaml_files(roots, report):
         doc = _read(path, report)
@@ -462,11 +84,11 @@ def validate(paths: list[Path] | None = None) -> Report:
             continue
         kind = _kind(doc)
         if kind in FILE_KINDS:
-            _check_list_file(doc, report, seen, kind)
+            check_list_file(doc, report, seen, kind)
         elif kind == "model":
-            _check_model(doc, report, seen)
+            check_model(doc, report, seen)
         elif kind == "machine":
-            _check_machine(doc, report)
+            check_machine(doc, report)
         elif kind is None:
             report.add(doc, (), "(top level)", "cannot tell what this file is: expected a hardware_db file "
                        "(gpus:, interconnects:, memory: or storage:), a model_db entry or a machine file")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from gemma_fit.db.files import read_packaged_yaml
+from gemma_fit.db.rules import read_packaged_yaml
 from gemma_fit.memory.kv_cache import KVCacheLayout
 from gemma_fit.memory.settings import RunSettings
 from gemma_fit.model.spec import ModelSpec

@@ -2,16 +2,18 @@
 
 Pure functions over immutable inputs: a TensorPlan, RunSettings and Devices in, a MemoryEstimate
 out. Each term is what llama.cpp itself allocates (model buffers, KV buffers, compute buffers) plus
-the measured per-device runtime overhead (CUDA context, cuBLAS, memory pool).
+the measured per-device runtime overhead (CUDA context, cuBLAS, memory pool). The searches over
+the estimate (layers, context, quant that fit) are in gemma_fit.memory.search.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cache
 
-from gemma_fit.db.files import read_packaged_yaml
+from gemma_fit.db.rules import read_packaged_yaml
 from gemma_fit.gguf.tensors import TensorPlan
+from gemma_fit.hardware.spec import GPUSpec
 from gemma_fit.memory.compute_buffer import ComputePhases, compute_phases
 from gemma_fit.memory.kv_cache import KVCacheLayout, kv_cache_layout
 from gemma_fit.memory.placement import CPU, Placement, place_layers, plan_layout, weights_by_device
@@ -20,16 +22,6 @@ from gemma_fit.model.spec import ModelSpec
 
 MIB = 1024**2
 F32 = 4
-
-
-@dataclass(frozen=True)
-class Device:
-    """One accelerator as the estimate sees it."""
-
-    id: str
-    name: str
-    backend: str  # cuda | rocm | metal | vulkan | sycl
-    capacity_bytes: int  # usable memory (or free memory for a probed GPU)
 
 
 @dataclass(frozen=True)
@@ -167,10 +159,10 @@ def context_terms(model: ModelSpec, s: RunSettings) -> ContextTerms:
     return ContextTerms(kv, compute_phases(model, s, kv))
 
 
-def estimate_memory(plan: TensorPlan, s: RunSettings, devices: tuple[Device, ...], n_gpu_layers: int,
+def estimate_memory(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...], n_gpu_layers: int,
                     host_capacity: int | None, terms: ContextTerms | None = None) -> MemoryEstimate:
     model = plan.model
-    placement = place_layers(model.n_layer, n_gpu_layers, [d.capacity_bytes for d in devices])
+    placement = place_layers(model.n_layer, n_gpu_layers, [d.usable_memory_bytes for d in devices])
     terms = terms or context_terms(model, s)
     kv, phases = terms.kv, terms.phases
     weights = weights_by_device(plan, placement)
@@ -181,7 +173,7 @@ def estimate_memory(plan: TensorPlan, s: RunSettings, devices: tuple[Device, ...
         DeviceMemory(
             id=d.id, name=d.name, weights_bytes=weights.device_bytes[i], kv_cache_bytes=kv_dev[i],
             compute_bytes=comp_dev[i], overhead_bytes=runtime_overhead(d.backend).bytes,
-            capacity_bytes=d.capacity_bytes, mmproj_bytes=s.mmproj_bytes if i == 0 else 0,
+            capacity_bytes=d.usable_memory_bytes, mmproj_bytes=s.mmproj_bytes if i == 0 else 0,
         )
         for i, d in enumerate(devices)
     )
@@ -192,49 +184,3 @@ def estimate_memory(plan: TensorPlan, s: RunSettings, devices: tuple[Device, ...
     host = HostMemory(host_weights, kv_host, comp_host, output, host_capacity)
     return MemoryEstimate(s, s.resolved_ctx(model), placement, kv, phases, per_device, host)
 
-
-def auto_gpu_layers(plan: TensorPlan, s: RunSettings, devices: tuple[Device, ...],
-                    host_capacity: int | None) -> int:
-    """The most layers (output layer first) whose device memory fits: llama.cpp's -ngl auto."""
-    if not devices:
-        return 0
-    terms = context_terms(plan.model, s)
-
-    def fits(n: int) -> bool:
-        est = estimate_memory(plan, s, devices, n, host_capacity, terms)
-        return all(d.headroom_bytes >= 0 for d in est.devices)
-
-    lo, hi = 0, plan.model.n_layer + 1
-    if fits(hi):
-        return hi
-    while lo < hi:  # device memory grows with every layer offloaded: bisect
-        mid = (lo + hi + 1) // 2
-        if fits(mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
-def max_ctx_fit(plan: TensorPlan, s: RunSettings, devices: tuple[Device, ...], n_gpu_layers: int,
-                host_capacity: int | None) -> int:
-    """Largest context (a multiple of 256, at most the trained context) that fits with these
-    layers offloaded; 0 when not even 256 tokens fit."""
-    model = plan.model
-    step = 256 * (1 if s.kv_unified else s.n_parallel)
-
-    def fits(n_ctx: int) -> bool:
-        return estimate_memory(plan, replace(s, n_ctx=n_ctx), devices, n_gpu_layers, host_capacity).fits()
-
-    lo, hi = 0, model.n_ctx_train // step
-    if hi == 0 or not fits(step):
-        return 0
-    if fits(hi * step):
-        return hi * step
-    while lo < hi:  # memory grows with the context: bisect on multiples of `step`
-        mid = (lo + hi + 1) // 2
-        if fits(mid * step):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo * step

@@ -6,17 +6,10 @@ import shlex
 from dataclasses import dataclass, replace
 
 from gemma_fit.base.units import fmt_bytes
-from gemma_fit.gguf.tensors import TensorPlan, build_plan
-from gemma_fit.gguf.types import CONTRACT_QUANTS
-from gemma_fit.hardware.spec import MAX_GPUS_PER_CONTEXT, MAX_HOST_RAM_BYTES
-from gemma_fit.memory.estimate import (
-    Device,
-    MemoryEstimate,
-    auto_gpu_layers,
-    context_terms,
-    estimate_memory,
-    max_ctx_fit,
-)
+from gemma_fit.gguf.tensors import TensorPlan
+from gemma_fit.hardware.spec import MAX_GPUS_PER_CONTEXT, MAX_HOST_RAM_BYTES, GPUSpec
+from gemma_fit.memory.estimate import MemoryEstimate, estimate_memory
+from gemma_fit.memory.search import auto_gpu_layers, max_ctx_fit, quant_that_fits
 from gemma_fit.memory.settings import RunSettings
 from gemma_fit.model.spec import ModelSpec
 
@@ -77,25 +70,13 @@ def server_command(model: ModelSpec, quant: str, s: RunSettings, n_gpu_layers: i
     return shlex.join(args)
 
 
-def _quant_that_fits(model: ModelSpec, s: RunSettings, devices: tuple[Device, ...],
-                     host_capacity: int | None) -> str | None:
-    """The largest (best quality) file type whose model fits entirely at these settings."""
-    plans = sorted((build_plan(model, q) for q in CONTRACT_QUANTS), key=lambda p: -p.tensor_data_bytes)
-    terms = context_terms(model, s)  # the KV cache and compute buffer do not depend on the quant
-    n_all = model.n_layer + 1 if devices else 0
-    for plan in plans:
-        if estimate_memory(plan, s, devices, n_all, host_capacity, terms).fits():
-            return plan.ftype.name
-    return None
-
-
-def _suggest(plan: TensorPlan, s: RunSettings, devices: tuple[Device, ...], host_capacity: int | None,
+def _suggest(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...], host_capacity: int | None,
              n_all: int, ctx_fit: int, ctx_capped: bool) -> str | None:
     parts = []
     if ctx_fit >= 256:
         cap = " (its trained context)" if ctx_capped else ""
         parts.append(f"{plan.ftype.name} fits entirely up to --ctx {ctx_fit:,}{cap}")
-    quant = _quant_that_fits(plan.model, s, devices, host_capacity)
+    quant = quant_that_fits(plan.model, s, devices, host_capacity)
     if quant and quant != plan.ftype.name:
         parts.append(f"at --ctx {s.resolved_ctx(plan.model):,} the largest quant that fits entirely is {quant}")
     if not parts:
@@ -145,7 +126,7 @@ def _layers_reason(ngl: int, n_all: int, asked: int | None, fit_ngl: int, host_u
     return text
 
 
-def decide(plan: TensorPlan, s: RunSettings, devices: tuple[Device, ...], host_capacity: int | None,
+def decide(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...], host_capacity: int | None,
            gguf_name: str | None = None) -> Verdict:
     """The verdict. `host_capacity` None means the system RAM is unknown (--gpu ID without a machine
     file): it is then not checked, the answer says so (reasons, `unchecked`), and a host side larger

@@ -11,6 +11,7 @@ from gemma_fit.gguf.types import GGMLType, ggml_type
 from gemma_fit.model.spec import ModelSpec
 
 FlashAttn = Literal["auto", "on", "off"]
+FLASH_ATTN_CHOICES: tuple[FlashAttn, ...] = ("auto", "on", "off")
 
 # -ctk / -ctv values llama.cpp accepts (common/arg.cpp kv_cache_types).
 CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
@@ -85,6 +86,14 @@ def parse_n_gpu_layers(value: str) -> int | None:
         return int(value)
     except ValueError:
         raise BadInput(f"--n-gpu-layers must be a number or 'auto', not '{value}'") from None
+
+
+def parse_flash_attn(value: str) -> FlashAttn:
+    """-fa as llama.cpp spells it: auto, on or off (any case)."""
+    for choice in FLASH_ATTN_CHOICES:
+        if value.lower() == choice:
+            return choice
+    raise BadInput(f"--flash-attn {value.lower()} must be auto, on or off")
 
 
 def validate(s: RunSettings, model: ModelSpec) -> RunSettings:

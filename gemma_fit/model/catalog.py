@@ -3,12 +3,12 @@
 `--model` takes a model id (`gemma-2-9b`, `-it` suffix and any case accepted), a short alias
 (`9b`, `e4b`: the newest generation with that size), or a Hugging Face `config.json` (or the
 folder holding it) of any Gemma-architecture model. Reading files (and the pydantic schema) lives
-in model_files; a database id resolves from the catalog's snapshot.
+in model.files; a built-in database id resolves from a snapshot of model cards (db.snapshot), so a
+cold run needs neither YAML nor the schema.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from gemma_fit.base.errors import BadInput
-from gemma_fit.db.files import packaged_dir
+from gemma_fit.db.files import packaged_dir, stat_path
 from gemma_fit.db.files import shown as _shown
+from gemma_fit.db.snapshot import snapshot
 from gemma_fit.model.spec import GENERATION_ORDER, ModelSpec, spec_from_config
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
 
 class _Card(Protocol):
-    """What resolving a name reads of an entry: a ModelEntry or the catalog's ModelCard."""
+    """What resolving a name reads of an entry: a ModelEntry or its snapshot's ModelCard."""
 
     @property
     def id(self) -> str: ...
@@ -33,18 +34,6 @@ class _Card(Protocol):
     def generation(self) -> str: ...
     @property
     def size_label(self) -> str: ...
-
-
-def _stat(path: Path) -> os.stat_result | None:
-    """The path's status (links followed), or None when nothing is there. Never opens the file."""
-    try:
-        return os.stat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except ValueError:  # an embedded NUL byte: no such file
-        return None
-    except OSError as exc:
-        raise BadInput(f"cannot read {_shown(path)}: {exc.strerror or exc}") from None
 
 
 @cache
@@ -99,6 +88,27 @@ def entry_spec(entry: ModelEntry) -> ModelSpec:
     return _SPECS[key]
 
 
+@dataclass(frozen=True)
+class ModelCard:
+    """What resolving a name and estimating need of one built-in model_db entry."""
+
+    id: str
+    name: str
+    generation: str
+    size_label: str
+    spec: ModelSpec
+
+
+def _build_cards() -> dict[str, ModelCard]:
+    return {key: ModelCard(e.id, e.name, e.generation, e.size_label, entry_spec(e))
+            for key, e in load_model_db().items()}
+
+
+def model_cards() -> dict[str, ModelCard]:
+    """The built-in entries as cards, keyed by lower-case id (validated once, then a snapshot)."""
+    return snapshot("models", dict, _build_cards)
+
+
 def _lookup(raw: str, cards: Mapping[str, C]) -> tuple[C, str] | None:
     """The entry (or catalog card) a typed name means, and how it was read; None when unknown."""
     key = raw.lower()
@@ -117,17 +127,16 @@ def resolve_model(name: str, extra_dirs: tuple[Path, ...] = ()) -> ResolvedModel
     if not raw:
         raise BadInput("--model is empty")
     path = Path(raw)
-    st = _stat(path)  # anything that exists is read as a path (and refused unless a file or a folder)
+    st = stat_path(path)  # anything that exists is read as a path (and refused unless a file or a folder)
     if st is not None:
         from gemma_fit.model.files import from_config_file
 
-        return from_config_file(path, st)
+        spec, how = from_config_file(path, st)
+        return ResolvedModel(spec=spec, entry_id=None, how=how)
     if raw.endswith(".json"):
         raise BadInput(f"config file not found: {_shown(raw)}")
     if not extra_dirs:  # the built-in database: its validated snapshot, no schema to import
-        from gemma_fit.db.snapshot import catalog
-
-        hit = _lookup(raw, catalog().models)
+        hit = _lookup(raw, model_cards())
         if hit is not None:
             card, how = hit
             return ResolvedModel(card.spec, card.id, how)

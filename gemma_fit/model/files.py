@@ -16,8 +16,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from gemma_fit.base.errors import BadInput, DatabaseError
-from gemma_fit.db.files import read_yaml
-from gemma_fit.model.catalog import ResolvedModel, _shown, _stat
+from gemma_fit.db.files import read_yaml, stat_path
+from gemma_fit.db.files import shown as _shown
 from gemma_fit.model.schema import (
     TEXT_MODEL_TYPE,
     HFTextConfig,
@@ -27,7 +27,7 @@ from gemma_fit.model.schema import (
     explain_config_error,
     fill_hf_defaults,
 )
-from gemma_fit.model.spec import gemma_arch, spec_from_config
+from gemma_fit.model.spec import ModelSpec, gemma_arch, spec_from_config
 
 
 def _format_validation(path: Path, exc: ValidationError, prefix: tuple[str | int, ...] = (),
@@ -68,7 +68,7 @@ def _not_regular(path: Path, mode: int) -> BadInput:
 
 def _read_bounded(path: Path) -> bytes:
     """The bytes of a regular file of at most MAX_CONFIG_BYTES, checked before and after opening."""
-    st = _stat(path)
+    st = stat_path(path)
     if st is None:
         raise BadInput(f"config file not found: {_shown(path)}")
     if not stat.S_ISREG(st.st_mode):
@@ -145,10 +145,10 @@ def _text_config(path: Path, raw: dict[str, Any]) -> tuple[dict[str, Any], tuple
     return text, ("text_config",)
 
 
-def from_config_file(path: Path, st: os.stat_result) -> ResolvedModel:
+def from_config_file(path: Path, st: os.stat_result) -> tuple[ModelSpec, str]:
     if stat.S_ISDIR(st.st_mode):
         cfg_path = path / "config.json"
-        if _stat(cfg_path) is None:
+        if stat_path(cfg_path) is None:
             raise BadInput(f"{_shown(path)}: a folder without a config.json")
     else:
         cfg_path = path
@@ -175,4 +175,4 @@ def from_config_file(path: Path, st: os.stat_result) -> ResolvedModel:
     if filled:
         shown = ", ".join(filled[:6]) + (", ..." if len(filled) > 6 else "")
         how += f" ({len(filled)} keys it leaves out from transformers' {class_name} defaults: {shown})"
-    return ResolvedModel(spec=spec, entry_id=None, how=how)
+    return spec, how

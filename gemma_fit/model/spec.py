@@ -18,6 +18,10 @@ if TYPE_CHECKING:  # the schema is only needed when a config is read (model_file
 # Newer generations sort later: a size alias (9b, e4b) means the newest model of that size.
 GENERATION_ORDER = {"1": 1, "2": 2, "3": 3, "3n": 3.5, "4": 4}
 
+# llama.cpp's Gemma architectures, oldest first (what a config's model_type or a GGUF's
+# general.architecture names; gemma_fit.gguf.from_file reads files of these and a few dense ones).
+GEMMA_ARCHS = ("gemma", "gemma2", "gemma3", "gemma3n", "gemma4")
+
 # HF model_type -> llama.cpp architecture.
 _ARCH_BY_MODEL_TYPE = {
     "gemma": "gemma",
@@ -34,10 +38,11 @@ _ARCH_BY_MODEL_TYPE = {
 
 # llama.cpp's fallback SWA periods when a GGUF has no explicit pattern (src/models/gemma2|3|3n.cpp):
 # the last layer of each period is global.
-_SWA_PERIOD = {"gemma2": 2, "gemma3": 6, "gemma3n": 5}
+SWA_PERIOD = {"gemma2": 2, "gemma3": 6, "gemma3n": 5}
 
-# Gemma 3n: llama.cpp fixes the KV-owning layers to the first 20 (src/models/gemma3n.cpp).
-_GEMMA3N_KV_LAYERS = 20
+# Gemma 3n: llama.cpp fixes the KV-owning layers to the first 20 (src/models/gemma3n.cpp:
+# n_layer_kv_from_start = 20).
+GEMMA3N_KV_LAYERS = 20
 
 
 @dataclass(frozen=True)
@@ -144,7 +149,7 @@ def _layer_is_swa(config: HFTextConfig, arch: str) -> list[bool]:
         return [t == "sliding_attention" for t in config.layer_types]
     if arch == "gemma4":
         raise BadInput("a Gemma 4 config needs layer_types (llama.cpp requires the per-layer pattern)")
-    period = _SWA_PERIOD[arch]
+    period = SWA_PERIOD[arch]
     return [il % period < period - 1 for il in range(n)]
 
 
@@ -160,7 +165,7 @@ def _n_ff(config: HFTextConfig, il: int, first_shared: int) -> int:
 def _kv_layers(config: HFTextConfig, arch: str) -> int:
     n = config.num_hidden_layers
     if arch == "gemma3n":
-        return min(n, _GEMMA3N_KV_LAYERS)
+        return min(n, GEMMA3N_KV_LAYERS)
     if arch == "gemma4":
         return n - config.num_kv_shared_layers
     return n

@@ -1,6 +1,7 @@
-"""The check JSON document (contract schema gemma-fit.check/1) for an engine other than llama.cpp.
+"""The JSON documents of the contract, rendered from the typed results: check (gemma-fit.check/1, for
+llama.cpp and for every other engine) and inspect (gemma-fit.inspect/1).
 
-Same top-level keys as gemma_fit.engines.llamacpp.check_json where they apply; each device keeps the contract's
+An engine other than llama.cpp keeps check_json's top-level keys where they apply; each device keeps the contract's
 keys (compute_bytes = activations / compute buffer, overhead_bytes = CUDA context, non-torch memory,
 engine reserves and CUDA graphs) and adds the engine's own names. "engine" and an engine-named block
 carry what is specific to the engine.
@@ -10,8 +11,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from gemma_fit.engines import EngineDevice, EngineResult
-from gemma_fit.engines.llamacpp import SCHEMA
+from gemma_fit.engines.base import EngineDevice, EngineResult
+from gemma_fit.engines.llamacpp import CheckResult, InspectResult
+from gemma_fit.memory.compute_buffer import flash_attention_on
+from gemma_fit.memory.estimate import DeviceMemory, HostMemory
+from gemma_fit.speed.predict import Performance
+
+SCHEMA = "gemma-fit.check/1"
+INSPECT_SCHEMA = "gemma-fit.inspect/1"
+
+VERDICTS = ("go", "tight", "offload", "no-go", "error")  # a report's cells: a check's four and "error"
+RANKING_SORT = ("verdict (go, tight, offload, no-go), then estimated decode speed where the performance model "
+                "gives one, then memory bandwidth (what bounds decode speed), then headroom; price is not considered")
 
 
 def _device_json(d: EngineDevice) -> dict[str, Any]:
@@ -62,3 +73,111 @@ def engine_check_json(r: EngineResult) -> dict[str, Any]:
         r.engine: specific,
         "sources": list(r.sources),
     }
+
+
+def _rounded(value: float | None, digits: int, scale: float = 1.0) -> float | None:
+    return None if value is None else round(value * scale, digits)
+
+
+def _rates(p: Performance | None) -> dict[str, float | None]:
+    """Decode and prefill tokens/s and the time to first token, as every document rounds them."""
+    if p is None:
+        return {"decode_tokens_per_s": None, "prefill_tokens_per_s": None, "ttft_s": None}
+    return {"decode_tokens_per_s": round(p.decode_tokens_per_s, 2),
+            "prefill_tokens_per_s": round(p.prefill_tokens_per_s, 1), "ttft_s": round(p.ttft_s, 3)}
+
+
+def _performance_json(r: CheckResult) -> dict[str, Any] | None:
+    p = r.performance
+    if p is None:
+        return None
+    return {**_rates(p), "load_s": round(p.load_s, 2),
+            "bottleneck": p.bottleneck,
+            "prompt_tokens": p.prompt_tokens,
+            "decode_time_by_device_s": {k: round(v, 6) for k, v in p.decode_time_by_device_s.items()},
+            "load_warm_s": _rounded(p.load_warm_s, 2),
+            "per_offloaded_layer_ms": _rounded(p.per_offloaded_layer_s, 3, scale=1e3),
+            "interconnect": p.interconnect,
+            "load_bottleneck": p.load_bottleneck,
+            "split_modes_decode_tokens_per_s": {k: round(v, 2)
+                                                for k, v in (p.split_modes_decode_tokens_per_s or {}).items()},
+            "notes": list(p.notes)}
+
+
+def _llama_device_json(d: DeviceMemory) -> dict[str, Any]:
+    return {"id": d.id, "name": d.name, "weights_bytes": d.weights_bytes, "kv_cache_bytes": d.kv_cache_bytes,
+            "compute_bytes": d.compute_bytes, "overhead_bytes": d.overhead_bytes, "mmproj_bytes": d.mmproj_bytes,
+            "total_bytes": d.total_bytes, "capacity_bytes": d.capacity_bytes, "headroom_bytes": d.headroom_bytes}
+
+
+def _host_json(h: HostMemory) -> dict[str, Any]:
+    return {"weights_bytes": h.weights_bytes, "kv_cache_bytes": h.kv_cache_bytes, "compute_bytes": h.compute_bytes,
+            "output_bytes": h.output_bytes, "total_bytes": h.total_bytes, "capacity_bytes": h.capacity_bytes}
+
+
+def check_json(r: CheckResult) -> dict[str, Any]:
+    spec, s, v = r.resolved.spec, r.settings, r.verdict
+    est = v.estimate
+    return {
+        "schema": SCHEMA,
+        "model": {"id": spec.id, "quant": r.plan.ftype.name, "arch": spec.arch, "n_params": r.plan.n_params,
+                  "file_size_bytes": r.file_size_bytes, "resolved": r.resolved.how,
+                  "n_ctx_train": spec.n_ctx_train, "tensor_types": r.plan.type_counts()},
+        "hardware": {"name": r.hardware.label, "gpus": [g.id for g in r.hardware.gpus]},
+        "settings": {"n_ctx": est.n_ctx, "n_ubatch": s.ubatch, "n_batch": s.n_batch, "n_parallel": s.n_parallel,
+                     "flash_attn": "on" if flash_attention_on(s) else "off", "cache_type_k": s.cache_type_k,
+                     "cache_type_v": s.cache_type_v, "n_gpu_layers": v.n_gpu_layers,
+                     "n_layers_total": spec.n_layer + 1, "swa_full": s.swa_full, "kv_unified": s.kv_unified,
+                     "kv_cells": est.kv.base_cells, "kv_cells_swa": est.kv.swa_cells},
+        "memory": {"devices": [_llama_device_json(d) for d in est.devices], "host": _host_json(est.host)},
+        "verdict": v.verdict,
+        "reasons": list(v.reasons),
+        "max_ctx_fit": v.max_ctx_fit,
+        "max_ctx_fit_limit": v.max_ctx_fit_limit,  # "n_ctx_train": the trained context stops it, not memory
+        "unchecked": list(v.unchecked),  # capacities not checked because unknown ("host_ram")
+        "suggestion": v.suggestion,
+        "performance": _performance_json(r),
+        "speed_error": r.speed_error,
+        "llama_server_command": v.server_command,
+        "assumptions": r.assumptions(),
+    }
+
+
+def check_document(result: CheckResult | EngineResult) -> dict[str, Any]:
+    """The gemma-fit.check/1 document of a check on any engine."""
+    return check_json(result) if isinstance(result, CheckResult) else engine_check_json(result)
+
+
+def inspect_json(r: InspectResult) -> dict[str, Any]:
+    """gemma-fit.inspect/1: what the header holds; with a check, the check's document under it."""
+    spec, plan = r.spec, r.plan
+    info = {"schema": INSPECT_SCHEMA, "file": str(r.path), "arch": spec.arch, "n_params": plan.n_params,
+            "file_size_bytes": r.header.file_bytes, "tensor_types": plan.type_counts(),
+            "n_ctx_train": spec.n_ctx_train, "n_layers": spec.n_layer, "n_tensors": len(plan.tensors),
+            "file_type": plan.ftype.name, "shards": len(r.header.shards), "name": spec.name}
+    return info if r.check is None else {**check_json(r.check), **info}
+
+
+def _min_headroom(headrooms: list[int], host_capacity: int | None, host_total: int) -> int | None:
+    """The smallest headroom over the devices; on a CPU-only config, the host's (None when unknown)."""
+    if headrooms:
+        return min(headrooms)
+    return None if host_capacity is None else host_capacity - host_total
+
+
+def check_figures(result: CheckResult | EngineResult) -> dict[str, Any]:
+    """What a report's cell and a GPU ranking show of one check (the same figures its document gives)."""
+    n_layers_total = result.resolved.spec.n_layer + 1
+    if isinstance(result, CheckResult):
+        v, est = result.verdict, result.verdict.estimate
+        headroom = _min_headroom([d.headroom_bytes for d in est.devices], est.host.capacity_bytes,
+                                 est.host.total_bytes)
+        return {"n_ctx": est.n_ctx, "verdict": v.verdict, "min_headroom_bytes": headroom,
+                "max_ctx_fit": v.max_ctx_fit, "n_gpu_layers": v.n_gpu_layers, "n_layers_total": n_layers_total,
+                **_rates(result.performance)}
+    host = result.host or {"capacity_bytes": None, "total_bytes": 0}
+    headroom = _min_headroom([d.headroom_bytes for d in result.devices], host["capacity_bytes"],
+                             host["total_bytes"])
+    return {"n_ctx": result.n_ctx, "verdict": result.verdict, "min_headroom_bytes": headroom,
+            "max_ctx_fit": result.max_ctx_fit, "n_gpu_layers": _settings_json(result)["n_gpu_layers"],
+            "n_layers_total": n_layers_total, **_rates(None)}

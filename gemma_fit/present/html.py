@@ -15,12 +15,12 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from gemma_fit.base.errors import GemmaFitError
 from gemma_fit.base.files import write_text
 from gemma_fit.base.units import GIB, fmt_bytes
-from gemma_fit.jobs.report import LLAMA_CPP_LABEL, RANKING_SORT, VERDICTS, gpu_ranking, sources
+from gemma_fit.base.version import LLAMA_CPP_LABEL
+from gemma_fit.present.documents import RANKING_SORT, VERDICTS
 
-__all__ = ["gpu_ranking", "render_check_html", "render_report_html", "write_html", "check_sources"]
+__all__ = ["render_check_html", "render_report_html", "write_html"]
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 BAR_LIMIT = 60  # memory bars and commands per report; a larger matrix shows its tables only
@@ -140,25 +140,6 @@ def _ranking_view(ranking: Sequence[dict[str, Any]], n_ctx_train: int | None, li
             "has_speed": has_speed, "chart_rows": len(top)}
 
 
-def check_sources(doc: dict[str, Any], model_dirs: tuple[Path, ...] = (), hardware_dirs: tuple[Path, ...] = (),
-                  ) -> list[dict[str, Any]]:
-    """The sources behind a check document: its model's and GPUs' database entries, and llama.cpp."""
-    from gemma_fit.hardware.catalog import load_gpus
-    from gemma_fit.model.catalog import ResolvedModel, entry_spec, load_model_db
-
-    models, gpus = [], []
-    try:
-        entry = load_model_db(tuple(model_dirs)).get(str(doc["model"]["id"]).lower())
-        if entry is not None:
-            models.append(ResolvedModel(entry_spec(entry), entry.id, doc["model"].get("resolved", ""),
-                                        tuple(model_dirs)))
-        table = load_gpus(tuple(hardware_dirs))
-        gpus = [table[g] for g in doc.get("hardware", {}).get("gpus", []) if g in table]
-    except GemmaFitError:  # an unreadable extra database: the report still renders, with fewer sources
-        pass
-    return sources(models, gpus, tuple(hardware_dirs))
-
-
 def _perf_rows(perf: dict[str, Any] | None) -> list[tuple[str, str]]:
     if not perf:
         return []
@@ -180,9 +161,9 @@ def _perf_rows(perf: dict[str, Any] | None) -> list[tuple[str, str]]:
 
 
 def render_check_html(doc: dict[str, Any], ranking: list[dict[str, Any]],
-                      doc_sources: list[dict[str, Any]] | None = None) -> str:
+                      doc_sources: list[dict[str, Any]]) -> str:
     """One self-contained HTML page for a `gemma-fit.check/1` document and a GPU ranking (gpu_ranking)."""
-    srcs = doc_sources if doc_sources is not None else check_sources(doc)
+    srcs = doc_sources
     perf = doc.get("performance")
     view = {
         "doc": doc,

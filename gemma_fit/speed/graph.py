@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from gemma_fit.db.files import read_packaged_yaml
+from gemma_fit.db.rules import read_packaged_yaml
 from gemma_fit.model.spec import ModelSpec
 
 

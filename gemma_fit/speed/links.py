@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from gemma_fit.db.snapshot import PcieRate, catalog
-from gemma_fit.hardware.spec import GPUAttachment, GPUSpec
+from gemma_fit.hardware.snapshot import known_hardware
+from gemma_fit.hardware.spec import GPUAttachment, GPUSpec, PcieRate
 from gemma_fit.speed.calibration import split_terms
 
 # PCIe 4.0 x16 per direction after encoding, when a GPU entry names no host link.
@@ -37,14 +37,14 @@ def default_attachment(gpu: GPUSpec) -> GPUAttachment:
 
 def _pcie(generation: int, lanes: int) -> PcieRate | None:
     """hardware_db/interconnects.yaml's entry for a PCIe generation and width, if it has one."""
-    return catalog().pcie.get(f"pcie-{generation}-x{lanes}")
+    return known_hardware().pcie.get(f"pcie-{generation}-x{lanes}")
 
 
 @cache
 def _pcie_achieved_fraction() -> float:
     """Copies reach this fraction of a PCIe link's theoretical rate: the median over the links with a
     cited measurement in hardware_db/interconnects.yaml (Gen3-Gen5 x16: 0.77-0.84)."""
-    ratios = sorted(e.measured_gbps / e.per_direction_gbps for e in catalog().pcie.values() if e.measured_gbps)
+    ratios = sorted(e.measured_gbps / e.per_direction_gbps for e in known_hardware().pcie.values() if e.measured_gbps)
     return ratios[len(ratios) // 2] if ratios else 1.0
 
 

@@ -15,8 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from gemma_fit.db.snapshot import catalog
 from gemma_fit.gguf.tensors import TensorPlan
+from gemma_fit.hardware.select import Hardware
+from gemma_fit.hardware.snapshot import known_hardware
 from gemma_fit.hardware.spec import GPUAttachment, GPUSpec
 from gemma_fit.memory.estimate import MemoryEstimate
 from gemma_fit.memory.placement import CPU
@@ -65,11 +66,16 @@ class SpeedInputError(ValueError):
     """Speed cannot be predicted (the memory verdict still stands)."""
 
 
-def predict_performance(plan: TensorPlan, est: MemoryEstimate, gpus: tuple[GPUSpec, ...],
-                        prompt_tokens: int, ram_bandwidth_gbps: float | None = None,
-                        disk_read_gbps: float | None = None, cpu_cores: int | None = None,
-                        attachments: tuple[GPUAttachment, ...] | None = None,
-                        ram_bytes: int | None = None) -> Performance:
+def predict_performance(plan: TensorPlan, est: MemoryEstimate, hardware: Hardware, prompt_tokens: int) -> Performance:
+    """Decode and prefill speed, time to first token and load time of this plan on this hardware."""
+    machine = hardware.machine
+    gpus = hardware.gpus
+    ram_bandwidth_gbps = machine.ram_bandwidth_gbps if machine else None
+    disk = machine.disk if machine else hardware.disk
+    disk_read_gbps = disk.sequential_read_gbps if disk else None
+    attachments = machine.attachments if machine else None
+    ram_bytes = (machine.ram_bytes if machine else None) or hardware.host_capacity_bytes
+    cpu_cores = hardware.cpu_cores
     if prompt_tokens > est.n_ctx:
         raise SpeedInputError(f"a prompt of {prompt_tokens:,} tokens is longer than the context ({est.n_ctx:,})")
     if prompt_tokens < 1:
@@ -262,7 +268,7 @@ def _apple_tflops_per_core() -> float:
     x 1398 MHz). Apple publishes no GPU clock for M3/M4 and secondary figures disagree, so those
     entries carry core counts only and take this rate: a floor, as their clocks are reported at or
     above the M2's; the prefill calibration over M3/M4 runs absorbs the difference."""
-    rates = sorted(g.fp32_tflops / g.gpu_cores for g in catalog().gpus.values()
+    rates = sorted(g.fp32_tflops / g.gpu_cores for g in known_hardware().gpus.values()
                    if g.backend == "metal" and g.fp32_tflops and g.gpu_cores)
     return rates[len(rates) // 2] if rates else 0.0
 

@@ -1,0 +1,50 @@
+"""The built-in hardware database as plain frozen specs, validated once and then kept as a snapshot.
+
+What a cold `check` reads of hardware_db: GPU specs and the names that resolve to them, storage
+classes, PCIe rates. hardware.catalog validates the YAML (pydantic) only when the snapshot is built,
+or when the user adds databases of their own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gemma_fit.db.snapshot import snapshot
+from gemma_fit.hardware.spec import GPUSpec, PcieRate, StorageSpec, name_key
+
+
+@dataclass(frozen=True)
+class HardwareSnapshot:
+    gpus: dict[str, GPUSpec]  # id -> spec
+    gpu_names: dict[str, str]  # name_key of an id or alias -> id
+    gpu_device_names: dict[str, tuple[str, ...]]  # name_key of a driver-reported name -> ids
+    storage: dict[str, StorageSpec]
+    pcie: dict[str, PcieRate]  # "pcie-4-x16" -> rates
+
+    def gpu(self, name: str) -> GPUSpec | None:
+        """The GPU an id, alias or unambiguous driver name means; None when unknown or ambiguous
+        (hardware.catalog then answers, with its suggestions)."""
+        key = name_key(name.strip())
+        if key in self.gpu_names:
+            return self.gpus[self.gpu_names[key]]
+        ids = self.gpu_device_names.get(key, ())
+        return self.gpus[ids[0]] if len(ids) == 1 else None
+
+
+def _build() -> HardwareSnapshot:
+    from gemma_fit.hardware.catalog import load_hardware_db, spec_from_entry, storage_spec
+
+    hw = load_hardware_db()
+    return HardwareSnapshot(
+        gpus={gid: spec_from_entry(e) for gid, e in hw.gpus.items()},
+        gpu_names=dict(hw.names),
+        gpu_device_names=dict(hw.device_names),
+        storage={sid: storage_spec(e) for sid, e in hw.storage.items()},
+        pcie={lid: PcieRate(e.per_direction_gbps, e.measured_gbps) for lid, e in hw.interconnects.items()
+              if e.kind == "pcie"},
+    )
+
+
+def known_hardware() -> HardwareSnapshot:
+    """The built-in GPUs, storage classes and PCIe rates (from the cache when it matches)."""
+    return snapshot("hardware", HardwareSnapshot, _build)

@@ -1,0 +1,81 @@
+"""The searches over the estimate: how many layers fit (-ngl auto), the largest context that fits,
+and the best quant that fits; and the bisection they (and the vLLM and transformers engines) share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from gemma_fit.gguf.tensors import TensorPlan, build_plan
+from gemma_fit.gguf.types import CONTRACT_QUANTS
+from gemma_fit.hardware.spec import GPUSpec
+from gemma_fit.memory.estimate import context_terms, estimate_memory
+from gemma_fit.memory.settings import RunSettings
+from gemma_fit.model.spec import ModelSpec
+
+
+def largest_fitting(lo: int, hi: int, fits: Callable[[int], bool], *, try_hi_first: bool = False) -> int:
+    """The largest n in [lo, hi] with fits(n), by bisection.
+
+    Precondition: `fits` is monotone on [lo, hi]: true up to some n, false above it. `lo` is taken
+    to fit and is never evaluated, so the answer is `lo` both when nothing above it fits and when
+    not even `lo` does (a caller that must tell those apart checks `lo` first); it is `lo` as well
+    when lo >= hi. Only values in (lo, hi] are passed to `fits`. With `try_hi_first`, `fits(hi)` is
+    asked first and a true answer ends the search (one evaluation when everything fits); otherwise
+    the bisection starts straight away.
+    """
+    if try_hi_first and lo < hi and fits(hi):
+        return hi
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def auto_gpu_layers(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...],
+                    host_capacity: int | None) -> int:
+    """The most layers (output layer first) whose device memory fits: llama.cpp's -ngl auto."""
+    if not devices:
+        return 0
+    terms = context_terms(plan.model, s)
+
+    def fits(n: int) -> bool:
+        est = estimate_memory(plan, s, devices, n, host_capacity, terms)
+        return all(d.headroom_bytes >= 0 for d in est.devices)
+
+    # device memory grows with every layer offloaded; 0 layers (everything on the CPU) is the floor
+    return largest_fitting(0, plan.model.n_layer + 1, fits, try_hi_first=True)
+
+
+def max_ctx_fit(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...], n_gpu_layers: int,
+                host_capacity: int | None) -> int:
+    """Largest context (a multiple of 256, at most the trained context) that fits with these
+    layers offloaded; 0 when not even 256 tokens fit."""
+    model = plan.model
+    step = 256 * (1 if s.kv_unified else s.n_parallel)
+
+    def fits(n_steps: int) -> bool:
+        return estimate_memory(plan, replace(s, n_ctx=n_steps * step), devices, n_gpu_layers,
+                               host_capacity).fits()
+
+    most = model.n_ctx_train // step
+    if most == 0 or not fits(1):
+        return 0
+    # memory grows with the context: bisect on multiples of `step` (from 0: one step is known to fit)
+    return largest_fitting(0, most, fits, try_hi_first=True) * step
+
+
+def quant_that_fits(model: ModelSpec, s: RunSettings, devices: tuple[GPUSpec, ...],
+                    host_capacity: int | None) -> str | None:
+    """The largest (best quality) file type whose model fits entirely at these settings."""
+    plans = sorted((build_plan(model, q) for q in CONTRACT_QUANTS), key=lambda p: -p.tensor_data_bytes)
+    terms = context_terms(model, s)  # the KV cache and compute buffer do not depend on the quant
+    n_all = model.n_layer + 1 if devices else 0
+    for plan in plans:
+        if estimate_memory(plan, s, devices, n_all, host_capacity, terms).fits():
+            return plan.ftype.name
+    return None
