@@ -267,7 +267,8 @@ CONTRACT_DEVICE_KEYS = {"id", "name", "weights_bytes", "kv_cache_bytes", "comput
 @pytest.mark.parametrize(("engine", "quant"), [("vllm", "fp8"), ("transformers", "bf16"), ("ollama", "Q4_K_M")])
 def test_engine_json_has_contract_keys(engine: str, quant: str) -> None:
     r = resolve_model("gemma-3-4b")
-    doc = run_engine_check(engine, r, quant, RunSettings(n_ctx=8192), FakeHardware(48.0), mmproj=True)
+    doc = engine_check_json(run_engine_check(engine, r, quant, RunSettings(n_ctx=8192), FakeHardware(48.0),
+                                             mmproj=True))
     assert doc["schema"] == "gemma-fit.check/1" and doc["engine"] == engine
     assert {"model", "settings", "memory", "verdict", "reasons", "max_ctx_fit", "performance"} <= set(doc)
     for d in doc["memory"]["devices"]:

@@ -8,10 +8,6 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from gemma_fit.cli import state
-from gemma_fit.gguf.tensors import build_plan
-from gemma_fit.gguf.types import CONTRACT_QUANTS, file_type
-from gemma_fit.model.catalog import entry_spec, load_model_db
-from gemma_fit.model.spec import GENERATION_ORDER
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -25,6 +21,10 @@ def console() -> Console:
 
 def list_models(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Every model in the database."""
+    from gemma_fit.gguf.tensors import build_plan
+    from gemma_fit.model.catalog import entry_spec, load_model_db
+    from gemma_fit.model.spec import GENERATION_ORDER
+
     entries = sorted(load_model_db(state.model_dirs()).values(),
                      key=lambda e: (GENERATION_ORDER[e.generation], entry_spec(e).n_embd))
     rows = []
@@ -49,6 +49,8 @@ def list_models(as_json: Annotated[bool, typer.Option("--json")] = False) -> Non
 
 def list_quants(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """The llama.cpp file types gemma-fit knows, with their base tensor type."""
+    from gemma_fit.gguf.types import CONTRACT_QUANTS, file_type
+
     rows = []
     for name in CONTRACT_QUANTS:
         ft = file_type(name)

@@ -34,12 +34,6 @@ from gemma_fit.cli.options import (
     UbatchOpt,
     run_settings,
 )
-from gemma_fit.engines.llamacpp import run_check
-from gemma_fit.gguf.tensors import build_plan
-from gemma_fit.hardware.select import select_hardware
-from gemma_fit.jobs.check import gguf_model
-from gemma_fit.model.catalog import resolve_model
-from gemma_fit.present.documents import check_json
 
 
 def smoke_command(
@@ -70,7 +64,14 @@ def smoke_command(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Run llama.cpp and set measured memory and speed beside the estimate."""
+    from gemma_fit.engines.llamacpp import run_check
+    from gemma_fit.gguf.tensors import build_plan
+    from gemma_fit.hardware.select import select_hardware
     from gemma_fit.jobs import smoke as sm
+    from gemma_fit.jobs.check import gguf_model
+    from gemma_fit.model.catalog import resolve_model
+    from gemma_fit.present.documents import check_json
+
     if (gguf is None) == (not synthetic):
         raise BadInput("give --gguf FILE, or --model ID --synthetic")
     if synthetic and not model:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gemma_fit.base.version import LLAMA_CPP_LABEL
 from gemma_fit.gguf.layout import estimated_file_bytes
-from gemma_fit.gguf.reader import GGUFHeader
 from gemma_fit.gguf.tensors import TensorPlan, build_plan
 from gemma_fit.hardware.select import Hardware
 from gemma_fit.memory.estimate import runtime_overhead
@@ -16,6 +16,9 @@ from gemma_fit.memory.settings import RunSettings, validate
 from gemma_fit.model.catalog import ResolvedModel
 from gemma_fit.model.spec import ModelSpec
 from gemma_fit.speed.predict import Performance, SpeedInputError, predict_performance
+
+if TYPE_CHECKING:
+    from gemma_fit.gguf.reader import GGUFHeader
 
 
 @dataclass(frozen=True)

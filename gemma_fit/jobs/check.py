@@ -33,7 +33,6 @@ from typing import Any
 
 from gemma_fit.base.errors import BadInput
 from gemma_fit.engines.base import ENGINES, EngineResult, EngineSettings
-from gemma_fit.engines.dispatch import estimate
 from gemma_fit.engines.llamacpp import CheckResult, run_check
 from gemma_fit.gguf.tensors import TensorPlan, build_plan
 from gemma_fit.hardware.select import Hardware, select_hardware, with_backend
@@ -95,6 +94,8 @@ def run_engine_check(engine: str, resolved: ResolvedModel, quant: str | None, se
     check_engine_options(engine_options)
     mmproj = bool(engine_options.pop("mmproj", False))
     es = engine_settings(engine, quant, settings, mmproj=mmproj, **engine_options)
+    from gemma_fit.engines.dispatch import estimate  # the engines' rules load only when one is asked for
+
     return estimate(resolved, es, hardware)
 
 

@@ -1,0 +1,1 @@
+"""Stage 2, the model: ModelSpec (the one model object), the model_db and config.json schemas, name resolution."""

@@ -37,12 +37,13 @@ def _structure(spec: ModelSpec) -> tuple[bool, bool]:
 
 @cache
 def _measured() -> tuple[tuple[str, ModelSpec, dict], ...]:
-    """(model id, spec, measured row) of every measured model."""
-    from gemma_fit.model.catalog import entry_spec, load_model_db
+    """(model id, spec, measured row) of every measured model: the built-in cards' specs (a snapshot, no
+    schema or YAML to load)."""
+    from gemma_fit.model.catalog import model_cards
 
-    entries = load_model_db()
-    return tuple((model_id, entry_spec(entries[model_id]), m)
-                 for model_id, m in _table()["models"].items() if model_id in entries)
+    cards = model_cards()
+    return tuple((model_id, cards[model_id].spec, m)
+                 for model_id, m in _table()["models"].items() if model_id in cards)
 
 
 def graph_nodes(spec: ModelSpec) -> GraphNodes:
