@@ -17,6 +17,7 @@ if TYPE_CHECKING:
         EngineResult,
         GemmaFitError,
         InspectResult,
+        MachineFlags,
         RunSettings,
         check,
         inspect,
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     )
 
 __all__ = ["LLAMA_CPP_COMMIT", "__version__", "BadInput", "CheckResult", "EngineResult", "GemmaFitError",
-           "InspectResult", "RunSettings", "check", "inspect", "report", "to_json"]
+           "InspectResult", "MachineFlags", "RunSettings", "check", "inspect", "report", "to_json"]
 _API = frozenset(__all__[2:])  # what gemma_fit.api provides, imported when first asked for
 
 

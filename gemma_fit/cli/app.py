@@ -27,9 +27,11 @@ from gemma_fit.cli.options import (
     UBATCH,
     BackendOpt,
     BatchOpt,
+    CoresOpt,
     CtkOpt,
     CtvOpt,
     CtxOpt,
+    DiskOpt,
     EngineOpt,
     FlashOpt,
     GpuOpt,
@@ -42,14 +44,21 @@ from gemma_fit.cli.options import (
     ParallelOpt,
     PromptOpt,
     QuantOpt,
+    RamChannelsOpt,
+    RamOpt,
+    RamTypeOpt,
+    ReserveOpt,
     SwaOpt,
+    ThreadsOpt,
     UbatchOpt,
     UnifiedOpt,
+    machine_flags,
     run_settings,
 )
 from gemma_fit.cli.report import report_command, write_check_html
 from gemma_fit.cli.smoke import smoke_command
 from gemma_fit.engines.llamacpp import CheckResult
+from gemma_fit.hardware.flags import with_machine_flags
 from gemma_fit.hardware.select import select_hardware, with_backend
 from gemma_fit.jobs import check as checking
 from gemma_fit.memory.settings import is_llama_cpp
@@ -155,10 +164,20 @@ def check(
                                                              help="transformers: dynamic or static.")] = None,
     images: Annotated[int | None, typer.Option("--images", help="Images per prompt (multimodal).")] = None,
     backend: BackendOpt = None,
+    ram: RamOpt = None,
+    ram_type: RamTypeOpt = None,
+    ram_channels: RamChannelsOpt = None,
+    cores: CoresOpt = None,
+    threads: ThreadsOpt = None,
+    disk: DiskOpt = None,
+    reserve: ReserveOpt = None,
 ) -> None:
     """The go/no-go answer for one model, quant, context and hardware."""
     checking.check_model_source(model, gguf)
-    hw = with_backend(select_hardware(gpu or [], hardware, state.hardware_dirs()), backend)
+    flags = machine_flags(ram=ram, ram_type=ram_type, ram_channels=ram_channels, cores=cores, threads=threads,
+                          disk=disk, reserve=reserve)
+    hw = with_machine_flags(with_backend(select_hardware(gpu or [], hardware, state.hardware_dirs()), backend),
+                            flags, state.hardware_dirs())
     projector = checking.projector_bytes(mmproj) if mmproj is not None and engine == "llama.cpp" else 0
     settings = run_settings(ctx=ctx, batch=batch, ubatch=ubatch, parallel=parallel, kv_unified=kv_unified,
                             flash_attn=flash_attn, cache_type_k=cache_type_k, cache_type_v=cache_type_v,

@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 
+from gemma_fit.hardware.flags import MachineFlags
 from gemma_fit.memory.settings import RunSettings, parse_flash_attn, parse_n_gpu_layers
 
 DEFAULT = RunSettings()  # llama.cpp's defaults, as RunSettings holds them
@@ -55,3 +56,22 @@ def run_settings(*, ctx: int = CTX, batch: int = BATCH, ubatch: int = UBATCH, pa
         n_gpu_layers=parse_n_gpu_layers(n_gpu_layers), swa_full=swa_full, mmproj_bytes=mmproj_bytes,
         n_outputs_max=n_outputs_max,
     )
+
+# The machine, said without a file (check, report): each replaces what would be probed or assumed.
+RamOpt = Annotated[float | None, typer.Option("--ram", help="System memory in GiB (instead of a machine file's "
+                                                            "ram_gb, or this machine's RAM for --gpu cpu/local).")]
+RamTypeOpt = Annotated[str | None, typer.Option("--ram-type", help="Memory type and speed, e.g. ddr5-6000, "
+                                                                  "ddr4-3200, lpddr5x-8000 (sets the bandwidth).")]
+RamChannelsOpt = Annotated[int | None, typer.Option("--ram-channels", help="Memory channels (default 2).")]
+CoresOpt = Annotated[int | None, typer.Option("--cores", help="CPU cores (prefill of CPU layers).")]
+ThreadsOpt = Annotated[int | None, typer.Option("--threads", "-t", help="CPU threads llama.cpp uses (-t).")]
+DiskOpt = Annotated[str | None, typer.Option("--disk", help="Storage class of the model's drive (nvme-gen4, "
+                                                           "nvme-gen3, sata-ssd, hdd, ...).")]
+ReserveOpt = Annotated[float | None, typer.Option("--reserve", help="GiB kept free on each GPU (a display, "
+                                                                   "other processes).")]
+
+
+def machine_flags(*, ram: float | None = None, ram_type: str | None = None, ram_channels: int | None = None,
+                  cores: int | None = None, threads: int | None = None, disk: str | None = None,
+                  reserve: float | None = None) -> MachineFlags:
+    return MachineFlags(ram, ram_type, ram_channels, cores, threads, disk, reserve)

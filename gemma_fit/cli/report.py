@@ -28,15 +28,23 @@ from gemma_fit.cli.options import (
     PARALLEL,
     UBATCH,
     BatchOpt,
+    CoresOpt,
     CtkOpt,
     CtvOpt,
+    DiskOpt,
     EngineOpt,
     FlashOpt,
     NglOpt,
     ParallelOpt,
+    RamChannelsOpt,
+    RamOpt,
+    RamTypeOpt,
+    ReserveOpt,
     SwaOpt,
+    ThreadsOpt,
     UbatchOpt,
     UnifiedOpt,
+    machine_flags,
     run_settings,
 )
 from gemma_fit.memory.settings import RunSettings
@@ -187,6 +195,13 @@ def report_command(
     engine: EngineOpt = "llama.cpp",
     quiet: Annotated[bool, typer.Option(
         "--quiet", help="No table (still --json if asked, and --html); the exit status says it ran.")] = False,
+    ram: RamOpt = None,
+    ram_type: RamTypeOpt = None,
+    ram_channels: RamChannelsOpt = None,
+    cores: CoresOpt = None,
+    threads: ThreadsOpt = None,
+    disk: DiskOpt = None,
+    reserve: ReserveOpt = None,
 ) -> None:
     """The check over several GPUs, models, quants and contexts: a table, --json or --html FILE.
 
@@ -226,7 +241,9 @@ def report_command(
 
         report = run_report(model, quant or [], configs, ctx or [], settings, hardware_files=hardware or [],
                             model_dirs=model_dirs, hardware_dirs=hardware_dirs, what_to_buy=html is not None,
-                            progress=on_progress, engine=engine)
+                            progress=on_progress, engine=engine,
+                            machine=machine_flags(ram=ram, ram_type=ram_type, ram_channels=ram_channels, cores=cores,
+                                                  threads=threads, disk=disk, reserve=reserve))
     if html is not None:
         write_html(html, render_report_html(report))
         if not quiet:

@@ -9,6 +9,7 @@ from digits, so `RTX4090`, `rtx-4090` and `GeForce RTX 4090` are the same key.
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, field, fields
 from functools import cache
 from pathlib import Path
@@ -33,10 +34,18 @@ from gemma_fit.hardware.schema import (
     MemoryFile,
     StorageEntry,
     StorageFile,
+    UserGPUEntry,
     gpu_item_count,
     too_many_gpus,
 )
-from gemma_fit.hardware.spec import GPUAttachment, GPUSpec, Machine, StorageSpec, name_key  # noqa: F401 - re-exported
+from gemma_fit.hardware.spec import (  # noqa: F401 - re-exported
+    GPUAttachment,
+    GPUSpec,
+    Machine,
+    StorageSpec,
+    as_seen_by_software,
+    name_key,
+)
 
 # top-level key of a hardware_db file -> the schema of the whole file
 FILE_KINDS: dict[str, type[BaseModel]] = {
@@ -170,9 +179,22 @@ def find_gpu_entry(name: str, extra_dirs: tuple[Path, ...] = ()) -> GPUEntry:
         return db.gpus[ids[0]]
     if ids:
         raise BadInput(f"ambiguous GPU '{raw}': {', '.join(ids)} report that name; give one of those ids")
+    sizes = _sizes_sold(db, raw.lower().replace(" ", "-"))
+    if sizes:
+        raise BadInput(f"unknown GPU '{raw}': that chip was sold with {sizes} (see gemma-fit list gpus)")
     hint = _suggestions(db, key)
     more = f"; did you mean {', '.join(hint)}?" if hint else ""
     raise BadInput(f"unknown GPU '{raw}' (see gemma-fit list gpus){more}")
+
+
+def _sizes_sold(db: HardwareDB, key: str) -> str | None:
+    """For a chip named with a memory size the database lacks (m4-max-72gb): the ids of the sizes it has."""
+    m = re.fullmatch(r"(.+)-(\d+)gb", key)
+    if m is None:
+        return None
+    ids = sorted((gid for gid in db.gpus if re.fullmatch(rf"{re.escape(m.group(1))}-\d+gb", gid)),
+                 key=lambda gid: int(gid.rsplit("-", 1)[1][:-2]))
+    return ", ".join(ids) if ids else None
 
 
 def resolve_gpu(name: str, extra_dirs: tuple[Path, ...] = ()) -> GPUSpec:
@@ -249,8 +271,9 @@ def _machine_gpus(parsed: MachineFile, extra_dirs: tuple[Path, ...], where: str,
         except BadInput as exc:
             raise BadInput(f"{where}: gpus[{i}]: {exc}") from None
         for _ in range(slot.count if slot is not None else 1):
-            specs.append(spec_from_entry(entry))
-            links.append(_attachment(entry, slot, extra_dirs))
+            for device in as_seen_by_software(spec_from_entry(entry)):  # an MI250X is two devices
+                specs.append(device)
+                links.append(_attachment(entry, slot, extra_dirs))
     return tuple(specs), tuple(links)
 
 
@@ -312,11 +335,12 @@ def _load_machine(path: Path, extra_dirs: tuple[Path, ...]) -> Machine:
     try:
         parsed = MachineFile.model_validate(data, strict=True)
     except ValidationError as exc:
-        lines = format_validation(Path(shown(path)), exc, data, root, models=[MachineFile, GPUSlot, GPUEntry])
+        lines = format_validation(Path(shown(path)), exc, data, root,
+                                  models=[MachineFile, GPUSlot, UserGPUEntry, GPUEntry])
         more = f" (+{len(lines) - 1} more)" if len(lines) > 1 else ""
         raise BadInput(lines[0] + more) from None
     gpus, links = _machine_gpus(parsed, extra_dirs, shown(path))
-    devices = sum(g.logical_devices for g in gpus)
+    devices = len(gpus)
     if devices > MAX_GPUS:
         raise BadInput(f"{_where(path, root, 'gpus')}: these GPUs are {devices} devices to software (a card "
                        f"such as the MI250X is two); llama.cpp uses at most {MAX_GPUS} in one process")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import platform
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -18,6 +19,7 @@ from typing import Any
 import psutil
 
 from gemma_fit.hardware.catalog import GPUSpec, load_gpus, match_device
+from gemma_fit.hardware.probe_other import Sysctl, _sysctl, apple_gpu, sysfs_gpus
 
 SCHEMA = "gemma-fit.probe/1"
 
@@ -263,6 +265,22 @@ def probe(nvml: ModuleType | None = None, extra_dirs: tuple[Path, ...] = ()) -> 
         "cuda_driver_version": gpus["cuda_driver_version"],
         "notes": gpus["notes"],
     }
+
+
+def other_gpus(extra_dirs: tuple[Path, ...] = (), sysctl: Sysctl | None = None,
+               drm: Path = Path("/sys/class/drm")) -> tuple[tuple[GPUSpec, ...], tuple[str, ...]]:
+    """`--gpu local` where NVML finds nothing: an Apple Silicon Mac (sysctl), AMD / Intel GPUs (sysfs)."""
+    known = load_gpus(extra_dirs)
+    if sysctl is not None or platform.system() == "Darwin":
+        gpu, note = apple_gpu(known, sysctl or _sysctl)
+        return ((gpu,) if gpu else ()), (note,)
+
+    def by_name(name: str, total: int | None) -> GPUSpec | None:
+        gid = match_device(name, total, extra_dirs)
+        return known.get(gid) if gid else None
+
+    gpus, notes = sysfs_gpus(by_name, int(psutil.virtual_memory().total), drm)
+    return tuple(gpus), tuple(notes)
 
 
 def local_gpus(nvml: ModuleType | None = None, extra_dirs: tuple[Path, ...] = ()) -> tuple[GPUSpec, ...]:

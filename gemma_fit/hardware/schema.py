@@ -67,7 +67,7 @@ Backend = Literal["cuda", "rocm", "metal", "vulkan", "sycl"]
 Arch = Literal[
     "pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell",
     "rdna2", "rdna3", "cdna2", "cdna3",
-    "apple-m2", "apple-m3", "apple-m4",
+    "apple-m1", "apple-m2", "apple-m3", "apple-m4", "apple-m5",
     "xe-hpg", "xe2-hpg",
 ]
 PcieLanes = Annotated[Literal[1, 2, 4, 8, 16], BeforeValidator(_whole_number)]
@@ -97,6 +97,8 @@ class GPUEntry(_Strict):
     usable_note: str = Field(min_length=1)
     cuda_total_bytes: MemoryBytes | None = None  # what CUDA (cudaMemGetInfo / deviceQuery) reports, where published
     unified_memory: bool
+    # unified memory: the platform whose reserve and GPU ceiling apply (model_db/llamacpp/unified_memory.yaml)
+    unified_platform: Literal["macos", "l4t", "dgx-os", "amd-uma"] | None = None
     logical_devices: int = Field(default=1, ge=1, le=8)  # e.g. MI250X: two GCDs, two devices to software
     memory_type: str
     bus_width_bits: int | None = Field(default=None, ge=16, le=16_384)
@@ -124,6 +126,8 @@ class GPUEntry(_Strict):
             raise ValueError(f"usable_memory_bytes {self.usable_memory_bytes} exceeds memory_bytes {self.memory_bytes}")
         if self.cuda_total_bytes is not None and self.cuda_total_bytes > self.memory_bytes:
             raise ValueError("cuda_total_bytes exceeds memory_bytes")
+        if self.unified_platform is not None and not self.unified_memory:
+            raise ValueError("unified_platform is only for unified_memory: true")
         return self
 
 
@@ -206,13 +210,25 @@ class _StrictInput(_Strict):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
+# A GPU spec in a user's own machine file describes their machine: it needs no source (the database
+# does, and db validate checks it there); the answer says "described by the user" instead.
+DESCRIBED_BY_USER = "described by the user"
+
+
+class UserGPUEntry(GPUEntry):
+    """A full GPU spec in a machine file: the database's schema, with the sources optional."""
+
+    usable_note: str = Field(default=DESCRIBED_BY_USER, min_length=1)
+    source: str = Field(default=DESCRIBED_BY_USER, pattern=rf"{URL}|^{DESCRIBED_BY_USER}$")
+
+
 def _gpu_ref_kind(value: Any) -> str:
     return "spec" if isinstance(value, dict | GPUEntry) else "id"  # a number is a wrong id, not a wrong spec
 
 
 GPUId = Line100
 GPURef = Annotated[
-    Annotated[GPUId, Tag("id")] | Annotated[GPUEntry, Tag("spec")],
+    Annotated[GPUId, Tag("id")] | Annotated[UserGPUEntry, Tag("spec")],
     Discriminator(_gpu_ref_kind),
 ]
 
@@ -238,7 +254,7 @@ def _gpu_item_kind(value: Any) -> str:
 
 
 GPUItem = Annotated[
-    Annotated[GPUId, Tag("id")] | Annotated[GPUSlot, Tag("slot")] | Annotated[GPUEntry, Tag("spec")],
+    Annotated[GPUId, Tag("id")] | Annotated[GPUSlot, Tag("slot")] | Annotated[UserGPUEntry, Tag("spec")],
     Discriminator(_gpu_item_kind),
 ]
 

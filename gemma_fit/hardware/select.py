@@ -7,7 +7,7 @@ from pathlib import Path
 
 from gemma_fit.base.errors import BadInput
 from gemma_fit.hardware.snapshot import known_hardware
-from gemma_fit.hardware.spec import BACKENDS, MAX_GPUS, GPUSpec, Machine, StorageSpec
+from gemma_fit.hardware.spec import BACKENDS, MAX_GPUS, GPUSpec, Machine, StorageSpec, as_seen_by_software
 
 
 @dataclass(frozen=True)
@@ -19,16 +19,20 @@ class Hardware:
     notes: tuple[str, ...] = ()
     disk: StorageSpec | None = None  # the probed drive (--gpu local / cpu); a machine file names its own
     cpu_cores: int | None = None  # this machine's logical CPUs, for --gpu cpu (prefill on the CPU)
+    ram_bandwidth_gbps: float | None = None  # system memory bandwidth when given without a machine file
 
 
 def _local(extra: tuple[Path, ...]) -> tuple[tuple[GPUSpec, ...], tuple[str, ...]]:
-    from gemma_fit.hardware.probe import local_gpus, probe_gpus
+    from gemma_fit.hardware.probe import local_gpus, other_gpus, probe_gpus
 
     gpus = local_gpus(extra_dirs=extra)
-    if not gpus:
-        notes = tuple(probe_gpus(extra_dirs=extra).get("notes") or ("no NVIDIA GPU found",))
-        raise BadInput(f"--gpu local: no usable GPU on this machine ({'; '.join(notes)})")
-    return gpus, ("--gpu local: capacity is each GPU's free memory now",)
+    if gpus:
+        return gpus, ("--gpu local: capacity is each GPU's free memory now",)
+    others, found = other_gpus(extra)
+    if others:
+        return others, ("--gpu local: " + "; ".join(found),)
+    notes = tuple(probe_gpus(extra_dirs=extra).get("notes") or ("no NVIDIA GPU found",)) + found
+    raise BadInput(f"--gpu local: no usable GPU on this machine ({'; '.join(notes)})")
 
 
 def select_hardware(gpu_names: list[str], hardware_file: Path | None, extra: tuple[Path, ...]) -> Hardware:
@@ -64,7 +68,7 @@ def select_hardware(gpu_names: list[str], hardware_file: Path | None, extra: tup
             host = _total_ram()
             notes = (*notes, "--gpu local: host RAM capacity is this machine's total RAM", disk_note)
         else:
-            gpus.append(_gpu(name, extra))
+            gpus.extend(as_seen_by_software(_gpu(name, extra)))  # an MI250X is two devices to llama.cpp
     if len(gpus) > MAX_GPUS:
         raise BadInput(f"{len(gpus)} GPUs: llama.cpp uses at most {MAX_GPUS} devices in one process")
     label = " + ".join(g.name for g in gpus)

@@ -6,7 +6,7 @@ llama.cpp can drive live here too.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 GIB = 1024**3
@@ -71,6 +71,7 @@ class GPUSpec:
     boost_clock_mhz: float | None = None  # reference boost clock, MHz (per-node kernel cost scales with 1/clock)
     fp32_tflops: float | None = None  # non-tensor (shader) FP32 throughput, dense; prefill on tensor-less parts
     gpu_cores: int | None = None  # Apple GPU cores
+    unified_platform: str | None = None  # unified memory: macos | l4t | dgx-os | amd-uma (memory.unified)
 
 
 @dataclass(frozen=True)
@@ -111,3 +112,22 @@ class PcieRate:
 
     per_direction_gbps: float  # theoretical, after encoding
     measured_gbps: float | None  # what copies reached in a cited measurement
+
+
+def as_seen_by_software(gpu: GPUSpec) -> tuple[GPUSpec, ...]:
+    """A card that software sees as several devices (an MI250X: two 64 GB GCDs) as those devices, each
+    with its share of the card's memory, bandwidth, throughput and power; any other GPU as itself."""
+    n = gpu.logical_devices
+    if n <= 1:
+        return (gpu,)
+
+    def share(x: float | None) -> float | None:
+        return None if x is None else x / n
+
+    return tuple(replace(
+        gpu, id=f"{gpu.id}-gcd{i}", name=f"{gpu.name} (device {i + 1} of {n})", memory_bytes=gpu.memory_bytes // n,
+        usable_memory_bytes=gpu.usable_memory_bytes // n, memory_bandwidth_gbps=share(gpu.memory_bandwidth_gbps),
+        fp16_tensor_tflops=share(gpu.fp16_tensor_tflops), int8_tensor_tops=share(gpu.int8_tensor_tops),
+        fp32_tflops=share(gpu.fp32_tflops), tdp_w=share(gpu.tdp_w), logical_devices=1,
+        cuda_total_bytes=None if gpu.cuda_total_bytes is None else gpu.cuda_total_bytes // n,
+    ) for i in range(n))

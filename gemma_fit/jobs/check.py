@@ -35,6 +35,7 @@ from gemma_fit.base.errors import BadInput
 from gemma_fit.engines.base import ENGINES, EngineResult, EngineSettings
 from gemma_fit.engines.llamacpp import CheckResult, run_check
 from gemma_fit.gguf.tensors import TensorPlan, build_plan
+from gemma_fit.hardware.flags import MachineFlags, with_machine_flags
 from gemma_fit.hardware.select import Hardware, select_hardware, with_backend
 from gemma_fit.memory.settings import MAX_CTX, RunSettings, is_llama_cpp, validate
 from gemma_fit.model.catalog import ResolvedModel, resolve_model
@@ -119,7 +120,7 @@ def gguf_model(path: Path) -> tuple[ResolvedModel, TensorPlan]:
 
 
 def hardware_of(hardware: Hardware | str | Sequence[str] | Path, backend: str | None = None,
-                hardware_dirs: tuple[Path, ...] = ()) -> Hardware:
+                hardware_dirs: tuple[Path, ...] = (), machine: MachineFlags | None = None) -> Hardware:
     """The hardware a check runs on: as given, or selected from GPU names (a str, or several) or a machine file."""
     if isinstance(hardware, Hardware):
         hw = hardware
@@ -127,7 +128,7 @@ def hardware_of(hardware: Hardware | str | Sequence[str] | Path, backend: str | 
         hw = select_hardware([], hardware, hardware_dirs)
     else:
         hw = select_hardware([hardware] if isinstance(hardware, str) else list(hardware), None, hardware_dirs)
-    return with_backend(hw, backend)
+    return with_machine_flags(with_backend(hw, backend), machine or MachineFlags(), hardware_dirs)
 
 
 def check_model_source(model: object, gguf: Path | None) -> None:
@@ -145,13 +146,13 @@ def check(model: str | ResolvedModel | None, hardware: Hardware | str | Sequence
           quant: str | None = None, gguf: Path | None = None, settings: RunSettings | None = None,
           engine: str = "llama.cpp", prompt_tokens: int = 512, mmproj: Path | None = None,
           backend: str | None = None, model_dirs: tuple[Path, ...] = (), hardware_dirs: tuple[Path, ...] = (),
-          **engine_options: Any) -> CheckResult | EngineResult:
+          machine: MachineFlags | None = None, **engine_options: Any) -> CheckResult | EngineResult:
     """Will `model` (an id, alias, config.json path, or a real GGUF as `gguf`) run on `hardware` (a GPU id,
     several, a machine file, or a Hardware) with these settings, and how well. Raises BadInput (a
     GemmaFitError) for input llama.cpp or the engine would refuse. The result's JSON is
     present.documents.check_document(result)."""
     check_model_source(model, gguf)
-    hw = hardware_of(hardware, backend, hardware_dirs)
+    hw = hardware_of(hardware, backend, hardware_dirs, machine)
     settings = settings or RunSettings()
     if mmproj is not None and is_llama_cpp(engine) and not settings.mmproj_bytes:
         settings = replace(settings, mmproj_bytes=projector_bytes(mmproj))

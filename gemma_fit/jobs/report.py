@@ -24,6 +24,8 @@ from gemma_fit.engines.base import EngineResult
 from gemma_fit.engines.llamacpp import CheckResult, run_check
 from gemma_fit.gguf.types import CONTRACT_QUANTS, file_type
 from gemma_fit.hardware.catalog import GPUSpec, load_gpu_entries, load_gpus
+from gemma_fit.hardware.flags import MachineFlags, with_machine_flags
+from gemma_fit.hardware.schema import DESCRIBED_BY_USER
 from gemma_fit.hardware.select import Hardware, select_hardware
 from gemma_fit.memory.settings import RunSettings, is_llama_cpp, validate
 from gemma_fit.model.catalog import ResolvedModel, entry_spec, load_model_db, resolve_model
@@ -92,16 +94,16 @@ def expand_contexts(contexts: Sequence[int]) -> list[int]:
 
 
 def hardware_configs(gpus: Sequence[Sequence[str]], hardware_files: Sequence[Path],
-                     extra: tuple[Path, ...] = ()) -> list[HardwareConfig]:
+                     extra: tuple[Path, ...] = (), machine: MachineFlags | None = None) -> list[HardwareConfig]:
     """One config per GPU list (several ids = one multi-GPU machine) and per machine file."""
     out: dict[str, HardwareConfig] = {}
     for names in gpus:
         names = [p.strip() for n in names for p in n.split("+") if p.strip()]  # 'a+b' is one two-GPU machine
-        hw = select_hardware(names, None, extra)
+        hw = with_machine_flags(select_hardware(names, None, extra), machine or MachineFlags(), extra)
         key = "+".join(g.id for g in hw.gpus) if hw.gpus else names[0].lower()
         out.setdefault(key, HardwareConfig(key, hw))
     for path in hardware_files:
-        hw = select_hardware([], Path(path), extra)
+        hw = with_machine_flags(select_hardware([], Path(path), extra), machine or MachineFlags(), extra)
         key = f"file:{hw.label}"
         out.setdefault(key, HardwareConfig(key, hw))
     if not out:
@@ -191,7 +193,7 @@ def check_some_answer(cells: Sequence[dict[str, Any]]) -> None:
 def _gpu_sources(spec: GPUSpec, extra: tuple[Path, ...]) -> list[str]:
     entry = load_gpu_entries(extra).get(spec.id)
     urls = [spec.source] + (list(entry.sources) if entry is not None and entry.name == spec.name else [])
-    return list(dict.fromkeys(u for u in urls if u))
+    return list(dict.fromkeys(u for u in urls if u.startswith(("http://", "https://"))))
 
 
 def sources(models: Sequence[ResolvedModel], gpus: Sequence[GPUSpec], extra_hw: tuple[Path, ...] = ()
@@ -221,7 +223,8 @@ def sources(models: Sequence[ResolvedModel], gpus: Sequence[GPUSpec], extra_hw: 
         seen.add(f"gpu:{g.id}:{g.name}")
         out.append({"what": f"GPU {g.id} ({g.name})",
                     "detail": f"{g.usable_memory_bytes:,} bytes usable"
-                              + (f", {g.memory_bandwidth_gbps:g} GB/s" if g.memory_bandwidth_gbps else ""),
+                              + (f", {g.memory_bandwidth_gbps:g} GB/s" if g.memory_bandwidth_gbps else "")
+                              + (f" ({DESCRIBED_BY_USER})" if g.source == DESCRIBED_BY_USER else ""),
                     "urls": _gpu_sources(g, extra_hw)})
     return out
 
@@ -264,7 +267,8 @@ def gpu_ranking(resolved: ResolvedModel, quant: str, settings: RunSettings, extr
 def run_report(models: Sequence[str], quants: Sequence[str], gpus: Sequence[Sequence[str]], contexts: Sequence[int],
                settings: RunSettings, hardware_files: Sequence[Path] = (), model_dirs: tuple[Path, ...] = (),
                hardware_dirs: tuple[Path, ...] = (), what_to_buy: bool = False,
-               progress: ProgressFn | None = None, engine: str = "llama.cpp") -> dict[str, Any]:
+               progress: ProgressFn | None = None, engine: str = "llama.cpp",
+               machine: MachineFlags | None = None) -> dict[str, Any]:
     """The matrix: one cell per (hardware, model, quant, context), in that nesting order.
 
     `what_to_buy` adds, for each (model, quant, context) when there are at most WHAT_TO_BUY_MAX_COMBOS of
@@ -277,7 +281,7 @@ def run_report(models: Sequence[str], quants: Sequence[str], gpus: Sequence[Sequ
     resolved = expand_models(models, model_dirs)
     quant_names = expand_quants(quants, engine)
     ctxs = expand_contexts(contexts)
-    configs = hardware_configs(gpus, hardware_files, hardware_dirs)
+    configs = hardware_configs(gpus, hardware_files, hardware_dirs, machine)
     total = check_matrix_size(len(configs), len(resolved), len(quant_names), len(ctxs))
     check_settings(settings, resolved, ctxs, engine, quant_names[0])
     full = total <= FULL_CHECK_MAX_CELLS

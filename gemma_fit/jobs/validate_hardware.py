@@ -32,7 +32,7 @@ ARCH_FP16_TFLOPS: dict[str, tuple[float, float]] = {
     "volta": (5, 150), "turing": (5, 150), "ampere": (5, 400), "ada": (20, 450), "hopper": (400, 1200),
     "blackwell": (50, 2600),
     "rdna3": (10, 200), "cdna2": (50, 500), "cdna3": (300, 1500), "xe-hpg": (10, 200), "xe2-hpg": (10, 200),
-    "apple-m2": (1, 100), "apple-m3": (1, 100), "apple-m4": (1, 100),
+    "apple-m1": (1, 100), "apple-m2": (1, 100), "apple-m3": (1, 100), "apple-m4": (1, 100), "apple-m5": (1, 100),
 }
 # Architectures without tensor (matrix) units: Pascal and RDNA 2 multiply on the shader cores (packed FP16,
 # DP4A-style INT8 dot products), so their fp16_tensor_tflops / int8_tensor_tops stay null, as on the
@@ -46,7 +46,8 @@ ARCH_FP32_LANES: dict[str, tuple[int, int]] = {
     "pascal": (256, 3840), "volta": (384, 5120), "turing": (512, 4608), "ampere": (256, 10752),
     "ada": (1024, 18432), "hopper": (4096, 18432), "blackwell": (1024, 24576),
     "rdna2": (512, 5120), "rdna3": (512, 12288), "cdna2": (4096, 14080), "cdna3": (4096, 19456),
-    "xe-hpg": (512, 4096), "xe2-hpg": (512, 4096), "apple-m2": (1024, 9728), "apple-m3": (1024, 10240),
+    "xe-hpg": (512, 4096), "xe2-hpg": (512, 4096), "apple-m1": (1024, 8192),
+    "apple-m5": (1024, 10240), "apple-m2": (1024, 9728), "apple-m3": (1024, 10240),
     "apple-m4": (1024, 10240),
 }
 LANES_TOLERANCE = 0.03  # the published figures are rounded

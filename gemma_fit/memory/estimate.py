@@ -18,6 +18,7 @@ from gemma_fit.memory.compute_buffer import ComputePhases, compute_phases
 from gemma_fit.memory.kv_cache import KVCacheLayout, kv_cache_layout
 from gemma_fit.memory.placement import CPU, Placement, place_layers, plan_layout, weights_by_device
 from gemma_fit.memory.settings import RunSettings
+from gemma_fit.memory.unified import UnifiedPool, gpu_ceiling, platform, pool_capacity, unified_device
 from gemma_fit.model.spec import ModelSpec
 
 MIB = 1024**2
@@ -70,10 +71,13 @@ class MemoryEstimate:
     phases: ComputePhases
     devices: tuple[DeviceMemory, ...]
     host: HostMemory
+    unified_pool: UnifiedPool | None = None  # one memory for GPU and host side (the host has no capacity then)
 
     def fits(self) -> bool:
         if any(d.headroom_bytes < 0 for d in self.devices):
             return False
+        if self.unified_pool is not None:
+            return self.unified_pool.headroom_bytes >= 0
         return self.host.headroom_bytes is None or self.host.headroom_bytes >= 0
 
 
@@ -162,7 +166,9 @@ def context_terms(model: ModelSpec, s: RunSettings) -> ContextTerms:
 def estimate_memory(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...], n_gpu_layers: int,
                     host_capacity: int | None, terms: ContextTerms | None = None) -> MemoryEstimate:
     model = plan.model
-    placement = place_layers(model.n_layer, n_gpu_layers, [d.usable_memory_bytes for d in devices])
+    unified = unified_device(devices)
+    capacities = [gpu_ceiling(unified)] if unified else [d.usable_memory_bytes for d in devices]
+    placement = place_layers(model.n_layer, n_gpu_layers, capacities)
     terms = terms or context_terms(model, s)
     kv, phases = terms.kv, terms.phases
     weights = weights_by_device(plan, placement)
@@ -173,7 +179,7 @@ def estimate_memory(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ..
         DeviceMemory(
             id=d.id, name=d.name, weights_bytes=weights.device_bytes[i], kv_cache_bytes=kv_dev[i],
             compute_bytes=comp_dev[i], overhead_bytes=runtime_overhead(d.backend).bytes,
-            capacity_bytes=d.usable_memory_bytes, mmproj_bytes=s.mmproj_bytes if i == 0 else 0,
+            capacity_bytes=capacities[i], mmproj_bytes=s.mmproj_bytes if i == 0 else 0,
         )
         for i, d in enumerate(devices)
     )
@@ -181,6 +187,15 @@ def estimate_memory(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ..
     output = model.n_vocab * max(1, s.n_parallel) * F32
     if not devices:
         host_weights += s.mmproj_bytes
-    host = HostMemory(host_weights, kv_host, comp_host, output, host_capacity)
-    return MemoryEstimate(s, s.resolved_ctx(model), placement, kv, phases, per_device, host)
+    if unified is None:
+        host = HostMemory(host_weights, kv_host, comp_host, output, host_capacity)
+        return MemoryEstimate(s, s.resolved_ctx(model), placement, kv, phases, per_device, host)
+    # one memory: the host side has no capacity of its own; the pool holds both sides
+    host = HostMemory(host_weights, kv_host, comp_host, output, None)
+    pool_platform = platform(unified)
+    assert pool_platform is not None
+    capacity = pool_capacity(unified) if host_capacity is None else min(pool_capacity(unified), host_capacity)
+    pool = UnifiedPool(pool_platform, capacity, min(capacities[0], capacity), per_device[0].total_bytes,
+                       host.total_bytes)
+    return MemoryEstimate(s, s.resolved_ctx(model), placement, kv, phases, per_device, host, pool)
 

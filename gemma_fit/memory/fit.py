@@ -11,6 +11,7 @@ from gemma_fit.hardware.spec import MAX_GPUS_PER_CONTEXT, MAX_HOST_RAM_BYTES, GP
 from gemma_fit.memory.estimate import MemoryEstimate, estimate_memory
 from gemma_fit.memory.search import auto_gpu_layers, max_ctx_fit, quant_that_fits
 from gemma_fit.memory.settings import RunSettings
+from gemma_fit.memory.unified import UnifiedPool, unified_device
 from gemma_fit.model.spec import ModelSpec
 
 # llama.cpp's --fit keeps 1024 MiB free per device by default (common/common.h, fit target):
@@ -33,9 +34,36 @@ class Verdict:
 
 def _min_headroom(est: MemoryEstimate) -> int | None:
     rooms = [d.headroom_bytes for d in est.devices]
-    if not est.devices and est.host.headroom_bytes is not None:
+    if est.unified_pool is not None:
+        rooms.append(est.unified_pool.headroom_bytes)
+    elif not est.devices and est.host.headroom_bytes is not None:
         rooms.append(est.host.headroom_bytes)
     return min(rooms) if rooms else None
+
+
+def _pool_reason(pool: UnifiedPool) -> str:
+    verb = "fits" if pool.headroom_bytes >= 0 else "does not fit"
+    budget = "" if pool.platform.reserve_measured else ", a budget, not measured"
+    return (f"unified memory ({pool.platform.name}): needs {fmt_bytes(pool.total_bytes)} of "
+            f"{fmt_bytes(pool.capacity_bytes)} ({verb}; GPU side {fmt_bytes(pool.gpu_bytes)} of its "
+            f"{fmt_bytes(pool.gpu_limit_bytes)} limit, host side {fmt_bytes(pool.host_bytes)}; "
+            f"{fmt_bytes(pool.platform.reserve_bytes)} kept for the OS{budget})")
+
+
+def unified_lever(plan: TensorPlan, s: RunSettings, gpu: GPUSpec, est: MemoryEstimate) -> str | None:
+    """Where the GPU's own ceiling, not the pool, keeps layers off the GPU: the setting that raises
+    it, with the value that puts every layer on the GPU and keeps llama.cpp's margin."""
+    pool = est.unified_pool
+    if pool is None or not pool.platform.lever:
+        return None
+    full = estimate_memory(plan, s, (gpu,), plan.model.n_layer + 1, None)
+    assert full.unified_pool is not None
+    need = full.unified_pool.gpu_bytes + SAFETY_MARGIN_BYTES
+    if need <= pool.gpu_limit_bytes or full.unified_pool.headroom_bytes < 0 or need > pool.capacity_bytes:
+        return None
+    return (f"the GPU limit ({pool.platform.gpu_limit}) keeps layers off the GPU; "
+            f"{pool.platform.lever_for(need)} raises it to {fmt_bytes(need)}, enough for every layer with a "
+            "1 GiB margin")
 
 
 def _fit_reasons(est: MemoryEstimate) -> list[str]:
@@ -45,6 +73,8 @@ def _fit_reasons(est: MemoryEstimate) -> list[str]:
         out.append(f"{d.name}: needs {fmt_bytes(d.total_bytes)} of {fmt_bytes(d.capacity_bytes)} ({verb}; "
                    f"weights {fmt_bytes(d.weights_bytes)}, KV {fmt_bytes(d.kv_cache_bytes)}, "
                    f"compute {fmt_bytes(d.compute_bytes)}, overhead {fmt_bytes(d.overhead_bytes)})")
+    if est.unified_pool is not None:
+        out.append(_pool_reason(est.unified_pool))
     h = est.host
     if h.capacity_bytes is not None:
         verb = "fits" if h.total_bytes <= h.capacity_bytes else "does not fit"
@@ -135,7 +165,7 @@ def decide(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...], host_
     model = plan.model
     n_all = model.n_layer + 1 if devices else 0
     auto = s.n_gpu_layers is None
-    host_known = host_capacity is not None
+    host_known = host_capacity is not None or unified_device(devices) is not None  # one memory: the pool
     # Searches for what would fit stop at the most RAM a machine can have when this one's is unknown.
     search_host = host_capacity if host_known else MAX_HOST_RAM_BYTES
     fit_ngl = auto_gpu_layers(plan, s, devices, host_capacity) if devices else 0
@@ -158,7 +188,10 @@ def decide(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...], host_
                           f"(at most {fmt_bytes(MAX_HOST_RAM_BYTES)})")
     elif not est.fits():
         verdict = "no-go"
-        if auto and devices:
+        if est.unified_pool is not None and est.unified_pool.headroom_bytes < 0:
+            reasons.insert(0, f"does not fit in unified memory: needs {fmt_bytes(est.unified_pool.total_bytes)} of "
+                              f"{fmt_bytes(est.unified_pool.capacity_bytes)} (GPU and host side share it)")
+        elif auto and devices:
             reasons.insert(0, "does not fit even with every layer on the CPU")
         elif devices and fit_ngl < ngl and any(d.headroom_bytes < 0 for d in est.devices):
             reasons.insert(0, f"does not fit with these settings: -ngl {s.n_gpu_layers} puts {ngl} layers on the "
@@ -182,6 +215,10 @@ def decide(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...], host_
     suggestion = None
     if verdict not in ("go", "tight") and len(devices) <= MAX_GPUS_PER_CONTEXT:  # too many GPUs: the reason says
         suggestion = _suggest(plan, s, devices, search_host, n_all, ctx_fit, ctx_capped)
+    unified = unified_device(devices)
+    lever = unified_lever(plan, s, unified, est) if unified is not None and ngl < n_all else None
+    if lever:
+        suggestion = f"{lever}; {suggestion}" if suggestion else lever
     if suggestion and suggestion not in reasons:
         reasons.append(suggestion)
     cmd = server_command(model, plan.ftype.name, s, ngl, est.n_ctx, gguf_name)

@@ -15,6 +15,7 @@ from gemma_fit.engines.base import EngineDevice, EngineResult
 from gemma_fit.engines.llamacpp import CheckResult, InspectResult
 from gemma_fit.memory.compute_buffer import flash_attention_on
 from gemma_fit.memory.estimate import DeviceMemory, HostMemory
+from gemma_fit.memory.unified import UnifiedPool
 from gemma_fit.speed.predict import Performance
 
 SCHEMA = "gemma-fit.check/1"
@@ -115,6 +116,17 @@ def _host_json(h: HostMemory) -> dict[str, Any]:
             "output_bytes": h.output_bytes, "total_bytes": h.total_bytes, "capacity_bytes": h.capacity_bytes}
 
 
+def _pool_json(pool: UnifiedPool | None) -> dict[str, Any]:
+    """memory.unified_pool: everything the process needs from the one memory (only where it is unified)."""
+    if pool is None:
+        return {}
+    return {"unified_pool": {"capacity_bytes": pool.capacity_bytes, "gpu_limit_bytes": pool.gpu_limit_bytes,
+                             "total_bytes": pool.total_bytes, "headroom_bytes": pool.headroom_bytes,
+                             "gpu_bytes": pool.gpu_bytes, "host_bytes": pool.host_bytes,
+                             "platform": pool.platform.id, "os_reserve_bytes": pool.platform.reserve_bytes,
+                             "os_reserve_measured": pool.platform.reserve_measured}}
+
+
 def check_json(r: CheckResult) -> dict[str, Any]:
     spec, s, v = r.resolved.spec, r.settings, r.verdict
     est = v.estimate
@@ -123,13 +135,15 @@ def check_json(r: CheckResult) -> dict[str, Any]:
         "model": {"id": spec.id, "quant": r.plan.ftype.name, "arch": spec.arch, "n_params": r.plan.n_params,
                   "file_size_bytes": r.file_size_bytes, "resolved": r.resolved.how,
                   "n_ctx_train": spec.n_ctx_train, "tensor_types": r.plan.type_counts()},
-        "hardware": {"name": r.hardware.label, "gpus": [g.id for g in r.hardware.gpus]},
+        "hardware": {"name": r.hardware.label, "gpus": [g.id for g in r.hardware.gpus],
+                     "notes": list(r.hardware.notes)},
         "settings": {"n_ctx": est.n_ctx, "n_ubatch": s.ubatch, "n_batch": s.n_batch, "n_parallel": s.n_parallel,
                      "flash_attn": "on" if flash_attention_on(s) else "off", "cache_type_k": s.cache_type_k,
                      "cache_type_v": s.cache_type_v, "n_gpu_layers": v.n_gpu_layers,
                      "n_layers_total": spec.n_layer + 1, "swa_full": s.swa_full, "kv_unified": s.kv_unified,
                      "kv_cells": est.kv.base_cells, "kv_cells_swa": est.kv.swa_cells},
-        "memory": {"devices": [_llama_device_json(d) for d in est.devices], "host": _host_json(est.host)},
+        "memory": {"devices": [_llama_device_json(d) for d in est.devices], "host": _host_json(est.host),
+                   **_pool_json(est.unified_pool)},
         "verdict": v.verdict,
         "reasons": list(v.reasons),
         "max_ctx_fit": v.max_ctx_fit,

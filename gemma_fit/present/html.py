@@ -160,6 +160,21 @@ def _perf_rows(perf: dict[str, Any] | None) -> list[tuple[str, str]]:
     return rows
 
 
+def _pool_bar(memory: dict[str, Any]) -> list[dict[str, Any]]:
+    """Unified memory: one more bar, the GPU side and the host side together against the one pool."""
+    pool = memory.get("unified_pool")
+    if not pool:
+        return []
+    dev, host = memory["devices"][0], memory["host"]
+    return [{"label": "unified memory (GPU side + host side)", "name": "unified memory", "id": "pool",
+             "weights_bytes": dev["weights_bytes"] + host["weights_bytes"],
+             "kv_cache_bytes": dev["kv_cache_bytes"] + host["kv_cache_bytes"],
+             "compute_bytes": dev["compute_bytes"] + host["compute_bytes"] + host.get("output_bytes", 0),
+             "overhead_bytes": dev["overhead_bytes"] + dev.get("mmproj_bytes", 0),
+             "capacity_bytes": pool["capacity_bytes"], "total_bytes": pool["total_bytes"],
+             "headroom_bytes": pool["headroom_bytes"]}]
+
+
 def render_check_html(doc: dict[str, Any], ranking: list[dict[str, Any]],
                       doc_sources: list[dict[str, Any]]) -> str:
     """One self-contained HTML page for a `gemma-fit.check/1` document and a GPU ranking (gpu_ranking)."""
@@ -168,7 +183,7 @@ def render_check_html(doc: dict[str, Any], ranking: list[dict[str, Any]],
     view = {
         "doc": doc,
         "title": f"{doc['model']['id']} {doc['model']['quant']} on {doc['hardware']['name']}",
-        "bars": memory_bars(doc["memory"]["devices"]),
+        "bars": memory_bars([*doc["memory"]["devices"], *_pool_bar(doc["memory"])]),
         "perf": _perf_rows(perf),
         "perf_notes": list((perf or {}).get("notes") or []),
         "ranking": _ranking_view(ranking, doc["model"].get("n_ctx_train")),

@@ -48,13 +48,18 @@ def memory_table(doc: dict[str, Any]) -> Table:
     table.add_column("term")
     for d in devices:
         table.add_column(f"{d['name']} [{d['id']}]", justify="right")
-    table.add_column("host RAM", justify="right")
+    pool = doc["memory"].get("unified_pool")
+    table.add_column("host side (same memory)" if pool else "host RAM", justify="right")
+    if pool:  # one memory: the GPU side's column holds its own limit, the pool column the sum
+        table.add_column("unified memory", justify="right")
     for term in _TERMS:
         row = [_cell(d.get(term)) if term in d else "-" for d in devices]
         host_value = host.get(term)
         if term == "headroom_bytes" and host.get("capacity_bytes") is not None:
             host_value = host["capacity_bytes"] - host["total_bytes"]
         row.append(_cell(host_value) if term in host or term == "headroom_bytes" else "-")
+        if pool:
+            row.append(_cell(pool[term]) if term in ("total_bytes", "capacity_bytes", "headroom_bytes") else "")
         style = "bold" if term == "total_bytes" else None
         table.add_row(_LABEL[term], *row, style=style)
     return table
@@ -71,6 +76,10 @@ def render_check(out: Console, doc: dict[str, Any]) -> None:
     out.print(f"  settings: ctx {s['n_ctx']:,}, ubatch {s['n_ubatch']}, batch {s['n_batch']}, "
               f"parallel {s['n_parallel']}, flash-attn {s['flash_attn']}, KV {s['cache_type_k']}/{s['cache_type_v']}, "
               f"{s['n_gpu_layers']}/{s['n_layers_total']} layers on GPU")
+    machine_notes = doc["hardware"].get("notes") or []
+    assumed = [n for n in (doc.get("performance") or {}).get("notes", []) if "assumed" in n]
+    if machine_notes or assumed:  # what was probed, given or assumed about the machine
+        out.print("  machine: " + "; ".join([*machine_notes, *assumed]))
     out.print(memory_table(doc))
     for reason in dict.fromkeys(doc["reasons"][1:]):  # each once, in order
         out.print(f"  - {reason}")

@@ -102,6 +102,17 @@ def cpu_terms() -> tuple[float, float, str]:
     return float(cpu.get("decode_efficiency", 0.5)), float(cpu.get("prefill_gflops_per_core", 60.0)), where
 
 
+def cpu_decode_efficiency(family: str) -> tuple[float, str]:
+    """CPU decode efficiency against datasheet (or given) memory bandwidth, for a CPU family (x86, arm):
+    the median of published CPU-only llama.cpp runs (benchmarks/fit_cpu_decode.py)."""
+    fitted = (calibration().get("cpu") or {}).get("decode_efficiency_datasheet") or {}
+    entry = fitted.get(family) or fitted.get("x86")
+    if entry is None:
+        eff, _, where = cpu_terms()
+        return eff, where
+    return float(entry["efficiency"]), f"median of {entry['n']} published {family} CPU runs"
+
+
 def load_terms() -> dict[str, float]:
     """Page-cache read speed as a fraction of RAM bandwidth (measured, benchmarks/measure_load.py) and
     the fixed setup seconds (a budget: backend init, compute-buffer reservation, warm-up)."""

@@ -23,6 +23,7 @@ from gemma_fit.memory.estimate import MemoryEstimate
 from gemma_fit.memory.placement import CPU
 from gemma_fit.model.spec import ModelSpec
 from gemma_fit.speed.calibration import (
+    cpu_decode_efficiency,
     cpu_terms,
     decode_model,
     efficiency_for_group,
@@ -31,6 +32,7 @@ from gemma_fit.speed.calibration import (
     prefill_group,
     split_terms,
 )
+from gemma_fit.speed.cpu import cpu_decode_s, cpu_family
 from gemma_fit.speed.graph import graph_nodes
 from gemma_fit.speed.links import Link, default_attachment, host_link, peer_link
 from gemma_fit.speed.work import DeviceWork, LayerWork, device_work, token_work
@@ -70,7 +72,7 @@ def predict_performance(plan: TensorPlan, est: MemoryEstimate, hardware: Hardwar
     """Decode and prefill speed, time to first token and load time of this plan on this hardware."""
     machine = hardware.machine
     gpus = hardware.gpus
-    ram_bandwidth_gbps = machine.ram_bandwidth_gbps if machine else None
+    ram_bandwidth_gbps = machine.ram_bandwidth_gbps if machine else hardware.ram_bandwidth_gbps
     disk = machine.disk if machine else hardware.disk
     disk_read_gbps = disk.sequential_read_gbps if disk else None
     attachments = machine.attachments if machine else None
@@ -85,12 +87,17 @@ def predict_performance(plan: TensorPlan, est: MemoryEstimate, hardware: Hardwar
         raise SpeedInputError(f"no memory-bandwidth figure for {', '.join(missing)} in the hardware database")
     attachments = attachments or tuple(default_attachment(g) for g in gpus)
     notes: list[str] = []
+    unified = next((g for g in gpus if g.unified_memory), None)
+    if ram_bandwidth_gbps is None and unified is not None:  # the CPU reads the same memory as the GPU
+        ram_bandwidth_gbps = unified.memory_bandwidth_gbps
+        notes.append(f"system memory is {unified.name}'s unified memory ({ram_bandwidth_gbps} GB/s)")
     ram_bw = ram_bandwidth_gbps or DEFAULT_RAM_BANDWIDTH_GBPS
     if ram_bandwidth_gbps is None:
         notes.append(f"system memory assumed {DEFAULT_RAM_BANDWIDTH_GBPS} GB/s (DDR5-5600 dual channel); "
-                     "give --hardware with ram_type/speed for yours")
+                     "give --ram-type (and --ram-channels) or --hardware with ram_type/speed for yours")
+    family = cpu_family(hardware)
     work = device_work(plan, est, len(gpus), prompt_tokens)
-    times = _decode_times(gpus, work, ram_bw, notes)
+    times = _decode_times(gpus, work, ram_bw, family, notes)
     kernel_bound = [g.name for i, g in enumerate(gpus) if _kernel_bound(g, work.read(i), work.nodes[i])]
     peer = peer_link(gpus, attachments)
     transfer_s = _decode_transfer_s(plan.model, est, gpus, peer, attachments)
@@ -111,7 +118,7 @@ def predict_performance(plan: TensorPlan, est: MemoryEstimate, hardware: Hardwar
         decode_time_by_device_s=times,
         notes=tuple(notes),
         load_warm_s=load_warm,
-        per_offloaded_layer_s=_per_offloaded_layer_s(plan, gpus, ram_bw) if gpus else None,
+        per_offloaded_layer_s=_per_offloaded_layer_s(plan, gpus, ram_bw, family) if gpus else None,
         interconnect=peer.name if peer else None,
         split_modes_decode_tokens_per_s=modes,
         load_bottleneck=_load_bottleneck(plan, est, host, disk_read_gbps),
@@ -134,12 +141,8 @@ def _kernel_bound(g: GPUSpec, read_bytes: float, n_nodes: float) -> bool:
     return bool(bw) and n_nodes * m.seconds_per_node > read_bytes / bw
 
 
-def _cpu_decode_s(read_bytes: float, ram_bw: float) -> float:
-    cpu_eff, _, _ = cpu_terms()
-    return read_bytes / (ram_bw * 1e9 * cpu_eff)
-
-
-def _decode_times(gpus: tuple[GPUSpec, ...], work: DeviceWork, ram_bw: float, notes: list[str]) -> dict[str, float]:
+def _decode_times(gpus: tuple[GPUSpec, ...], work: DeviceWork, ram_bw: float, family: str,
+                  notes: list[str]) -> dict[str, float]:
     """Seconds per generated token on each device; with a layer split they run one after another."""
     times: dict[str, float] = {}
     for i, g in enumerate(gpus):
@@ -148,9 +151,9 @@ def _decode_times(gpus: tuple[GPUSpec, ...], work: DeviceWork, ram_bw: float, no
         if i == 0:
             notes.append(f"decode efficiency {src} of {g.memory_bandwidth_gbps} GB/s")
     if work.read(CPU) > 0 or not gpus:
-        times["cpu"] = _cpu_decode_s(work.read(CPU), ram_bw)
-        cpu_eff, _, cpu_where = cpu_terms()
-        notes.append(f"CPU layers decode at {cpu_eff:.0%} of system-memory bandwidth ({cpu_where})")
+        times["cpu"] = cpu_decode_s(work.read(CPU), ram_bw, family)
+        cpu_eff, cpu_where = cpu_decode_efficiency(family)
+        notes.append(f"CPU layers decode at {cpu_eff:.0%} of datasheet system-memory bandwidth ({cpu_where})")
     return times
 
 
@@ -177,12 +180,12 @@ def _handovers(layer_device: list[int]) -> list[tuple[int, int]]:
     return [(a, b) for a, b in zip(layer_device, layer_device[1:], strict=False) if a != b]
 
 
-def _per_offloaded_layer_s(plan: TensorPlan, gpus: tuple[GPUSpec, ...], ram_bw: float) -> float:
+def _per_offloaded_layer_s(plan: TensorPlan, gpus: tuple[GPUSpec, ...], ram_bw: float, family: str) -> float:
     """Decode seconds per token one more repeating layer costs on the CPU instead of the main GPU."""
     layers = token_work(plan).layers
     layer_bytes = sum(lw.read_bytes for lw in layers) / len(layers)
     on_gpu, _ = _gpu_decode_s(gpus[0], layer_bytes, graph_nodes(plan.model).kernels / plan.model.n_layer)
-    return max(0.0, _cpu_decode_s(layer_bytes, ram_bw) - on_gpu)
+    return max(0.0, cpu_decode_s(layer_bytes, ram_bw, family) - on_gpu)
 
 
 def _split_modes(gpus: tuple[GPUSpec, ...], work: DeviceWork, layer_s: float,

@@ -1,0 +1,123 @@
+"""The machine said on the command line instead of in a file: --ram, --ram-type, --ram-channels,
+--cores, --threads, --disk and --reserve on `check` and `report`.
+
+Each flag replaces what the hardware would otherwise assume or probe (this machine's RAM and drive for
+--gpu cpu / local, nothing for a GPU named by id) and says so in the hardware's notes, which every
+answer shows. Bad values are one line of BadInput.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from gemma_fit.base.errors import BadInput
+from gemma_fit.hardware.select import Hardware
+from gemma_fit.hardware.spec import GIB, MAX_RAM_GIB, MIN_RAM_GIB
+
+DEFAULT_CHANNELS = 2  # a desktop or laptop: two 64-bit channels
+MAX_CHANNELS = 24  # a 2-socket 12-channel server
+MAX_THREADS = 1024
+
+
+@dataclass(frozen=True)
+class MachineFlags:
+    ram_gb: float | None = None  # GiB, as a machine file's ram_gb
+    ram_type: str | None = None  # "ddr5-6000", "lpddr5x-8000"
+    ram_channels: int | None = None
+    cores: int | None = None
+    threads: int | None = None
+    disk: str | None = None  # a storage class id
+    reserve_gib: float | None = None  # kept free on each GPU (a display, other processes)
+
+    def given(self) -> bool:
+        return any(v is not None for v in vars(self).values())
+
+
+_RAM_TYPE = re.compile(r"^(ddr4|ddr5|lpddr4x?|lpddr5x?)-(\d{3,5})$")
+
+
+def _ram_bandwidth(flags: MachineFlags, extra: tuple[Path, ...]) -> tuple[float, str] | None:
+    if flags.ram_type is None:
+        if flags.ram_channels is not None:
+            raise BadInput("--ram-channels needs --ram-type (e.g. --ram-type ddr5-6000)")
+        return None
+    m = _RAM_TYPE.match(flags.ram_type.strip().lower())
+    if m is None:
+        raise BadInput(f"--ram-type {flags.ram_type}: give the type and speed, e.g. ddr5-6000, ddr4-3200, "
+                       "lpddr5x-8000")
+    kind, speed = m.group(1), int(m.group(2))
+    if not 800 <= speed <= 12_000:
+        raise BadInput(f"--ram-type {flags.ram_type}: {speed} MT/s is impossible (800 to 12,000)")
+    channels = flags.ram_channels if flags.ram_channels is not None else DEFAULT_CHANNELS
+    if not 1 <= channels <= MAX_CHANNELS:
+        raise BadInput(f"--ram-channels {channels} is impossible (1 to {MAX_CHANNELS})")
+    from gemma_fit.hardware.catalog import memory_speed
+
+    known = memory_speed(kind, speed, extra)
+    per_channel = known.per_channel_gbps if known else speed * 8 / 1000  # 64-bit channel: 8 bytes a transfer
+    how = "" if flags.ram_channels is not None else f", {DEFAULT_CHANNELS} channels assumed (--ram-channels)"
+    bw = round(per_channel * channels, 2)
+    return bw, f"system memory {kind.upper()}-{speed} x {channels} channels = {bw:g} GB/s (given{how})"
+
+
+def _check_counts(flags: MachineFlags) -> None:
+    if flags.ram_gb is not None and not MIN_RAM_GIB <= flags.ram_gb <= MAX_RAM_GIB:
+        raise BadInput(f"--ram {flags.ram_gb:g} is impossible: at least {MIN_RAM_GIB:g} GiB (an OS and the "
+                       f"smallest Gemma need more) and at most {MAX_RAM_GIB:,} GiB")
+    for flag, value in (("--cores", flags.cores), ("--threads", flags.threads)):
+        if value is not None and not 1 <= value <= MAX_THREADS:
+            raise BadInput(f"{flag} {value} is impossible (1 to {MAX_THREADS:,})")
+    if flags.reserve_gib is not None and not 0 <= flags.reserve_gib <= 1024:
+        raise BadInput(f"--reserve {flags.reserve_gib:g} is impossible (0 to 1,024 GiB kept free on each GPU)")
+
+
+def _reserved(hw: Hardware, reserve_gib: float) -> Hardware:
+    reserve = round(reserve_gib * GIB)
+    gpus = []
+    for g in hw.gpus:
+        if reserve >= g.usable_memory_bytes:
+            raise BadInput(f"--reserve {reserve_gib:g} GiB leaves nothing of {g.name}'s "
+                           f"{g.usable_memory_bytes / GIB:.1f} GiB")
+        gpus.append(replace(g, usable_memory_bytes=g.usable_memory_bytes - reserve))
+    note = f"--reserve: {reserve_gib:g} GiB kept free on each GPU"
+    return replace(hw, gpus=tuple(gpus), notes=(*hw.notes, note))
+
+
+def with_machine_flags(hw: Hardware, flags: MachineFlags, extra: tuple[Path, ...] = ()) -> Hardware:
+    """The hardware with what the flags say in place of what was assumed or probed."""
+    if not flags.given():
+        return hw
+    _check_counts(flags)
+    notes = list(hw.notes)
+    machine = hw.machine
+    host = hw.host_capacity_bytes
+    if flags.ram_gb is not None:
+        host = round(flags.ram_gb * GIB)
+        notes = [n for n in notes if "RAM" not in n]  # what was probed or assumed no longer holds
+        notes.append(f"--ram: {flags.ram_gb:g} GiB of system memory, as given")
+        machine = replace(machine, ram_bytes=host) if machine else None
+    bandwidth = _ram_bandwidth(flags, extra)
+    ram_bw = hw.ram_bandwidth_gbps
+    if bandwidth is not None:
+        ram_bw, note = bandwidth
+        notes.append(note)
+        machine = replace(machine, ram_bandwidth_gbps=ram_bw) if machine else None
+    disk = hw.disk
+    if flags.disk is not None:
+        from gemma_fit.hardware.catalog import storage_class
+
+        disk = storage_class(flags.disk.strip().lower(), extra)
+        notes = [n for n in notes if not n.startswith("load time")]
+        notes.append(f"--disk: {disk.name}, as given")
+        machine = replace(machine, disk=disk) if machine else None
+    cores = flags.threads or flags.cores or hw.cpu_cores
+    if flags.threads or flags.cores:
+        notes.append(f"CPU: {cores} threads, as given" if flags.threads else f"CPU: {cores} cores, as given")
+    label = hw.label
+    if flags.ram_gb is not None and not hw.gpus and machine is None:  # --gpu cpu: no longer this machine's RAM
+        label = f"CPU only ({flags.ram_gb:g} GiB RAM)"
+    out = replace(hw, label=label, host_capacity_bytes=host, machine=machine, disk=disk, cpu_cores=cores,
+                  ram_bandwidth_gbps=ram_bw, notes=tuple(notes))
+    return _reserved(out, flags.reserve_gib) if flags.reserve_gib else out

@@ -1,0 +1,96 @@
+"""The machine said without a file: --ram, --ram-type, --ram-channels, --cores, --threads, --disk and
+--reserve on check and report, each replacing what was probed or assumed and saying so."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from gemma_fit import MachineFlags, check, report
+from gemma_fit.hardware.spec import GIB
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gemma_fit", *args], capture_output=True, text=True, timeout=300,
+                          check=False, env={**os.environ, "COLUMNS": "200"})
+
+
+def test_ram_makes_the_host_checked_on_a_named_gpu() -> None:
+    plain = check("gemma-3-27b", "rtx-4060")
+    given = check("gemma-3-27b", "rtx-4060", machine=MachineFlags(ram_gb=32))
+    assert "host_ram" in plain.verdict.unchecked and not given.verdict.unchecked
+    assert given.verdict.estimate.host.capacity_bytes == 32 * GIB
+    assert any("--ram: 32 GiB" in n for n in given.hardware.notes)
+
+
+def test_ram_type_sets_the_bandwidth_cpu_decode_follows() -> None:
+    ddr4 = check("gemma-3-27b", "cpu", machine=MachineFlags(ram_gb=64, ram_type="ddr4-3200"))
+    ddr5 = check("gemma-3-27b", "cpu", machine=MachineFlags(ram_gb=64, ram_type="ddr5-6000", ram_channels=2))
+    assert ddr4.performance is not None and ddr5.performance is not None
+    ratio = ddr5.performance.decode_tokens_per_s / ddr4.performance.decode_tokens_per_s
+    assert ratio == pytest.approx(96.0 / 51.2, rel=0.05)  # 2 x 8 B x 6000 MT/s against 2 x 8 B x 3200
+    server = check("gemma-3-27b", "cpu", machine=MachineFlags(ram_gb=512, ram_type="ddr5-4800", ram_channels=12))
+    assert server.performance is not None
+    assert server.performance.decode_tokens_per_s > 4 * ddr5.performance.decode_tokens_per_s
+
+
+def test_cpu_decode_is_calibrated_on_datasheet_bandwidth() -> None:
+    """Dual-channel DDR5-6000, Gemma 3 27B Q4_K_M: people measure 3.5-4 tok/s (issue 14)."""
+    r = check("gemma-3-27b", "cpu", machine=MachineFlags(ram_gb=64, ram_type="ddr5-6000"))
+    assert r.performance is not None
+    assert 3.0 <= r.performance.decode_tokens_per_s <= 4.2
+    assert any("published" in n for n in r.performance.notes)
+
+
+def test_reserve_lowers_every_gpu() -> None:
+    plain = check("9b", ["a4000", "a4000"])
+    kept = check("9b", ["a4000", "a4000"], machine=MachineFlags(reserve_gib=1.5))
+    for a, b in zip(plain.verdict.estimate.devices, kept.verdict.estimate.devices, strict=True):
+        assert a.capacity_bytes - b.capacity_bytes == round(1.5 * GIB)
+
+
+def test_disk_and_threads_change_load_and_prefill() -> None:
+    slow = check("gemma-3-12b", "cpu", machine=MachineFlags(ram_gb=64, disk="hdd", threads=2))
+    fast = check("gemma-3-12b", "cpu", machine=MachineFlags(ram_gb=64, disk="nvme-gen4", threads=16))
+    assert slow.performance is not None and fast.performance is not None
+    assert slow.performance.load_s > fast.performance.load_s
+    assert fast.performance.prefill_tokens_per_s > slow.performance.prefill_tokens_per_s
+
+
+def test_report_takes_the_same_flags() -> None:
+    doc = report(["gemma-3-4b"], ["cpu"], machine=MachineFlags(ram_gb=16, ram_type="ddr4-3200"))
+    notes = doc["cells"][0]["check"]["hardware"]["notes"]
+    assert any("DDR4-3200" in n for n in notes) and any("--ram: 16 GiB" in n for n in notes)
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--ram", "0.1"], "--ram 0.1 is impossible"),
+    (["--ram", "nan"], "--ram nan is impossible"),
+    (["--ram-type", "ddr9"], "--ram-type ddr9"),
+    (["--ram-type", "ddr5-99999"], "MT/s is impossible"),
+    (["--ram-channels", "4"], "--ram-channels needs --ram-type"),
+    (["--ram-type", "ddr5-6000", "--ram-channels", "99"], "--ram-channels 99 is impossible"),
+    (["--threads", "0"], "--threads 0 is impossible"),
+    (["--reserve", "100"], "leaves nothing"),
+    (["--disk", "floppy"], "floppy"),
+])
+def test_bad_machine_flags_are_one_line(args: list[str], needle: str) -> None:
+    done = cli("check", "--gpu", "a4000", "--model", "9b", *args)
+    assert done.returncode == 2 and done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], done.stderr
+
+
+def test_gpu_cpu_says_its_assumptions_in_the_terminal() -> None:
+    plain = cli("check", "--gpu", "cpu", "--model", "gemma-3-1b")
+    assert "machine: --gpu cpu: capacity is this machine's total RAM" in plain.stdout
+    assert "system memory assumed" in plain.stdout
+    given = cli("check", "--gpu", "cpu", "--model", "gemma-3-1b", "--ram", "8", "--ram-type", "lpddr5x-8000")
+    assert "--ram: 8 GiB of system memory, as given" in given.stdout
+    assert "this machine's total RAM" not in given.stdout and "system memory assumed" not in given.stdout
+    doc = json.loads(cli("check", "--gpu", "cpu", "--model", "gemma-3-1b", "--ram", "8", "--json").stdout)
+    assert doc["memory"]["host"]["capacity_bytes"] == 8 * GIB
