@@ -31,7 +31,7 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from gemma_fit.hardware.catalog import load_gpus  # noqa: E402
+from gemma_fit.hardware.catalog import load_gpus, load_hardware_db, name_key  # noqa: E402
 from gemma_fit.hardware.schema import BACKENDS  # noqa: E402
 from gemma_fit.speed.calibration import (  # noqa: E402
     NEAREST_GROUP,
@@ -92,9 +92,10 @@ def recent_default_build(row: dict) -> bool:
 
 def efficiencies() -> list[dict]:
     gpus = load_gpus()
+    names = load_hardware_db().names  # a row's id may be an alias now (m2-max is m2-max-96gb)
     out = []
     for row in csv.DictReader(DATA.open()):
-        gpu = gpus.get(row["gpu_id"])
+        gpu = gpus.get(row["gpu_id"]) or gpus.get(names.get(name_key(row["gpu_id"]), ""))
         if gpu is None or row["model"] not in BENCH_MODELS or row["quant"] not in EMBD_BYTES:
             continue
         run_backend = row["backend"].strip().lower()

@@ -6,7 +6,7 @@ computes for each the effective bandwidth (model bytes x tokens/s) over the data
 median per CPU family (x86: AVX2/AVX-512/AMX; arm: NEON/SVE) is the efficiency the speed model applies
 to datasheet (or given) system-memory bandwidth. Prints the per-row ratios and the leave-one-out error
 of the decode prediction (each row predicted with the median of the others), and with --write stores
-the medians in model_db/llamacpp/speed_calibration.yaml (cpu.decode_efficiency_datasheet).
+the medians in model_db/llamacpp/cpu_decode.yaml.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 RUNS = REPO / "benchmarks" / "data" / "cpu_published_runs.csv"
-CALIBRATION = REPO / "model_db" / "llamacpp" / "speed_calibration.yaml"
+TABLE = REPO / "model_db" / "llamacpp" / "cpu_decode.yaml"
 GIB = 1024**3
 FAMILY = {"avx2": "x86", "avx512": "x86", "amx": "x86", "neon": "arm", "sve": "arm"}
 
@@ -69,13 +69,11 @@ def main() -> None:
     print(f"leave-one-out decode error: median {statistics.median(errors):.0%}, max {max(errors):.0%} "
           f"over {len(errors)} runs")
     if "--write" in sys.argv:
-        cal = yaml.safe_load(CALIBRATION.read_text(encoding="utf-8"))
-        cal["cpu"]["decode_efficiency_datasheet"] = {fam: {"efficiency": eff, "n": n}
-                                                     for fam, (eff, n) in fitted.items()}
-        cal["cpu"]["decode_source"] = ("benchmarks/fit_cpu_decode.py over benchmarks/data/cpu_published_runs.csv "
-                                       "(published CPU-only llama.cpp runs, one URL per row)")
-        CALIBRATION.write_text(yaml.safe_dump(cal, sort_keys=False, width=110), encoding="utf-8")
-
+        head = "".join(line for line in TABLE.read_text(encoding="utf-8").splitlines(keepends=True)
+                       if line.startswith("#"))
+        body = {"source": "benchmarks/fit_cpu_decode.py over benchmarks/data/cpu_published_runs.csv",
+                "families": {fam: {"efficiency": eff, "n": n} for fam, (eff, n) in fitted.items()}}
+        TABLE.write_text(head + yaml.safe_dump(body, sort_keys=False), encoding="utf-8")
 
 if __name__ == "__main__":
     main()

@@ -105,7 +105,7 @@ def cpu_terms() -> tuple[float, float, str]:
 def cpu_decode_efficiency(family: str) -> tuple[float, str]:
     """CPU decode efficiency against datasheet (or given) memory bandwidth, for a CPU family (x86, arm):
     the median of published CPU-only llama.cpp runs (benchmarks/fit_cpu_decode.py)."""
-    fitted = (calibration().get("cpu") or {}).get("decode_efficiency_datasheet") or {}
+    fitted = read_packaged_yaml("llamacpp/cpu_decode.yaml")["families"]
     entry = fitted.get(family) or fitted.get("x86")
     if entry is None:
         eff, _, where = cpu_terms()
