@@ -1,12 +1,21 @@
-"""CPU decode efficiency against DATASHEET memory bandwidth, from published CPU-only llama.cpp runs.
+"""CPU speed terms from published CPU-only llama.cpp runs: decode efficiency against DATASHEET memory
+bandwidth, the bandwidth one thread can draw, and prefill GFLOP/s per thread by instruction set.
 
-Reads benchmarks/data/cpu_published_runs.csv (every row has the URL where its numbers are written),
-takes the token-generation rows marked use_in_median (dense models, all cores, bandwidth known), and
-computes for each the effective bandwidth (model bytes x tokens/s) over the datasheet bandwidth. The
-median per CPU family (x86: AVX2/AVX-512/AMX; arm: NEON/SVE) is the efficiency the speed model applies
-to datasheet (or given) system-memory bandwidth. Prints the per-row ratios and the leave-one-out error
-of the decode prediction (each row predicted with the median of the others), and with --write stores
-the medians in model_db/llamacpp/cpu_decode.yaml.
+Reads benchmarks/data/cpu_published_runs.csv (every row has the URL where its numbers are written).
+
+- **Decode efficiency**: the token-generation rows marked use_in_median (dense models, all cores,
+  bandwidth known); effective bandwidth (model bytes x tokens/s) over datasheet bandwidth; the median per
+  CPU family (x86: AVX2/AVX-512/AMX; arm: NEON/SVE).
+- **Bandwidth per thread**: a core keeps only so many cache misses in flight, so a run on one or two
+  threads cannot fill a memory system sized for many. The token-generation rows run on at most
+  MAX_THREAD_LIMITED threads give effective bandwidth / threads; their median caps decode at
+  threads x that figure.
+- **Prefill**: the prompt-processing rows (use_in_median "pp") give matrix-product GFLOP/s per thread:
+  2 x (parameters without the token-embedding and output matrices, which a prompt does not multiply
+  per token) x tokens/s / threads; the median per instruction-set group.
+
+Prints the per-row figures and the leave-one-CPU-out errors (each CPU's rows predicted from the other
+CPUs' medians), and with --write stores the medians in model_db/llamacpp/cpu_decode.yaml.
 """
 
 from __future__ import annotations
@@ -24,56 +33,146 @@ RUNS = REPO / "benchmarks" / "data" / "cpu_published_runs.csv"
 TABLE = REPO / "model_db" / "llamacpp" / "cpu_decode.yaml"
 GIB = 1024**3
 FAMILY = {"avx2": "x86", "avx512": "x86", "amx": "x86", "neon": "arm", "sve": "arm"}
+# Prefill groups: llama.cpp's AMX kernels run only in builds with GGML_AMX and for some quant types,
+# so AMX CPUs join the AVX-512 group; NEON and SVE cores share the arm group (SVE has one CPU here).
+PREFILL_GROUP = {"avx2": "avx2", "avx512": "avx512", "amx": "avx512", "neon": "arm", "sve": "arm"}
+MAX_THREAD_LIMITED = 2
+# Token-embedding plus output-matrix parameters (billions) of the benchmark models, from their
+# published config.json (vocab x hidden; counted once where the two are tied).
+NOT_MULTIPLIED_B = {"Llama 3.1 8B": 2 * 128256 * 4096 / 1e9, "LLaMA-3.1-8B": 2 * 128256 * 4096 / 1e9,
+                    "Llama 3.2 3B": 128256 * 3072 / 1e9, "Llama 3.2 1B": 128256 * 2048 / 1e9,
+                    "TinyLlama 1.1B": 2 * 32000 * 2048 / 1e9, "Mistral 7B": 2 * 32000 * 4096 / 1e9,
+                    "Llama 2 7B": 2 * 32000 * 4096 / 1e9, "LLaMA 7B": 2 * 32000 * 4096 / 1e9}
 
 
-def rows() -> list[dict[str, object]]:
+def _number(text: str) -> float | None:
+    m = re.match(r"\s*([\d.]+)", text or "")
+    return float(m.group(1)) if m else None
+
+
+def _isa(r: dict[str, str]) -> str:
+    return r["isa"].split("+")[0].split()[0].strip()
+
+
+def _threads(r: dict[str, str]) -> int | None:
+    """Threads stated (or assumed, said so in the row) else the core count: llama.cpp's default."""
+    t = _number(r["threads"]) or _number(r["cores"])
+    return int(t) if t else None
+
+
+def decode_rows() -> list[dict[str, object]]:
     out = []
     for r in csv.DictReader(RUNS.open(encoding="utf-8")):
-        if not r["test"].startswith("tg") or r.get("use_in_median") != "yes":
+        size, bw = _number(r["model_size_gib"]), _number(r["datasheet_bandwidth_gbps"])
+        if not r["test"].startswith("tg") or size is None:
             continue
-        size = re.match(r"[\d.]+", r["model_size_gib"] or "")
-        if size is None or not r["datasheet_bandwidth_gbps"]:
-            continue
-        effective = float(size.group()) * GIB * float(r["tokens_per_s"]) / 1e9
-        out.append({"cpu": r["cpu"], "family": FAMILY[r["isa"].split("+")[0].strip()],
-                    "ratio": effective / float(r["datasheet_bandwidth_gbps"]), "source": r["source_url"]})
+        effective = size * GIB * float(r["tokens_per_s"]) / 1e9
+        threads = int(_number(r["threads"]) or 0) if r["threads"].strip().isdigit() else None
+        out.append({"cpu": r["cpu"], "family": FAMILY[_isa(r)], "effective": effective, "datasheet": bw,
+                    "threads": threads, "median": r.get("use_in_median") == "yes", "source": r["source_url"]})
     return out
 
 
-def medians(data: list[dict[str, object]]) -> dict[str, tuple[float, int]]:
+def prefill_rows() -> list[dict[str, object]]:
+    out = []
+    for r in csv.DictReader(RUNS.open(encoding="utf-8")):
+        if r.get("use_in_median") != "pp":
+            continue
+        base = next((k for k in NOT_MULTIPLIED_B if r["model"].startswith(k)), None)
+        params, threads = _number(r["model_params_b"]), _threads(r)
+        if base is None or params is None or threads is None:
+            continue
+        gflops = 2 * (params - NOT_MULTIPLIED_B[base]) * float(r["tokens_per_s"]) / threads
+        out.append({"cpu": r["cpu"], "group": PREFILL_GROUP[_isa(r)], "per_thread": gflops, "source": r["source_url"]})
+    return out
+
+
+def decode_terms(data: list[dict[str, object]], skip_cpu: str | None = None) -> tuple[dict[str, float], float]:
+    """(efficiency per family, GB/s per thread) from every row not of skip_cpu."""
+    keep = [d for d in data if d["cpu"] != skip_cpu]
+    eff = {}
+    for fam in sorted({str(d["family"]) for d in keep}):
+        ratios = [float(d["effective"]) / float(d["datasheet"]) for d in keep  # type: ignore[arg-type]
+                  if d["family"] == fam and d["median"] and d["datasheet"]]
+        if ratios:
+            eff[fam] = statistics.median(ratios)
+    per_thread = [float(d["effective"]) / int(d["threads"]) for d in keep  # type: ignore[arg-type, call-overload]
+                  if d["threads"] and int(d["threads"]) <= MAX_THREAD_LIMITED]  # type: ignore[call-overload]
+    return eff, statistics.median(per_thread)
+
+
+def predicted_bandwidth(d: dict[str, object], eff: dict[str, float], per_thread: float) -> float | None:
+    if not d["datasheet"] or d["family"] not in eff:
+        return None
+    bw = float(d["datasheet"]) * eff[str(d["family"])]  # type: ignore[arg-type]
+    return min(bw, per_thread * int(d["threads"])) if d["threads"] else bw  # type: ignore[call-overload]
+
+
+def prefill_medians(data: list[dict[str, object]], skip_cpu: str | None = None) -> dict[str, tuple[float, int]]:
     out = {}
-    for fam in sorted({str(d["family"]) for d in data}):
-        ratios = [float(d["ratio"]) for d in data if d["family"] == fam]  # type: ignore[arg-type]
-        out[fam] = (round(statistics.median(ratios), 3), len(ratios))
+    for group in sorted({str(d["group"]) for d in data}):
+        rates = [float(d["per_thread"]) for d in data if d["group"] == group and d["cpu"] != skip_cpu]  # type: ignore[arg-type]
+        if rates:
+            out[group] = (round(statistics.median(rates), 1), len(rates))
     return out
 
 
-def leave_one_out(data: list[dict[str, object]]) -> list[float]:
-    """|predicted/measured - 1| per row, the efficiency taken from the other rows of its family."""
+def decode_errors(data: list[dict[str, object]]) -> list[float]:
+    """|predicted/measured - 1| for each row used, its CPU left out of the fit."""
     errors = []
-    for i, d in enumerate(data):
-        others = [float(o["ratio"]) for j, o in enumerate(data) if j != i and o["family"] == d["family"]]  # type: ignore[arg-type]
-        if others:
-            errors.append(abs(statistics.median(others) / float(d["ratio"]) - 1))  # type: ignore[arg-type]
+    for d in data:
+        if not (d["median"] or (d["threads"] and int(d["threads"]) <= MAX_THREAD_LIMITED)):  # type: ignore[call-overload]
+            continue
+        eff, per_thread = decode_terms(data, skip_cpu=str(d["cpu"]))
+        bw = predicted_bandwidth(d, eff, per_thread)
+        if bw is not None:
+            errors.append(abs(bw / float(d["effective"]) - 1))  # type: ignore[arg-type]
     return errors
 
 
-def main() -> None:
-    data = rows()
+def prefill_errors(data: list[dict[str, object]]) -> list[float]:
+    errors = []
     for d in data:
-        print(f"  {d['family']:4} {float(d['ratio']):.2f}  {d['cpu']}")  # type: ignore[arg-type]
-    fitted = medians(data)
-    errors = leave_one_out(data)
-    for fam, (eff, n) in fitted.items():
-        print(f"{fam}: decode efficiency {eff:.3f} of datasheet bandwidth (median of {n} runs)")
-    print(f"leave-one-out decode error: median {statistics.median(errors):.0%}, max {max(errors):.0%} "
-          f"over {len(errors)} runs")
+        others = prefill_medians(data, skip_cpu=str(d["cpu"]))
+        if d["group"] in others:
+            errors.append(abs(others[str(d["group"])][0] / float(d["per_thread"]) - 1))  # type: ignore[arg-type]
+    return errors
+
+
+def _summary(name: str, errors: list[float]) -> str:
+    return (f"leave-one-CPU-out {name} error: median {statistics.median(errors):.0%}, "
+            f"max {max(errors):.0%} over {len(errors)} runs")
+
+
+def main() -> None:
+    dec, pre = decode_rows(), prefill_rows()
+    eff, per_thread = decode_terms(dec)
+    for d in dec:
+        ratio = f"{float(d['effective']) / float(d['datasheet']):.2f}" if d["datasheet"] else "  - "  # type: ignore[arg-type]
+        print(f"  tg {d['family']:4} {ratio} of datasheet, {float(d['effective']):6.1f} GB/s on "  # type: ignore[arg-type]
+              f"{d['threads'] or '?'} threads  {d['cpu']}")
+    for d in pre:
+        print(f"  pp {d['group']:6} {float(d['per_thread']):6.1f} GFLOP/s per thread  {d['cpu']}")  # type: ignore[arg-type]
+    n_eff = {f: sum(1 for d in dec if d["family"] == f and d["median"] and d["datasheet"]) for f in eff}
+    n_thread = sum(1 for d in dec if d["threads"] and int(d["threads"]) <= MAX_THREAD_LIMITED)  # type: ignore[call-overload]
+    prefill = prefill_medians(pre)
+    for fam, e in eff.items():
+        print(f"{fam}: decode efficiency {e:.3f} of datasheet bandwidth (median of {n_eff[fam]} runs)")
+    print(f"decode bandwidth per thread: {per_thread:.1f} GB/s (median of {n_thread} runs on "
+          f"<= {MAX_THREAD_LIMITED} threads)")
+    for group, (rate, n) in prefill.items():
+        print(f"{group}: prefill {rate:.1f} GFLOP/s per thread (median of {n} runs)")
+    print(_summary("decode", decode_errors(dec)))
+    print(_summary("prefill", prefill_errors(pre)))
     if "--write" in sys.argv:
         head = "".join(line for line in TABLE.read_text(encoding="utf-8").splitlines(keepends=True)
                        if line.startswith("#"))
         body = {"source": "benchmarks/fit_cpu_decode.py over benchmarks/data/cpu_published_runs.csv",
-                "families": {fam: {"efficiency": eff, "n": n} for fam, (eff, n) in fitted.items()}}
+                "families": {fam: {"efficiency": round(e, 3), "n": n_eff[fam]} for fam, e in eff.items()},
+                "per_thread": {"gbps": round(per_thread, 1), "n": n_thread, "max_threads": MAX_THREAD_LIMITED},
+                "prefill": {g: {"gflops_per_thread": rate, "n": n} for g, (rate, n) in prefill.items()}}
         TABLE.write_text(head + yaml.safe_dump(body, sort_keys=False), encoding="utf-8")
+
 
 if __name__ == "__main__":
     main()

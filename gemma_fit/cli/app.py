@@ -14,7 +14,7 @@ from gemma_fit.base.units import fmt_bytes
 from gemma_fit.base.version import __version__
 from gemma_fit.cli import state
 from gemma_fit.cli.hardware import db_app, list_gpus, probe_command
-from gemma_fit.cli.lists import list_models, list_quants
+from gemma_fit.cli.lists import list_cpus, list_models, list_quants
 from gemma_fit.cli.options import (
     BATCH,
     CACHE_TYPE_K,
@@ -28,6 +28,7 @@ from gemma_fit.cli.options import (
     BackendOpt,
     BatchOpt,
     CoresOpt,
+    CpuOpt,
     CtkOpt,
     CtvOpt,
     CtxOpt,
@@ -77,6 +78,7 @@ app.command("probe", help="What this machine has: GPUs (NVML), RAM, CPU, disks."
 app.add_typer(db_app, name="db")
 app.command("report", help="The verdict over several GPUs, models, quants and contexts.")(report_command)
 list_app.command("gpus", help="Every GPU in the hardware database.")(list_gpus)
+list_app.command("cpus", help="Every CPU in the hardware database (what --cpu accepts).")(list_cpus)
 list_app.command("models", help="Every model in the database.")(list_models)
 list_app.command("quants", help="The llama.cpp file types gemma-fit knows, with their base tensor type.")(list_quants)
 app.command("smoke", help="Run llama.cpp and set measured memory and speed beside the estimate.")(smoke_command)
@@ -167,6 +169,7 @@ def check(
     ram: RamOpt = None,
     ram_type: RamTypeOpt = None,
     ram_channels: RamChannelsOpt = None,
+    cpu: CpuOpt = None,
     cores: CoresOpt = None,
     threads: ThreadsOpt = None,
     disk: DiskOpt = None,
@@ -175,7 +178,7 @@ def check(
     """The go/no-go answer for one model, quant, context and hardware."""
     checking.check_model_source(model, gguf)
     flags = machine_flags(ram=ram, ram_type=ram_type, ram_channels=ram_channels, cores=cores, threads=threads,
-                          disk=disk, reserve=reserve)
+                          disk=disk, reserve=reserve, cpu=cpu)
     hw = with_machine_flags(with_backend(select_hardware(gpu or [], hardware, state.hardware_dirs()), backend),
                             flags, state.hardware_dirs())
     projector = checking.projector_bytes(mmproj) if mmproj is not None and engine == "llama.cpp" else 0

@@ -1,4 +1,4 @@
-"""`gemma-fit list models|quants`: what the databases hold (`list gpus` is in cli.hardware)."""
+"""`gemma-fit list models|quants|cpus`: what the databases hold (`list gpus` is in cli.hardware)."""
 
 from __future__ import annotations
 
@@ -68,3 +68,27 @@ def list_quants(as_json: Annotated[bool, typer.Option("--json")] = False) -> Non
     console().print(table)
 
 
+
+
+def list_cpus(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Every CPU in the hardware database (what --cpu accepts)."""
+    from gemma_fit.hardware.catalog import cpu_spec, load_hardware_db
+
+    db = load_hardware_db(state.hardware_dirs())
+    rows = []
+    for cid, e in sorted(db.cpus.items()):
+        spec = cpu_spec(e, state.hardware_dirs())
+        rows.append({"id": cid, "name": e.name, "family": e.family, "isa": e.isa, "cores": e.cores,
+                     "threads": e.threads, "performance_cores": e.performance_cores, "memory": spec.memory,
+                     "ram_bandwidth_gbps": spec.ram_bandwidth_gbps, "source": e.source})
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    from rich.table import Column, Table
+
+    table = Table(Column("id", no_wrap=True), Column("name", overflow="fold"), "isa", "cores", "threads",
+                  Column("memory (supported maximum)", overflow="fold"), "GB/s")
+    for r in rows:
+        table.add_row(str(r["id"]), str(r["name"]), str(r["isa"]), str(r["cores"]), str(r["threads"]),
+                      str(r["memory"]), f"{r['ram_bandwidth_gbps']:g}")
+    console().print(table)

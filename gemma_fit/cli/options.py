@@ -63,7 +63,9 @@ RamOpt = Annotated[float | None, typer.Option("--ram", help="System memory in Gi
 RamTypeOpt = Annotated[str | None, typer.Option("--ram-type", help="Memory type and speed, e.g. ddr5-6000, "
                                                                   "ddr4-3200, lpddr5x-8000 (sets the bandwidth).")]
 RamChannelsOpt = Annotated[int | None, typer.Option("--ram-channels", help="Memory channels (default 2).")]
-CoresOpt = Annotated[int | None, typer.Option("--cores", help="CPU cores (prefill of CPU layers).")]
+CpuOpt = Annotated[str | None, typer.Option("--cpu", help="The CPU by name or id (e.g. \"Ryzen 9 7950X\"; "
+                                                          "gemma-fit list cpus): its cores, kernels and memory.")]
+CoresOpt = Annotated[int | None, typer.Option("--cores", help="CPU cores (llama.cpp's default threads).")]
 ThreadsOpt = Annotated[int | None, typer.Option("--threads", "-t", help="CPU threads llama.cpp uses (-t).")]
 DiskOpt = Annotated[str | None, typer.Option("--disk", help="Storage class of the model's drive (nvme-gen4, "
                                                            "nvme-gen3, sata-ssd, hdd, ...).")]
@@ -73,5 +75,5 @@ ReserveOpt = Annotated[float | None, typer.Option("--reserve", help="GiB kept fr
 
 def machine_flags(*, ram: float | None = None, ram_type: str | None = None, ram_channels: int | None = None,
                   cores: int | None = None, threads: int | None = None, disk: str | None = None,
-                  reserve: float | None = None) -> MachineFlags:
-    return MachineFlags(ram, ram_type, ram_channels, cores, threads, disk, reserve)
+                  reserve: float | None = None, cpu: str | None = None) -> MachineFlags:
+    return MachineFlags(ram, ram_type, ram_channels, cores, threads, disk, reserve, cpu)

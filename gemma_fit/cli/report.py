@@ -29,6 +29,7 @@ from gemma_fit.cli.options import (
     UBATCH,
     BatchOpt,
     CoresOpt,
+    CpuOpt,
     CtkOpt,
     CtvOpt,
     DiskOpt,
@@ -198,6 +199,7 @@ def report_command(
     ram: RamOpt = None,
     ram_type: RamTypeOpt = None,
     ram_channels: RamChannelsOpt = None,
+    cpu: CpuOpt = None,
     cores: CoresOpt = None,
     threads: ThreadsOpt = None,
     disk: DiskOpt = None,
@@ -243,7 +245,7 @@ def report_command(
                             model_dirs=model_dirs, hardware_dirs=hardware_dirs, what_to_buy=html is not None,
                             progress=on_progress, engine=engine,
                             machine=machine_flags(ram=ram, ram_type=ram_type, ram_channels=ram_channels, cores=cores,
-                                                  threads=threads, disk=disk, reserve=reserve))
+                                                  threads=threads, disk=disk, reserve=reserve, cpu=cpu))
     if html is not None:
         write_html(html, render_report_html(report))
         if not quiet:

@@ -24,6 +24,8 @@ from gemma_fit.hardware.schema import (
     GIB,
     MAX_GPUS,
     NO_CAPACITY,
+    CPUEntry,
+    CPUFile,
     GPUEntry,
     GPUFile,
     GPUSlot,
@@ -39,17 +41,20 @@ from gemma_fit.hardware.schema import (
     too_many_gpus,
 )
 from gemma_fit.hardware.spec import (  # noqa: F401 - re-exported
+    CPUSpec,
     GPUAttachment,
     GPUSpec,
     Machine,
     StorageSpec,
     as_seen_by_software,
+    cpu_key,
     name_key,
 )
 
 # top-level key of a hardware_db file -> the schema of the whole file
 FILE_KINDS: dict[str, type[BaseModel]] = {
     "gpus": GPUFile,
+    "cpus": CPUFile,
     "interconnects": InterconnectFile,
     "memory": MemoryFile,
     "storage": StorageFile,
@@ -77,12 +82,14 @@ class HardwareDB:
     """Every hardware entry, keyed by id; entries in later (extra) folders replace earlier ones."""
 
     gpus: dict[str, GPUEntry] = field(default_factory=dict)
+    cpus: dict[str, CPUEntry] = field(default_factory=dict)
     interconnects: dict[str, InterconnectEntry] = field(default_factory=dict)
     memory: dict[str, MemoryEntry] = field(default_factory=dict)
     storage: dict[str, StorageEntry] = field(default_factory=dict)
     files: dict[str, Path] = field(default_factory=dict)  # "kind:id" -> file it came from
     names: dict[str, str] = field(default_factory=dict)  # name_key of id/alias -> GPU id
     device_names: dict[str, tuple[str, ...]] = field(default_factory=dict)  # name_key -> GPU ids
+    cpu_names: dict[str, str] = field(default_factory=dict)  # cpu_key of id/name/alias/model number -> CPU id
 
 
 def classify(data: Any) -> str | None:
@@ -104,7 +111,7 @@ def parse_file(path: Path) -> tuple[str, BaseModel]:
         return kind, model.model_validate(data)
     except ValidationError as exc:
         root = compose(path.read_text(encoding="utf-8"))
-        lines = format_validation(path, exc, data, root, models=[model, GPUEntry, InterconnectEntry,
+        lines = format_validation(path, exc, data, root, models=[model, GPUEntry, CPUEntry, InterconnectEntry,
                                                                  MemoryEntry, StorageEntry])
         more = f" (+{len(lines) - 1} more; run gemma-fit db validate {path})" if len(lines) > 1 else ""
         raise DatabaseError(lines[0] + more) from None
@@ -127,6 +134,14 @@ def _index_names(db: HardwareDB) -> None:
             if entry.id not in ids:
                 ids.append(entry.id)
     db.device_names.update({k: tuple(v) for k, v in devices.items()})
+    numbers: dict[str, list[str]] = {}
+    for cpu in db.cpus.values():
+        for name in (cpu.id, cpu.name, *cpu.aliases):
+            db.cpu_names[cpu_key(name)] = cpu.id
+        numbers.setdefault(cpu_key(cpu.name).rsplit("-", 1)[-1], []).append(cpu.id)
+    for number, ids in numbers.items():  # "7950x", "13900k": the model number alone where it is unique
+        if len(ids) == 1:
+            db.cpu_names.setdefault(number, ids[0])
 
 
 @cache
@@ -195,6 +210,39 @@ def _sizes_sold(db: HardwareDB, key: str) -> str | None:
     ids = sorted((gid for gid in db.gpus if re.fullmatch(rf"{re.escape(m.group(1))}-\d+gb", gid)),
                  key=lambda gid: int(gid.rsplit("-", 1)[1][:-2]))
     return ", ".join(ids) if ids else None
+
+
+def cpu_spec(entry: CPUEntry, extra_dirs: tuple[Path, ...] = ()) -> CPUSpec:
+    known = memory_speed(entry.memory_type, entry.memory_speed_mts, extra_dirs)
+    per_channel = known.per_channel_gbps if known else entry.memory_speed_mts * 8 / 1000  # 8 bytes a transfer
+    kind = f"{entry.memory_type.upper()}-{entry.memory_speed_mts}"
+    memory = (f"{kind}, {round(entry.memory_channels * 64)}-bit bus" if entry.memory_type.startswith("lp")
+              else f"{kind} x {entry.memory_channels:g} channels")
+    return CPUSpec(entry.name, entry.family, entry.isa, entry.cores, entry.threads, entry.performance_cores,
+                   round(per_channel * entry.memory_channels, 2), memory, entry.source)
+
+
+def find_cpu(name: str, extra_dirs: tuple[Path, ...] = ()) -> CPUSpec | None:
+    """The CPU a name means, or None when the database does not know it."""
+    db = load_hardware_db(extra_dirs)
+    cid = db.cpu_names.get(cpu_key(name))
+    return cpu_spec(db.cpus[cid], extra_dirs) if cid else None
+
+
+def resolve_cpu(name: str, extra_dirs: tuple[Path, ...] = ()) -> CPUSpec:
+    """The CPU for --cpu NAME (id, name, alias or model number); BadInput naming close ids when unknown."""
+    raw = name.strip()
+    key = cpu_key(raw)
+    if not key:
+        raise BadInput("--cpu is empty: give a CPU name or id (see gemma-fit list cpus)")
+    found = find_cpu(raw, extra_dirs)
+    if found is not None:
+        return found
+    db = load_hardware_db(extra_dirs)
+    close = [db.cpu_names[k] for k in difflib.get_close_matches(key, list(db.cpu_names), n=8, cutoff=0.6)]
+    hint = list(dict.fromkeys(close))[:5]
+    more = f"; did you mean {', '.join(hint)}?" if hint else "; or give --cores N (and --ram-type)"
+    raise BadInput(f"unknown CPU '{raw}' (see gemma-fit list cpus){more}")
 
 
 def resolve_gpu(name: str, extra_dirs: tuple[Path, ...] = ()) -> GPUSpec:

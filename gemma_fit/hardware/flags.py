@@ -1,5 +1,5 @@
 """The machine said on the command line instead of in a file: --ram, --ram-type, --ram-channels,
---cores, --threads, --disk and --reserve on `check` and `report`.
+--cpu, --cores, --threads, --disk and --reserve on `check` and `report`.
 
 Each flag replaces what the hardware would otherwise assume or probe (this machine's RAM and drive for
 --gpu cpu / local, nothing for a GPU named by id) and says so in the hardware's notes, which every
@@ -13,8 +13,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gemma_fit.base.errors import BadInput
-from gemma_fit.hardware.select import Hardware
-from gemma_fit.hardware.spec import GIB, MAX_RAM_GIB, MIN_RAM_GIB
+from gemma_fit.hardware.select import THIS_CPU, Hardware
+from gemma_fit.hardware.snapshot import known_hardware
+from gemma_fit.hardware.spec import GIB, MAX_RAM_GIB, MIN_RAM_GIB, CPUSpec
 
 DEFAULT_CHANNELS = 2  # a desktop or laptop: two 64-bit channels
 MAX_CHANNELS = 24  # a 2-socket 12-channel server
@@ -30,6 +31,7 @@ class MachineFlags:
     threads: int | None = None
     disk: str | None = None  # a storage class id
     reserve_gib: float | None = None  # kept free on each GPU (a display, other processes)
+    cpu: str | None = None  # a CPU name or id from hardware_db/cpus.yaml
 
     def given(self) -> bool:
         return any(v is not None for v in vars(self).values())
@@ -85,6 +87,15 @@ def _reserved(hw: Hardware, reserve_gib: float) -> Hardware:
     return replace(hw, gpus=tuple(gpus), notes=(*hw.notes, note))
 
 
+def _cpu(name: str, extra: tuple[Path, ...]) -> CPUSpec:
+    known = known_hardware().cpu(name) if not extra else None
+    if known is not None:
+        return known
+    from gemma_fit.hardware.catalog import resolve_cpu
+
+    return resolve_cpu(name, extra)
+
+
 def with_machine_flags(hw: Hardware, flags: MachineFlags, extra: tuple[Path, ...] = ()) -> Hardware:
     """The hardware with what the flags say in place of what was assumed or probed."""
     if not flags.given():
@@ -112,12 +123,20 @@ def with_machine_flags(hw: Hardware, flags: MachineFlags, extra: tuple[Path, ...
         notes = [n for n in notes if not n.startswith("load time")]
         notes.append(f"--disk: {disk.name}, as given")
         machine = replace(machine, disk=disk) if machine else None
-    cores = flags.threads or flags.cores or hw.cpu_cores
+    cpu = _cpu(flags.cpu, extra) if flags.cpu is not None else hw.cpu
+    if flags.cpu is not None or flags.cores or flags.threads:
+        notes = [n for n in notes if not n.startswith(THIS_CPU)]  # the probed CPU no longer holds
+    if flags.cpu is not None and cpu is not None:
+        notes.append(f"--cpu: {cpu.name}, {cpu.cores} cores, {cpu.isa.upper()} ({cpu.source})")
+    default_threads = cpu.default_threads if flags.cpu is not None and cpu else hw.cpu_cores
+    cores = flags.threads or flags.cores or default_threads
     if flags.threads or flags.cores:
         notes.append(f"CPU: {cores} threads, as given" if flags.threads else f"CPU: {cores} cores, as given")
+    elif flags.cpu is not None:
+        notes.append(f"CPU: llama.cpp's default -t {cores} (its physical performance cores; --threads to change)")
     label = hw.label
     if flags.ram_gb is not None and not hw.gpus and machine is None:  # --gpu cpu: no longer this machine's RAM
         label = f"CPU only ({flags.ram_gb:g} GiB RAM)"
     out = replace(hw, label=label, host_capacity_bytes=host, machine=machine, disk=disk, cpu_cores=cores,
-                  ram_bandwidth_gbps=ram_bw, notes=tuple(notes))
+                  ram_bandwidth_gbps=ram_bw, notes=tuple(notes), cpu=cpu)
     return _reserved(out, flags.reserve_gib) if flags.reserve_gib else out

@@ -201,6 +201,40 @@ class StorageFile(_Strict):
     storage: list[StorageEntry] = Field(min_length=1)
 
 
+class CPUEntry(_Strict):
+    """One CPU in hardware_db/cpus.yaml: what llama.cpp's CPU backend runs on it and the memory system
+    it supports (the officially supported maximum speed and its channels)."""
+
+    id: str = Field(pattern=SLUG)
+    name: str = Field(min_length=1)
+    aliases: list[str] = []
+    family: Literal["x86", "arm"]
+    isa: Literal["avx2", "avx512", "amx", "neon", "sve"]
+    cores: int = Field(ge=1, le=1024)
+    threads: int = Field(ge=1, le=2048)
+    performance_cores: int | None = Field(default=None, ge=1, le=1024)
+    memory_type: Literal["ddr4", "ddr5", "lpddr4x", "lpddr5", "lpddr5x"]
+    memory_speed_mts: int = Field(ge=800, le=12_000)
+    memory_channels: float = Field(ge=0.25, le=24)  # 64-bit channels (LPDDR: bus width / 64; a 32-bit bus is 0.5)
+    source: str = Field(pattern=URL)
+    sources: list[Annotated[str, Field(pattern=URL)]] = []
+    notes: str = ""
+
+    @model_validator(mode="after")
+    def _counts(self) -> CPUEntry:
+        if self.threads < self.cores:
+            raise ValueError(f"threads {self.threads} below cores {self.cores}")
+        if self.performance_cores is not None and self.performance_cores > self.cores:
+            raise ValueError(f"performance_cores {self.performance_cores} exceeds cores {self.cores}")
+        if (self.family == "arm") != (self.isa in ("neon", "sve")):
+            raise ValueError(f"isa {self.isa} is not a {self.family} instruction set")
+        return self
+
+
+class CPUFile(_Strict):
+    cpus: list[CPUEntry] = Field(min_length=1)
+
+
 # --- the machine file -------------------------------------------------------------------------
 # Validated strictly (no "64" for 64, no true for 1: `MachineFile.model_validate(data, strict=True)`
 # also makes a full GPU spec in a machine file strict), every number within a range a real machine has.

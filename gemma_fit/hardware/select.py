@@ -7,7 +7,7 @@ from pathlib import Path
 
 from gemma_fit.base.errors import BadInput
 from gemma_fit.hardware.snapshot import known_hardware
-from gemma_fit.hardware.spec import BACKENDS, MAX_GPUS, GPUSpec, Machine, StorageSpec, as_seen_by_software
+from gemma_fit.hardware.spec import BACKENDS, MAX_GPUS, CPUSpec, GPUSpec, Machine, StorageSpec, as_seen_by_software
 
 
 @dataclass(frozen=True)
@@ -18,8 +18,9 @@ class Hardware:
     machine: Machine | None
     notes: tuple[str, ...] = ()
     disk: StorageSpec | None = None  # the probed drive (--gpu local / cpu); a machine file names its own
-    cpu_cores: int | None = None  # this machine's logical CPUs, for --gpu cpu (prefill on the CPU)
+    cpu_cores: int | None = None  # the threads llama.cpp runs CPU work on (-t; its default: physical cores)
     ram_bandwidth_gbps: float | None = None  # system memory bandwidth when given without a machine file
+    cpu: CPUSpec | None = None  # the CPU (probed, --cpu, or a machine file's cpu the database knows)
 
 
 def _local(extra: tuple[Path, ...]) -> tuple[tuple[GPUSpec, ...], tuple[str, ...]]:
@@ -42,7 +43,9 @@ def select_hardware(gpu_names: list[str], hardware_file: Path | None, extra: tup
         from gemma_fit.hardware.catalog import load_machine
 
         machine = load_machine(hardware_file, extra)
-        return Hardware(machine.name, machine.gpus, machine.ram_bytes, machine)
+        cpu = _named_cpu(machine.cpu, extra)
+        return Hardware(machine.name, machine.gpus, machine.ram_bytes, machine,
+                        cpu_cores=cpu.default_threads if cpu else None, cpu=cpu)
     if not gpu_names:
         raise BadInput("--gpu is required (a GPU id such as a4000, 'local', or 'cpu'; see gemma-fit list gpus)")
     if len(gpu_names) > MAX_GPUS:
@@ -54,8 +57,11 @@ def select_hardware(gpu_names: list[str], hardware_file: Path | None, extra: tup
             raise BadInput("--gpu cpu means no accelerator; it cannot be combined with GPUs")
         ram = _total_ram()
         disk, disk_note = _local_disk(extra)
+        cpu = _this_cpu(extra)
+        threads = _threads(cpu)
         return Hardware("CPU only (this machine's RAM)", (), ram, None,
-                        ("--gpu cpu: capacity is this machine's total RAM", disk_note), disk, _cpu_cores())
+                        ("--gpu cpu: capacity is this machine's total RAM", disk_note, _cpu_note(cpu, threads)),
+                        disk, threads, cpu=cpu)
     gpus: list[GPUSpec] = []
     notes: tuple[str, ...] = ()
     disk = None
@@ -72,7 +78,8 @@ def select_hardware(gpu_names: list[str], hardware_file: Path | None, extra: tup
     if len(gpus) > MAX_GPUS:
         raise BadInput(f"{len(gpus)} GPUs: llama.cpp uses at most {MAX_GPUS} devices in one process")
     label = " + ".join(g.name for g in gpus)
-    return Hardware(label, tuple(gpus), host, None, notes, disk)
+    cpu = _this_cpu(extra) if host is not None else None  # --gpu local: this machine's CPU runs the CPU layers
+    return Hardware(label, tuple(gpus), host, None, notes, disk, _threads(cpu) if cpu else None, cpu=cpu)
 
 
 def _total_ram() -> int:
@@ -81,10 +88,39 @@ def _total_ram() -> int:
     return int(psutil.virtual_memory().total)
 
 
-def _cpu_cores() -> int | None:
+def _this_cpu(extra: tuple[Path, ...]) -> CPUSpec | None:
+    from gemma_fit.hardware.probe_cpu import local_cpu
+
+    return local_cpu(lambda name: _named_cpu(name, extra))
+
+
+THIS_CPU = "CPU: this machine's"
+
+
+def _cpu_note(cpu: CPUSpec | None, threads: int | None) -> str:
+    what = f"{cpu.name} ({cpu.isa.upper()})" if cpu else "CPU"
+    return f"{THIS_CPU} {what}, {threads or '?'} threads (--cpu or --cores for another)"
+
+
+def _named_cpu(name: str | None, extra: tuple[Path, ...]) -> CPUSpec | None:
+    """The database's CPU of that name, or None (a machine file's cpu may be any free text)."""
+    if not name:
+        return None
+    if not extra:
+        return known_hardware().cpu(name)
+    from gemma_fit.hardware.catalog import find_cpu
+
+    return find_cpu(name, extra)
+
+
+def _threads(cpu: CPUSpec | None) -> int | None:
+    """llama.cpp's default thread count on this machine: its physical cores (psutil where the probe
+    gave none)."""
+    if cpu is not None and cpu.default_threads:
+        return cpu.default_threads
     import psutil
 
-    return psutil.cpu_count(logical=True)
+    return psutil.cpu_count(logical=False) or psutil.cpu_count(logical=True)
 
 
 def _gpu(name: str, extra: tuple[Path, ...]) -> GPUSpec:

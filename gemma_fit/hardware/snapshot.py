@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gemma_fit.db.snapshot import snapshot
-from gemma_fit.hardware.spec import GPUSpec, PcieRate, StorageSpec, name_key
+from gemma_fit.hardware.spec import CPUSpec, GPUSpec, PcieRate, StorageSpec, cpu_key, name_key
 
 
 @dataclass(frozen=True)
@@ -20,6 +20,8 @@ class HardwareSnapshot:
     gpu_device_names: dict[str, tuple[str, ...]]  # name_key of a driver-reported name -> ids
     storage: dict[str, StorageSpec]
     pcie: dict[str, PcieRate]  # "pcie-4-x16" -> rates
+    cpus: dict[str, CPUSpec]  # id -> spec
+    cpu_names: dict[str, str]  # cpu_key of an id, name, alias or unique model number -> id
 
     def gpu(self, name: str) -> GPUSpec | None:
         """The GPU an id, alias or unambiguous driver name means; None when unknown or ambiguous
@@ -30,9 +32,13 @@ class HardwareSnapshot:
         ids = self.gpu_device_names.get(key, ())
         return self.gpus[ids[0]] if len(ids) == 1 else None
 
+    def cpu(self, name: str) -> CPUSpec | None:
+        cid = self.cpu_names.get(cpu_key(name))
+        return self.cpus[cid] if cid else None
+
 
 def _build() -> HardwareSnapshot:
-    from gemma_fit.hardware.catalog import load_hardware_db, spec_from_entry, storage_spec
+    from gemma_fit.hardware.catalog import cpu_spec, load_hardware_db, spec_from_entry, storage_spec
 
     hw = load_hardware_db()
     return HardwareSnapshot(
@@ -42,6 +48,8 @@ def _build() -> HardwareSnapshot:
         storage={sid: storage_spec(e) for sid, e in hw.storage.items()},
         pcie={lid: PcieRate(e.per_direction_gbps, e.measured_gbps) for lid, e in hw.interconnects.items()
               if e.kind == "pcie"},
+        cpus={cid: cpu_spec(e) for cid, e in hw.cpus.items()},
+        cpu_names=dict(hw.cpu_names),
     )
 
 

@@ -106,6 +106,47 @@ class Machine:
     path: Path
 
 
+CPU_FAMILIES = ("x86", "arm")
+# The widest SIMD llama.cpp's CPU backend uses on a CPU (ggml-cpu's kernels: AVX2, AVX-512, AMX tiles
+# on x86; NEON, SVE on ARM).
+CPU_ISAS = ("avx2", "avx512", "amx", "neon", "sve")
+
+
+@dataclass(frozen=True)
+class CPUSpec:
+    """The CPU that runs llama.cpp's CPU layers: its instruction set (which kernels run), its cores
+    (llama.cpp's default thread count) and the memory system it was sold with."""
+
+    name: str
+    family: str  # one of CPU_FAMILIES
+    isa: str  # one of CPU_ISAS
+    cores: int | None = None  # physical cores, all kinds
+    threads: int | None = None  # hardware threads
+    performance_cores: int | None = None  # hybrid chips: the P-cores
+    ram_bandwidth_gbps: float | None = None  # datasheet, at its supported maximum memory configuration
+    memory: str = ""  # that configuration, e.g. "DDR5-5200 x 2 channels"
+    source: str = ""  # where the figures come from (a URL, or "/proc/cpuinfo")
+
+    @property
+    def default_threads(self) -> int | None:
+        """llama.cpp's default -t: the physical cores, without a hybrid chip's efficiency cores
+        (common/common.cpp, common_cpu_get_num_math)."""
+        return self.performance_cores or self.cores
+
+
+_CPU_WORDS = {"amd", "intel", "processor", "cpu", "core", "apple", "qualcomm", "nvidia", "aws"}
+
+
+def cpu_key(name: str) -> str:
+    """The comparison key of a CPU name: lower case, vendor words dropped, words joined by hyphens
+    (`AMD Ryzen 9 7950X`, `ryzen-9-7950x` and `Ryzen 9 7950X` are one key)."""
+    text = name.lower().replace("(r)", " ").replace("(tm)", " ")
+    # what kernels add to the marketing name: "16-Core Processor", "13th Gen", "w/ Radeon 780M Graphics"
+    text = re.sub(r"\b\d+-core\b|\b\d+(st|nd|rd|th) gen\b|\s(w/|with) .*$", " ", text)
+    words = [w for w in re.split(r"[^a-z0-9]+", text) if w and w not in _CPU_WORDS]
+    return "-".join(words)
+
+
 @dataclass(frozen=True)
 class PcieRate:
     """One PCIe generation and width: its theoretical rate and what copies reached in a measurement."""

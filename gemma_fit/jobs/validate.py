@@ -91,7 +91,7 @@ def validate(paths: list[Path] | None = None) -> Report:
             check_machine(doc, report)
         elif kind is None:
             report.add(doc, (), "(top level)", "cannot tell what this file is: expected a hardware_db file "
-                       "(gpus:, interconnects:, memory: or storage:), a model_db entry or a machine file")
+                       "(gpus:, cpus:, interconnects:, memory: or storage:), a model_db entry or a machine file")
     _cross_checks(report, seen)
     report.problems.sort(key=lambda p: (str(p.file), p.line or 0))
     return report

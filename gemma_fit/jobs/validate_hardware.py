@@ -1,4 +1,4 @@
-"""`gemma-fit db validate`'s checks of hardware_db files (gpus, interconnects, memory, storage) and of
+"""`gemma-fit db validate`'s checks of hardware_db files (gpus, cpus, interconnects, memory, storage) and of
 machine files: the schema, unique ids and GPU names, and the physical consistency of each entry.
 """
 
@@ -14,6 +14,7 @@ from gemma_fit.db.yaml_lines import Loc
 from gemma_fit.hardware.catalog import find_gpu_entry, load_hardware_db, name_key
 from gemma_fit.hardware.schema import (
     BACKENDS,
+    CPUEntry,
     GPUEntry,
     GPUSlot,
     InterconnectEntry,
@@ -63,7 +64,7 @@ ARCH_TENSOR_FP32_RATIO: dict[str, tuple[float, float]] = {
 DATA_RATE_GBPS: list[tuple[str, tuple[float, float]]] = [
     ("GDDR6X", (19, 24)), ("GDDR7", (28, 40)), ("GDDR6", (10, 24)), ("HBM", (1, 10)), ("LPDDR", (3, 11)),
 ]
-HARDWARE_MODELS: list[type[BaseModel]] = [GPUEntry, InterconnectEntry, MemoryEntry, StorageEntry]
+HARDWARE_MODELS: list[type[BaseModel]] = [GPUEntry, CPUEntry, InterconnectEntry, MemoryEntry, StorageEntry]
 
 
 # --- physical consistency of one GPU entry ----------------------------------------------------
@@ -167,7 +168,8 @@ def check_list_file(doc: Doc, report: Report, seen: Seen, kind: str) -> None:
     if not isinstance(items, list) or not items:
         report.add(doc, (kind,), kind, "expected a non-empty list of entries")
         return
-    model = {"gpus": GPUEntry, "interconnects": InterconnectEntry, "memory": MemoryEntry, "storage": StorageEntry}[kind]
+    model = {"gpus": GPUEntry, "cpus": CPUEntry, "interconnects": InterconnectEntry, "memory": MemoryEntry,
+             "storage": StorageEntry}[kind]
     for i, item in enumerate(items):
         loc = (kind, i)
         entry = validate_with(doc, report, model, item, loc, HARDWARE_MODELS)

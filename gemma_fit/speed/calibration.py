@@ -94,25 +94,6 @@ def efficiency_for_group(kind: str, group: str) -> tuple[float, str]:
     return float(sorted(all_effs)[len(all_effs) // 2]), "all-backend median (no data for this backend)"
 
 
-def cpu_terms() -> tuple[float, float, str]:
-    """(decode efficiency vs memory bandwidth, prefill GFLOP/s per core, where measured)."""
-    cpu = calibration().get("cpu") or {}
-    m = cpu.get("machine", {})
-    where = f"measured with llama-bench on a {m.get('logical_cores', '?')}-core {m.get('cpu', 'CPU')} VM"
-    return float(cpu.get("decode_efficiency", 0.5)), float(cpu.get("prefill_gflops_per_core", 60.0)), where
-
-
-def cpu_decode_efficiency(family: str) -> tuple[float, str]:
-    """CPU decode efficiency against datasheet (or given) memory bandwidth, for a CPU family (x86, arm):
-    the median of published CPU-only llama.cpp runs (benchmarks/fit_cpu_decode.py)."""
-    fitted = read_packaged_yaml("llamacpp/cpu_decode.yaml")["families"]
-    entry = fitted.get(family) or fitted.get("x86")
-    if entry is None:
-        eff, _, where = cpu_terms()
-        return eff, where
-    return float(entry["efficiency"]), f"median of {entry['n']} published {family} CPU runs"
-
-
 def load_terms() -> dict[str, float]:
     """Page-cache read speed as a fraction of RAM bandwidth (measured, benchmarks/measure_load.py) and
     the fixed setup seconds (a budget: backend init, compute-buffer reservation, warm-up)."""

@@ -1,23 +1,134 @@
-"""The CPU side of decode: which CPU family runs the CPU layers, and the seconds they take per token."""
+"""The CPU side of speed: which CPU runs the CPU layers, how fast its threads read weights in decode,
+and how fast they multiply a prompt.
+
+Terms from published CPU-only llama.cpp runs (model_db/llamacpp/cpu_decode.yaml, written by
+benchmarks/fit_cpu_decode.py): decode reads weights at a family's share of datasheet bandwidth, but
+never faster than threads x what one thread draws (a core keeps only so many cache misses in flight);
+prefill multiplies at a per-thread rate of its instruction-set group (AVX2, AVX-512/AMX, ARM).
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import cache
+
+from gemma_fit.db.rules import read_packaged_yaml
 from gemma_fit.hardware.select import Hardware
-from gemma_fit.speed.calibration import cpu_decode_efficiency
+from gemma_fit.hardware.spec import CPUSpec
 
 ARM_HINTS = ("arm", "aarch64", "graviton", "ampere", "apple", "snapdragon", "raspberry", "cortex", "neoverse",
              "grace", "jetson")
+# The CPU beside a unified GPU: Apple's cores run NEON; Jetson Orin's Cortex-A78AE NEON; DGX Spark's
+# Cortex-X925 and Jetson Thor's Neoverse V3AE have SVE2; Strix Halo's Zen 5 cores AVX-512.
+UNIFIED_CPU = {"macos": ("arm", "neon"), "l4t": ("arm", "neon"), "dgx-os": ("arm", "sve"),
+               "amd-uma": ("x86", "avx512")}
+PREFILL_GROUP = {"avx2": "avx2", "avx512": "avx512", "amx": "avx512", "neon": "arm", "sve": "arm"}
 
 
-def cpu_family(hardware: Hardware) -> str:
-    """x86 or arm: the CPU that runs the CPU layers (a unified device's own CPU, or the machine's)."""
+@cache
+def _terms() -> dict:
+    return read_packaged_yaml("llamacpp/cpu_decode.yaml")
+
+
+@dataclass(frozen=True)
+class CPURates:
+    """What the CPU layers run at on this hardware."""
+
+    cpu: CPUSpec
+    how: str  # where the CPU came from: probed, --cpu, the database, or assumed
+    threads: int | None  # llama.cpp's -t; None: unknown, no per-thread cap
+
+    @property
+    def family(self) -> str:
+        return self.cpu.family
+
+
+def cpu_of(hardware: Hardware) -> CPURates:
+    """The CPU that runs the CPU layers: the hardware's own (probed, --cpu or a machine file's cpu the
+    database knows), a unified device's CPU, or one recognised by name; else an AVX2 x86 CPU, assumed."""
+    threads = hardware.cpu_cores
+    if hardware.cpu is not None:
+        return CPURates(hardware.cpu, hardware.cpu.source or "given", threads)
     for g in hardware.gpus:
-        if g.unified_memory:
-            return "x86" if g.unified_platform == "amd-uma" else "arm"
-    cpu = (hardware.machine.cpu if hardware.machine else None) or ""
-    return "arm" if any(h in cpu.lower() for h in ARM_HINTS) else "x86"
+        if g.unified_memory and g.unified_platform in UNIFIED_CPU:
+            family, isa = UNIFIED_CPU[g.unified_platform]
+            return CPURates(CPUSpec(f"{g.name}'s CPU", family, isa), "the unified device's CPU", threads)
+    name = (hardware.machine.cpu if hardware.machine else None) or ""
+    if any(h in name.lower() for h in ARM_HINTS):
+        return CPURates(CPUSpec(name, "arm", "neon"), "an ARM CPU by its name, NEON assumed", threads)
+    return CPURates(CPUSpec(name or "x86 CPU", "x86", "avx2"), "an x86 CPU with AVX2 assumed", threads)
 
 
-def cpu_decode_s(read_bytes: float, ram_bw: float, family: str = "x86") -> float:
-    cpu_eff, _ = cpu_decode_efficiency(family)
-    return read_bytes / (ram_bw * 1e9 * cpu_eff)
+def decode_efficiency(family: str) -> tuple[float, str]:
+    """The share of datasheet memory bandwidth CPU decode reaches, for a CPU family (x86, arm)."""
+    fitted = _terms()["families"]
+    entry = fitted.get(family) or fitted["x86"]
+    return float(entry["efficiency"]), f"median of {entry['n']} published {family} CPU runs"
+
+
+def per_thread_gbps() -> tuple[float, str]:
+    t = _terms()["per_thread"]
+    return float(t["gbps"]), f"median of {t['n']} published runs on <= {t['max_threads']} threads"
+
+
+def decode_bandwidth_gbps(ram_bw: float, rates: CPURates) -> tuple[float, str]:
+    """GB/s the CPU layers read weights at in decode, and which bound sets it."""
+    eff, where = decode_efficiency(rates.family)
+    memory = ram_bw * eff
+    per_thread, thread_where = per_thread_gbps()
+    if rates.threads and rates.threads * per_thread < memory:
+        return (rates.threads * per_thread,
+                f"{rates.threads} threads x {per_thread:g} GB/s a thread draws ({thread_where}): fewer threads "
+                f"than {ram_bw:g} GB/s of memory needs")
+    return memory, f"{eff:.0%} of {ram_bw:g} GB/s datasheet system-memory bandwidth ({where})"
+
+
+def thread_bound(ram_bw: float, rates: CPURates) -> bool:
+    eff, _ = decode_efficiency(rates.family)
+    return bool(rates.threads) and (rates.threads or 0) * per_thread_gbps()[0] < ram_bw * eff
+
+
+def cpu_decode_s(read_bytes: float, ram_bw: float, rates: CPURates) -> float:
+    bw, _ = decode_bandwidth_gbps(ram_bw, rates)
+    return read_bytes / (bw * 1e9)
+
+
+def prefill_gflops_per_thread(rates: CPURates) -> tuple[float, str]:
+    """Matrix-product GFLOP/s one thread reaches in prefill, for the CPU's instruction-set group."""
+    group = PREFILL_GROUP[rates.cpu.isa]
+    entry = _terms()["prefill"][group]
+    return float(entry["gflops_per_thread"]), f"{group} median of {entry['n']} published runs"
+
+
+DEFAULT_RAM_BANDWIDTH_GBPS = 89.6  # DDR5-5600, two 64-bit channels: a current desktop
+ASSUMED_THREADS = 8  # a desktop CPU's performance cores, where the threads are not known
+
+
+def system_bandwidth_gbps(hardware: Hardware, rates: CPURates, notes: list[str]) -> float:
+    """Datasheet GB/s of the memory the CPU layers read: the machine's (file or flags), a unified device's,
+    the CPU's supported maximum, else a current desktop's, each but the first said in the notes."""
+    machine = hardware.machine
+    given = (machine.ram_bandwidth_gbps if machine else None) or hardware.ram_bandwidth_gbps
+    if given:
+        return given
+    unified = next((g for g in hardware.gpus if g.unified_memory and g.memory_bandwidth_gbps), None)
+    if unified is not None and unified.memory_bandwidth_gbps:  # the CPU reads the same memory as the GPU
+        notes.append(f"system memory is {unified.name}'s unified memory ({unified.memory_bandwidth_gbps} GB/s)")
+        return unified.memory_bandwidth_gbps
+    if rates.cpu.ram_bandwidth_gbps:
+        notes.append(f"system memory assumed {rates.cpu.memory} = {rates.cpu.ram_bandwidth_gbps:g} GB/s (the "
+                     f"{rates.cpu.name}'s supported maximum); give --ram-type (and --ram-channels) for yours")
+        return rates.cpu.ram_bandwidth_gbps
+    notes.append(f"system memory assumed {DEFAULT_RAM_BANDWIDTH_GBPS} GB/s (DDR5-5600 dual channel); "
+                 "give --ram-type (and --ram-channels) or --hardware with ram_type/speed for yours")
+    return DEFAULT_RAM_BANDWIDTH_GBPS
+
+
+def cpu_prefill_s(flops: float, rates: CPURates, notes: list[str]) -> float:
+    """Seconds the CPU takes for a prompt's matrix products (CPU only: with a GPU, llama.cpp computes
+    large batches on the GPU)."""
+    per_thread, where = prefill_gflops_per_thread(rates)
+    threads = rates.threads or ASSUMED_THREADS
+    notes.append(f"CPU prefill at {per_thread:g} GFLOP/s per thread x {threads} threads ({where})"
+                 + ("" if rates.threads else f"; {ASSUMED_THREADS} threads assumed (--threads)"))
+    return flops / (per_thread * threads * 1e9)

@@ -23,8 +23,6 @@ from gemma_fit.memory.estimate import MemoryEstimate
 from gemma_fit.memory.placement import CPU
 from gemma_fit.model.spec import ModelSpec
 from gemma_fit.speed.calibration import (
-    cpu_decode_efficiency,
-    cpu_terms,
     decode_model,
     efficiency_for_group,
     load_setup_s,
@@ -32,13 +30,20 @@ from gemma_fit.speed.calibration import (
     prefill_group,
     split_terms,
 )
-from gemma_fit.speed.cpu import cpu_decode_s, cpu_family
+from gemma_fit.speed.cpu import (
+    CPURates,
+    cpu_decode_s,
+    cpu_of,
+    cpu_prefill_s,
+    decode_bandwidth_gbps,
+    system_bandwidth_gbps,
+    thread_bound,
+)
 from gemma_fit.speed.graph import graph_nodes
 from gemma_fit.speed.links import Link, default_attachment, host_link, peer_link
 from gemma_fit.speed.work import DeviceWork, LayerWork, device_work, token_work
 
 # Assumed when the user gives no machine file (flagged in the output): a typical desktop.
-DEFAULT_RAM_BANDWIDTH_GBPS = 89.6  # DDR5-5600, two 64-bit channels
 DEFAULT_DISK_READ_GBPS = 7.0  # NVMe PCIe 4.0 x4 sequential read (hardware_db/storage.yaml nvme-gen4)
 # MMQ multiplies tiles of up to 128 tokens (ggml-cuda/mmq.cuh, mul_mat_q_switch_J): a matrix that
 # gets fewer tokens per ubatch (an expert, a short prompt) reuses each weight tile less.
@@ -72,12 +77,10 @@ def predict_performance(plan: TensorPlan, est: MemoryEstimate, hardware: Hardwar
     """Decode and prefill speed, time to first token and load time of this plan on this hardware."""
     machine = hardware.machine
     gpus = hardware.gpus
-    ram_bandwidth_gbps = machine.ram_bandwidth_gbps if machine else hardware.ram_bandwidth_gbps
     disk = machine.disk if machine else hardware.disk
     disk_read_gbps = disk.sequential_read_gbps if disk else None
     attachments = machine.attachments if machine else None
     ram_bytes = (machine.ram_bytes if machine else None) or hardware.host_capacity_bytes
-    cpu_cores = hardware.cpu_cores
     if prompt_tokens > est.n_ctx:
         raise SpeedInputError(f"a prompt of {prompt_tokens:,} tokens is longer than the context ({est.n_ctx:,})")
     if prompt_tokens < 1:
@@ -87,17 +90,10 @@ def predict_performance(plan: TensorPlan, est: MemoryEstimate, hardware: Hardwar
         raise SpeedInputError(f"no memory-bandwidth figure for {', '.join(missing)} in the hardware database")
     attachments = attachments or tuple(default_attachment(g) for g in gpus)
     notes: list[str] = []
-    unified = next((g for g in gpus if g.unified_memory), None)
-    if ram_bandwidth_gbps is None and unified is not None:  # the CPU reads the same memory as the GPU
-        ram_bandwidth_gbps = unified.memory_bandwidth_gbps
-        notes.append(f"system memory is {unified.name}'s unified memory ({ram_bandwidth_gbps} GB/s)")
-    ram_bw = ram_bandwidth_gbps or DEFAULT_RAM_BANDWIDTH_GBPS
-    if ram_bandwidth_gbps is None:
-        notes.append(f"system memory assumed {DEFAULT_RAM_BANDWIDTH_GBPS} GB/s (DDR5-5600 dual channel); "
-                     "give --ram-type (and --ram-channels) or --hardware with ram_type/speed for yours")
-    family = cpu_family(hardware)
+    rates = cpu_of(hardware)
+    ram_bw = system_bandwidth_gbps(hardware, rates, notes)
     work = device_work(plan, est, len(gpus), prompt_tokens)
-    times = _decode_times(gpus, work, ram_bw, family, notes)
+    times = _decode_times(gpus, work, ram_bw, rates, notes)
     kernel_bound = [g.name for i, g in enumerate(gpus) if _kernel_bound(g, work.read(i), work.nodes[i])]
     peer = peer_link(gpus, attachments)
     transfer_s = _decode_transfer_s(plan.model, est, gpus, peer, attachments)
@@ -105,7 +101,7 @@ def predict_performance(plan: TensorPlan, est: MemoryEstimate, hardware: Hardwar
         times["links"] = transfer_s
     decode_s = sum(times.values())
     host = host_link(attachments[0]) if gpus else None
-    prefill_s = _prefill_seconds(plan, est, gpus, work, prompt_tokens, host, peer, cpu_cores, notes)
+    prefill_s = _prefill_seconds(plan, est, gpus, work, prompt_tokens, host, peer, rates, notes)
     load_cold, load_warm = _load_seconds(plan, est, host, disk_read_gbps, ram_bw, ram_bytes, notes)
     modes = _split_modes(gpus, work, decode_s, times) if peer else {}
     return Performance(
@@ -113,12 +109,13 @@ def predict_performance(plan: TensorPlan, est: MemoryEstimate, hardware: Hardwar
         prefill_tokens_per_s=prompt_tokens / prefill_s if prefill_s > 0 else 0.0,
         ttft_s=prefill_s + decode_s,
         load_s=load_cold,
-        bottleneck=_bottleneck(times, gpus, est, peer, kernel_bound, work, modes),
+        bottleneck=_bottleneck(times, gpus, est, peer, kernel_bound, work, modes,
+                               rates.threads if thread_bound(ram_bw, rates) else None),
         prompt_tokens=prompt_tokens,
         decode_time_by_device_s=times,
         notes=tuple(notes),
         load_warm_s=load_warm,
-        per_offloaded_layer_s=_per_offloaded_layer_s(plan, gpus, ram_bw, family) if gpus else None,
+        per_offloaded_layer_s=_per_offloaded_layer_s(plan, gpus, ram_bw, rates) if gpus else None,
         interconnect=peer.name if peer else None,
         split_modes_decode_tokens_per_s=modes,
         load_bottleneck=_load_bottleneck(plan, est, host, disk_read_gbps),
@@ -141,7 +138,7 @@ def _kernel_bound(g: GPUSpec, read_bytes: float, n_nodes: float) -> bool:
     return bool(bw) and n_nodes * m.seconds_per_node > read_bytes / bw
 
 
-def _decode_times(gpus: tuple[GPUSpec, ...], work: DeviceWork, ram_bw: float, family: str,
+def _decode_times(gpus: tuple[GPUSpec, ...], work: DeviceWork, ram_bw: float, rates: CPURates,
                   notes: list[str]) -> dict[str, float]:
     """Seconds per generated token on each device; with a layer split they run one after another."""
     times: dict[str, float] = {}
@@ -151,9 +148,9 @@ def _decode_times(gpus: tuple[GPUSpec, ...], work: DeviceWork, ram_bw: float, fa
         if i == 0:
             notes.append(f"decode efficiency {src} of {g.memory_bandwidth_gbps} GB/s")
     if work.read(CPU) > 0 or not gpus:
-        times["cpu"] = cpu_decode_s(work.read(CPU), ram_bw, family)
-        cpu_eff, cpu_where = cpu_decode_efficiency(family)
-        notes.append(f"CPU layers decode at {cpu_eff:.0%} of datasheet system-memory bandwidth ({cpu_where})")
+        times["cpu"] = cpu_decode_s(work.read(CPU), ram_bw, rates)
+        _, how = decode_bandwidth_gbps(ram_bw, rates)
+        notes.append(f"CPU layers decode at {how}; CPU: {rates.cpu.name} ({rates.how})")
     return times
 
 
@@ -180,12 +177,12 @@ def _handovers(layer_device: list[int]) -> list[tuple[int, int]]:
     return [(a, b) for a, b in zip(layer_device, layer_device[1:], strict=False) if a != b]
 
 
-def _per_offloaded_layer_s(plan: TensorPlan, gpus: tuple[GPUSpec, ...], ram_bw: float, family: str) -> float:
+def _per_offloaded_layer_s(plan: TensorPlan, gpus: tuple[GPUSpec, ...], ram_bw: float, rates: CPURates) -> float:
     """Decode seconds per token one more repeating layer costs on the CPU instead of the main GPU."""
     layers = token_work(plan).layers
     layer_bytes = sum(lw.read_bytes for lw in layers) / len(layers)
     on_gpu, _ = _gpu_decode_s(gpus[0], layer_bytes, graph_nodes(plan.model).kernels / plan.model.n_layer)
-    return max(0.0, cpu_decode_s(layer_bytes, ram_bw, family) - on_gpu)
+    return max(0.0, cpu_decode_s(layer_bytes, ram_bw, rates) - on_gpu)
 
 
 def _split_modes(gpus: tuple[GPUSpec, ...], work: DeviceWork, layer_s: float,
@@ -292,19 +289,16 @@ def _ubatches(prompt_tokens: int, n_ubatch: int) -> list[tuple[int, int]]:
 
 
 def _prefill_seconds(plan: TensorPlan, est: MemoryEstimate, gpus: tuple[GPUSpec, ...], work: DeviceWork,
-                     prompt_tokens: int, host: Link | None, peer: Link | None, cpu_cores: int | None,
+                     prompt_tokens: int, host: Link | None, peer: Link | None, cpu_rates: CPURates,
                      notes: list[str]) -> float:
     """With a GPU, llama.cpp also runs the CPU-resident layers on the (main) GPU for large batches,
     shipping their weights across PCIe once per ubatch."""
     ubatches = _ubatches(prompt_tokens, est.settings.ubatch)
     n_ubatches = sum(n for _, n in ubatches)
     if not gpus:
-        _, gflops_core, where = cpu_terms()
-        cores = cpu_cores or 8
-        notes.append(f"CPU prefill at {gflops_core:.0f} GFLOP/s per core x {cores} cores ({where})"
-                     + ("" if cpu_cores else "; 8 cores assumed"))
         w = work.work[CPU]
-        return ((w.dense_flops + w.expert_flops) * prompt_tokens + work.attn_flops[CPU]) / (gflops_core * cores * 1e9)
+        flops = (w.dense_flops + w.expert_flops) * prompt_tokens + work.attn_flops[CPU]
+        return cpu_prefill_s(flops, cpu_rates, notes)
     quantized = plan.ftype.default_type.is_quantized
     total = 0.0
     for i, g in enumerate(gpus):
@@ -359,7 +353,8 @@ def _load_bottleneck(plan: TensorPlan, est: MemoryEstimate, host: Link | None, d
 
 
 def _bottleneck(times: dict[str, float], gpus: tuple[GPUSpec, ...], est: MemoryEstimate,
-                peer: Link | None, kernel_bound: list[str], work: DeviceWork, modes: dict[str, float]) -> str:
+                peer: Link | None, kernel_bound: list[str], work: DeviceWork, modes: dict[str, float],
+                cpu_threads_bound: int | None = None) -> str:
     if not times:
         return "unknown"
     worst = max(times, key=lambda k: times[k])
@@ -367,6 +362,9 @@ def _bottleneck(times: dict[str, float], gpus: tuple[GPUSpec, ...], est: MemoryE
         n_cpu = sum(1 for d in est.placement.layer_device if d == CPU)
         return (f"decode waits on system memory: {n_cpu} layers run on the CPU; offloading fewer layers to the "
                 f"CPU (a smaller quant or context, or a GPU with more memory) moves it")
+    if worst == "cpu" and cpu_threads_bound:
+        return (f"decode is bound by the CPU's {cpu_threads_bound} threads, not the memory: each draws only so much "
+                "bandwidth; more threads (-t, up to the physical cores) or a GPU moves it")
     if worst == "cpu":
         return "decode is bound by system-memory bandwidth (CPU only); faster RAM or a GPU moves it"
     if worst == "links":

@@ -1,0 +1,128 @@
+"""The CPU side: the probe's parsers on recorded /proc/cpuinfo and sysctl, --cpu resolution, and the
+decode and prefill rules with their worked examples (tests/data/cpuinfo/README.md says where each
+sample comes from)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gemma_fit.base.errors import BadInput
+from gemma_fit.hardware.catalog import find_cpu, resolve_cpu
+from gemma_fit.hardware.flags import MachineFlags, with_machine_flags
+from gemma_fit.hardware.probe_cpu import cpu_from_cpuinfo, cpu_from_sysctl, isa_from_flags, with_database
+from gemma_fit.hardware.select import Hardware
+from gemma_fit.hardware.spec import CPUSpec
+from gemma_fit.speed.cpu import (
+    CPURates,
+    cpu_of,
+    decode_bandwidth_gbps,
+    decode_efficiency,
+    per_thread_gbps,
+    prefill_gflops_per_thread,
+)
+
+DATA = Path(__file__).parent / "data" / "cpuinfo"
+
+
+def test_cpuinfo_of_the_build_vm() -> None:
+    cpu = cpu_from_cpuinfo((DATA / "xeon-kvm-2core.txt").read_text(), "x86_64")
+    assert cpu is not None
+    assert (cpu.name, cpu.family, cpu.isa, cpu.cores, cpu.threads) == (
+        "Intel(R) Xeon(R) Processor", "x86", "amx", 2, 2)
+
+
+def test_cpuinfo_of_an_arm_board() -> None:
+    cpu = cpu_from_cpuinfo((DATA / "cortex-a76-4core.txt").read_text(), "aarch64")
+    assert cpu is not None
+    assert (cpu.name, cpu.family, cpu.isa, cpu.cores) == ("Raspberry Pi 5 Model B Rev 1.0", "arm", "neon", 4)
+
+
+def test_cpuinfo_without_processors_is_none() -> None:
+    assert cpu_from_cpuinfo("", "x86_64") is None
+
+
+@pytest.mark.parametrize(("flags", "arm", "isa"), [
+    ({"avx2", "fma"}, False, "avx2"),
+    ({"avx2", "avx512f"}, False, "avx512"),
+    ({"avx512f", "amx_tile", "amx_int8"}, False, "amx"),
+    ({"asimd"}, True, "neon"),
+    ({"asimd", "sve", "sve2"}, True, "sve"),
+])
+def test_isa_from_flags(flags: set[str], arm: bool, isa: str) -> None:
+    assert isa_from_flags(flags, arm) == isa
+
+
+def test_a_mac_from_sysctl() -> None:
+    answers = {"machdep.cpu.brand_string": "Apple M4 Max", "hw.physicalcpu": "16", "hw.logicalcpu": "16",
+               "hw.perflevel0.physicalcpu": "12"}
+    cpu = cpu_from_sysctl(answers.get)
+    assert cpu is not None
+    assert (cpu.family, cpu.isa, cpu.cores, cpu.default_threads) == ("arm", "neon", 16, 12)
+
+
+def test_cpu_names_resolve() -> None:
+    for name in ("Ryzen 9 7950X", "AMD Ryzen 9 7950X", "ryzen-9-7950x", "7950x", "7950X"):
+        cpu = resolve_cpu(name)
+        assert cpu.name == "AMD Ryzen 9 7950X"
+    assert (cpu.isa, cpu.cores, cpu.ram_bandwidth_gbps) == ("avx512", 16, 83.2)  # DDR5-5200 x 2 x 8 bytes
+
+
+def test_hybrid_intel_defaults_to_its_p_cores() -> None:
+    cpu = resolve_cpu("i9-13900K")
+    assert (cpu.cores, cpu.default_threads) == (24, 8)  # llama.cpp's default -t skips the E-cores
+
+
+def test_unknown_cpu_names_close_ids() -> None:
+    with pytest.raises(BadInput, match=r"unknown CPU 'Ryzen 9 7960X'.*ryzen-9-7950x"):
+        resolve_cpu("Ryzen 9 7960X")
+    with pytest.raises(BadInput, match="empty"):
+        resolve_cpu("  ")
+    assert find_cpu("a toaster") is None
+
+
+def test_probe_takes_the_memory_system_from_the_database() -> None:
+    for kernel_name in ("AMD Ryzen 9 7950X 16-Core Processor", "13th Gen Intel(R) Core(TM) i9-13900K",
+                        "AMD Ryzen 7 7840U w/ Radeon 780M Graphics"):
+        probed = CPUSpec(kernel_name, "x86", "avx2", cores=4, threads=8)
+        merged = with_database(probed, find_cpu)
+        assert merged.ram_bandwidth_gbps is not None, kernel_name
+        assert (merged.cores, merged.isa) == (4, "avx2")  # the probe's own figures stand
+    unknown = CPUSpec("Intel(R) Xeon(R) Processor", "x86", "amx", cores=2, threads=2)
+    assert with_database(unknown, find_cpu) == unknown
+
+
+def _cpu_box(**kw: object) -> Hardware:
+    return Hardware("CPU only", (), 64 * 1024**3, None, **kw)  # type: ignore[arg-type]
+
+
+def test_decode_is_memory_bound_with_enough_threads() -> None:
+    eff, _ = decode_efficiency("x86")
+    bw, how = decode_bandwidth_gbps(96.0, CPURates(resolve_cpu("7950x"), "given", 16))
+    assert bw == pytest.approx(96.0 * eff)
+    assert "datasheet" in how
+
+
+def test_decode_is_thread_bound_on_two_threads() -> None:
+    per_thread, _ = per_thread_gbps()
+    bw, how = decode_bandwidth_gbps(96.0, CPURates(resolve_cpu("7950x"), "given", 2))
+    assert bw == pytest.approx(2 * per_thread)
+    assert "2 threads" in how
+
+
+def test_cpu_flag_sets_kernels_threads_and_notes() -> None:
+    hw = with_machine_flags(_cpu_box(), MachineFlags(cpu="Ryzen 9 7950X"))
+    rates = cpu_of(hw)
+    assert (rates.cpu.isa, rates.threads) == ("avx512", 16)
+    assert any(n.startswith("--cpu: AMD Ryzen 9 7950X") for n in hw.notes)
+    assert prefill_gflops_per_thread(rates)[0] == prefill_gflops_per_thread(
+        CPURates(CPUSpec("x", "x86", "amx"), "", 1))[0]  # AMX CPUs run the AVX-512 group's rate
+    hw = with_machine_flags(_cpu_box(), MachineFlags(cpu="7950x", threads=4))
+    assert cpu_of(hw).threads == 4
+
+
+def test_unknown_cpu_defaults_to_avx2_and_says_so() -> None:
+    rates = cpu_of(_cpu_box())
+    assert (rates.cpu.family, rates.cpu.isa, rates.threads) == ("x86", "avx2", None)
+    assert "assumed" in rates.how
