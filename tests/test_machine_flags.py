@@ -28,12 +28,15 @@ def test_ram_makes_the_host_checked_on_a_named_gpu() -> None:
 
 
 def test_ram_type_sets_the_bandwidth_cpu_decode_follows() -> None:
-    ddr4 = check("gemma-3-27b", "cpu", machine=MachineFlags(ram_gb=64, ram_type="ddr4-3200"))
-    ddr5 = check("gemma-3-27b", "cpu", machine=MachineFlags(ram_gb=64, ram_type="ddr5-6000", ram_channels=2))
+    # enough threads that memory, not the threads, binds (this machine's own core count must not matter)
+    ddr4 = check("gemma-3-27b", "cpu", machine=MachineFlags(ram_gb=64, ram_type="ddr4-3200", threads=16))
+    ddr5 = check("gemma-3-27b", "cpu", machine=MachineFlags(ram_gb=64, ram_type="ddr5-6000", ram_channels=2,
+                                                             threads=16))
     assert ddr4.performance is not None and ddr5.performance is not None
     ratio = ddr5.performance.decode_tokens_per_s / ddr4.performance.decode_tokens_per_s
     assert ratio == pytest.approx(96.0 / 51.2, rel=0.05)  # 2 x 8 B x 6000 MT/s against 2 x 8 B x 3200
-    server = check("gemma-3-27b", "cpu", machine=MachineFlags(ram_gb=512, ram_type="ddr5-4800", ram_channels=12))
+    server = check("gemma-3-27b", "cpu", machine=MachineFlags(ram_gb=512, ram_type="ddr5-4800", ram_channels=12,
+                                                               threads=64))
     assert server.performance is not None
     assert server.performance.decode_tokens_per_s > 4 * ddr5.performance.decode_tokens_per_s
 

@@ -28,6 +28,7 @@ from gemma_fit.cli.options import (
     BackendOpt,
     BatchOpt,
     CoresOpt,
+    CpuMoeOpt,
     CpuOpt,
     CtkOpt,
     CtvOpt,
@@ -39,9 +40,12 @@ from gemma_fit.cli.options import (
     HardwareOpt,
     HtmlOpt,
     JsonOpt,
+    MarginOpt,
     MmprojOpt,
     ModelOpt,
+    NCpuMoeOpt,
     NglOpt,
+    OverrideOpt,
     ParallelOpt,
     PromptOpt,
     QuantOpt,
@@ -55,6 +59,7 @@ from gemma_fit.cli.options import (
     UnifiedOpt,
     machine_flags,
     run_settings,
+    with_overrides,
 )
 from gemma_fit.cli.report import report_command, write_check_html
 from gemma_fit.cli.smoke import smoke_command
@@ -149,6 +154,10 @@ def check(
     n_gpu_layers: NglOpt = N_GPU_LAYERS,
     swa_full: SwaOpt = False,
     kv_unified: UnifiedOpt = False,
+    n_cpu_moe: NCpuMoeOpt = 0,
+    cpu_moe: CpuMoeOpt = False,
+    override_tensor: OverrideOpt = None,
+    margin: MarginOpt = None,
     hardware: HardwareOpt = None,
     mmproj: MmprojOpt = None,
     prompt_tokens: PromptOpt = PROMPT_TOKENS,
@@ -185,6 +194,7 @@ def check(
     settings = run_settings(ctx=ctx, batch=batch, ubatch=ubatch, parallel=parallel, kv_unified=kv_unified,
                             flash_attn=flash_attn, cache_type_k=cache_type_k, cache_type_v=cache_type_v,
                             n_gpu_layers=n_gpu_layers, swa_full=swa_full, mmproj_bytes=projector)
+    settings = with_overrides(settings, override_tensor=override_tensor, cpu_moe=cpu_moe, n_cpu_moe=n_cpu_moe)
     engine_options: dict[str, Any] = {} if is_llama_cpp(engine) else dict(
         gpu_memory_utilization=gpu_memory_utilization, max_num_batched_tokens=max_num_batched_tokens,
         tensor_parallel_size=tensor_parallel_size, enforce_eager=enforce_eager or None,
@@ -192,7 +202,7 @@ def check(
         cache_implementation=cache_implementation, images_per_prompt=images)
     result = checking.check(model, hw, quant=quant, gguf=gguf, settings=settings, engine=engine,
                             prompt_tokens=prompt_tokens, mmproj=mmproj, model_dirs=state.model_dirs(),
-                            **engine_options)
+                            margin_gib=margin, **engine_options)
     if isinstance(result, CheckResult):
         _print_check(result, as_json, html)
         return

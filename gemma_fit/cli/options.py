@@ -6,6 +6,7 @@ spelling, short flags, help and llama.cpp defaults (RunSettings' own) are define
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -32,6 +33,14 @@ SwaOpt = Annotated[bool, typer.Option("--swa-full", help="Full-size sliding-wind
 UnifiedOpt = Annotated[bool, typer.Option("--kv-unified", help="One KV pool shared by all sequences.")]
 PromptOpt = Annotated[int, typer.Option("--prompt-tokens", help="Prompt length for speed and TTFT.")]
 MmprojOpt = Annotated[Path | None, typer.Option("--mmproj", help="Multimodal projector GGUF loaded beside it.")]
+NCpuMoeOpt = Annotated[int, typer.Option("--n-cpu-moe", "-ncmoe", help="Routed experts of the first N layers "
+                                                                    "in system memory (llama.cpp's).")]
+CpuMoeOpt = Annotated[bool, typer.Option("--cpu-moe", "-cmoe", help="Every layer's routed experts in system memory.")]
+OverrideOpt = Annotated[list[str] | None, typer.Option(
+    "--override-tensor", "-ot", help="PATTERN=BUFFER[,...]: weights whose name matches go to that buffer "
+                                     "(CPU, CUDA0, ...), as llama.cpp's -ot.")]
+MarginOpt = Annotated[float | None, typer.Option(
+    "--margin", help="GiB kept free on each GPU by a plan with explicit -ngl (default: llama.cpp's fit target, 1).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")]
 HtmlOpt = Annotated[Path | None, typer.Option("--html", help="Write a self-contained HTML report here.")]
 EngineOpt = Annotated[str, typer.Option("--engine", help="llama.cpp, ollama, vllm or transformers.")]
@@ -77,3 +86,9 @@ def machine_flags(*, ram: float | None = None, ram_type: str | None = None, ram_
                   cores: int | None = None, threads: int | None = None, disk: str | None = None,
                   reserve: float | None = None, cpu: str | None = None) -> MachineFlags:
     return MachineFlags(ram, ram_type, ram_channels, cores, threads, disk, reserve, cpu)
+
+
+def with_overrides(s: RunSettings, *, override_tensor: list[str] | None = None, cpu_moe: bool = False,
+                   n_cpu_moe: int = 0) -> RunSettings:
+    """The placement flags (-ot, --cpu-moe, --n-cpu-moe) on top of the other llama.cpp options."""
+    return replace(s, override_tensor=tuple(override_tensor or ()), cpu_moe=cpu_moe, n_cpu_moe=n_cpu_moe)

@@ -11,7 +11,7 @@ from gemma_fit.gguf.layout import estimated_file_bytes
 from gemma_fit.gguf.tensors import TensorPlan, build_plan
 from gemma_fit.hardware.select import Hardware
 from gemma_fit.memory.estimate import runtime_overhead
-from gemma_fit.memory.fit import Verdict, decide, with_parallel_outputs
+from gemma_fit.memory.fit import SAFETY_MARGIN_BYTES, Verdict, decide, with_parallel_outputs
 from gemma_fit.memory.settings import RunSettings, validate
 from gemma_fit.model.catalog import ResolvedModel
 from gemma_fit.model.spec import ModelSpec
@@ -19,6 +19,18 @@ from gemma_fit.speed.predict import Performance, SpeedInputError, predict_perfor
 
 if TYPE_CHECKING:
     from gemma_fit.gguf.reader import GGUFHeader
+
+
+@dataclass(frozen=True)
+class Advice:
+    """One move that changes a plan (jobs.advice), checked with the whole pipeline."""
+
+    change: str  # in words
+    flags: str  # what to change on `gemma-fit check` (llama.cpp's spelling where llama.cpp has the flag)
+    verdict: str
+    max_ctx_fit: int
+    decode_tokens_per_s: float | None
+    command: str  # the llama-server command of the changed plan
 
 
 @dataclass(frozen=True)
@@ -31,6 +43,7 @@ class CheckResult:
     file_size_bytes: int
     performance: Performance | None
     speed_error: str | None
+    advice: tuple[Advice, ...] = ()  # best first (jobs.advice fills it for a single check)
 
     def assumptions(self) -> list[str]:
         out = [
@@ -48,13 +61,14 @@ class CheckResult:
 
 def run_check(resolved: ResolvedModel, quant: str, settings: RunSettings, hardware: Hardware,
               prompt_tokens: int = 512, with_speed: bool = True, plan: TensorPlan | None = None,
-              gguf_path: Path | str | None = None) -> CheckResult:
+              gguf_path: Path | str | None = None, margin_bytes: int = SAFETY_MARGIN_BYTES) -> CheckResult:
     """`plan` replaces the database plan when the tensors come from a real GGUF header; `gguf_path` is
     that file as the user gave it (the llama-server command then runs it, not a made-up file name)."""
     s = with_parallel_outputs(validate(settings, resolved.spec))
     plan = plan or build_plan(resolved.spec, quant)
     verdict = decide(plan, s, hardware.gpus, hardware.host_capacity_bytes,
-                     gguf_name=str(gguf_path) if gguf_path is not None else None)
+                     gguf_name=str(gguf_path) if gguf_path is not None else None, margin_bytes=margin_bytes)
+    s = verdict.estimate.settings  # the plan's own: -ngl auto may move experts (--n-cpu-moe)
     perf, speed_error = None, None
     if with_speed and verdict.verdict != "no-go":
         try:

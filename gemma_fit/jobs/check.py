@@ -37,6 +37,7 @@ from gemma_fit.engines.llamacpp import CheckResult, run_check
 from gemma_fit.gguf.tensors import TensorPlan, build_plan
 from gemma_fit.hardware.flags import MachineFlags, with_machine_flags
 from gemma_fit.hardware.select import Hardware, select_hardware, with_backend
+from gemma_fit.memory.fit import SAFETY_MARGIN_BYTES
 from gemma_fit.memory.settings import MAX_CTX, RunSettings, is_llama_cpp, validate
 from gemma_fit.model.catalog import ResolvedModel, resolve_model
 
@@ -146,7 +147,8 @@ def check(model: str | ResolvedModel | None, hardware: Hardware | str | Sequence
           quant: str | None = None, gguf: Path | None = None, settings: RunSettings | None = None,
           engine: str = "llama.cpp", prompt_tokens: int = 512, mmproj: Path | None = None,
           backend: str | None = None, model_dirs: tuple[Path, ...] = (), hardware_dirs: tuple[Path, ...] = (),
-          machine: MachineFlags | None = None, **engine_options: Any) -> CheckResult | EngineResult:
+          machine: MachineFlags | None = None, margin_gib: float | None = None,
+          **engine_options: Any) -> CheckResult | EngineResult:
     """Will `model` (an id, alias, config.json path, or a real GGUF as `gguf`) run on `hardware` (a GPU id,
     several, a machine file, or a Hardware) with these settings, and how well. Raises BadInput (a
     GemmaFitError) for input llama.cpp or the engine would refuse. The result's JSON is
@@ -168,4 +170,20 @@ def check(model: str | ResolvedModel | None, hardware: Hardware | str | Sequence
         resolved = model if isinstance(model, ResolvedModel) else resolve_model(model or "", model_dirs)
         plan = build_plan(resolved.spec, quant or "Q4_K_M")
     check_prompt_tokens(prompt_tokens)
-    return run_check(resolved, plan.ftype.name, settings, hw, prompt_tokens=prompt_tokens, plan=plan, gguf_path=gguf)
+    result = run_check(resolved, plan.ftype.name, settings, hw, prompt_tokens=prompt_tokens, plan=plan,
+                       gguf_path=gguf, margin_bytes=margin_bytes(margin_gib))
+    from gemma_fit.jobs.advice import advise
+
+    return replace(result, advice=advise(result))
+
+
+MAX_MARGIN_GIB = 1024
+
+
+def margin_bytes(margin_gib: float | None) -> int:
+    """--margin GiB as bytes; llama.cpp's fit target (1 GiB) when not given."""
+    if margin_gib is None:
+        return SAFETY_MARGIN_BYTES
+    if not 0 <= margin_gib <= MAX_MARGIN_GIB:
+        raise BadInput(f"--margin {margin_gib:g} is impossible (0 to {MAX_MARGIN_GIB:,} GiB kept free on each GPU)")
+    return round(margin_gib * 1024**3)

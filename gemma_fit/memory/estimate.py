@@ -16,7 +16,15 @@ from gemma_fit.gguf.tensors import TensorPlan
 from gemma_fit.hardware.spec import GPUSpec
 from gemma_fit.memory.compute_buffer import ComputePhases, compute_phases
 from gemma_fit.memory.kv_cache import KVCacheLayout, kv_cache_layout
-from gemma_fit.memory.placement import CPU, Placement, place_layers, plan_layout, weights_by_device
+from gemma_fit.memory.overrides import tensor_overrides
+from gemma_fit.memory.placement import (
+    CPU,
+    Placement,
+    overridden_host_bytes_per_layer,
+    place_layers,
+    plan_layout,
+    weights_by_device,
+)
 from gemma_fit.memory.settings import RunSettings
 from gemma_fit.memory.unified import UnifiedPool, gpu_ceiling, platform, pool_capacity, unified_device
 from gemma_fit.model.spec import ModelSpec
@@ -133,9 +141,10 @@ def _compute_split(model: ModelSpec, plan: TensorPlan, placement: Placement, pha
         dev[placement.output_device] = max(dev[placement.output_device], phases.output)
     host = _host_inputs(model, phases, n_tokens)
     cpu_layers = CPU in placement.layer_device
-    if cpu_layers:
+    moved = overridden_host_bytes_per_layer(plan, placement) if placement.overrides else 0
+    if cpu_layers or moved:  # the CPU computes its weights' ops in decode; the GPU copies them for big batches
         host += max(phases.ffn, phases.attention)
-        dev[0] += _largest_host_layer_weights(plan, placement)
+        dev[0] += max(_largest_host_layer_weights(plan, placement), moved)
     if placement.output_device == CPU:
         host = max(host, phases.output)
     return dev, host
@@ -168,7 +177,9 @@ def estimate_memory(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ..
     model = plan.model
     unified = unified_device(devices)
     capacities = [gpu_ceiling(unified)] if unified else [d.usable_memory_bytes for d in devices]
-    placement = place_layers(model.n_layer, n_gpu_layers, capacities)
+    overrides = (tensor_overrides(s.override_tensor, s.cpu_moe, s.n_cpu_moe, len(devices), model.n_layer)
+                 if s.has_overrides else ())
+    placement = place_layers(model.n_layer, n_gpu_layers, capacities, overrides if devices else ())
     terms = terms or context_terms(model, s)
     kv, phases = terms.kv, terms.phases
     weights = weights_by_device(plan, placement)

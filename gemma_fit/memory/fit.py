@@ -9,7 +9,8 @@ from gemma_fit.base.units import fmt_bytes
 from gemma_fit.gguf.tensors import TensorPlan
 from gemma_fit.hardware.spec import MAX_GPUS_PER_CONTEXT, MAX_HOST_RAM_BYTES, GPUSpec
 from gemma_fit.memory.estimate import MemoryEstimate, estimate_memory
-from gemma_fit.memory.search import auto_gpu_layers, max_ctx_fit, quant_that_fits
+from gemma_fit.memory.placement import overridden_to_host_bytes
+from gemma_fit.memory.search import auto_gpu_layers, experts_to_cpu, max_ctx_fit, quant_that_fits
 from gemma_fit.memory.settings import RunSettings
 from gemma_fit.memory.unified import UnifiedPool, unified_device
 from gemma_fit.model.spec import ModelSpec
@@ -30,6 +31,7 @@ class Verdict:
     server_command: str
     unchecked: tuple[str, ...] = ()  # capacities not checked because unknown: "host_ram"
     max_ctx_fit_limit: str = "memory"  # what stops max_ctx_fit: "memory" or "n_ctx_train" (the trained context)
+    auto_n_cpu_moe: int = 0  # layers whose routed experts -ngl auto put in system memory (0: none moved)
 
 
 def _min_headroom(est: MemoryEstimate) -> int | None:
@@ -97,6 +99,12 @@ def server_command(model: ModelSpec, quant: str, s: RunSettings, n_gpu_layers: i
         args.append("--kv-unified")
     if s.swa_full:
         args.append("--swa-full")
+    if s.cpu_moe:
+        args.append("--cpu-moe")
+    if s.n_cpu_moe:
+        args += ["--n-cpu-moe", str(s.n_cpu_moe)]
+    for value in s.override_tensor:
+        args += ["-ot", value]
     return shlex.join(args)
 
 
@@ -156,8 +164,32 @@ def _layers_reason(ngl: int, n_all: int, asked: int | None, fit_ngl: int, host_u
     return text
 
 
+def _expert_plan(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...], search_host: int | None,
+                 margin_bytes: int) -> RunSettings | None:
+    """-ngl auto on a mixture-of-experts model that does not fit on the GPU(s): every layer there and the
+    routed experts of as few layers as possible in system memory, what llama.cpp's fit and every guide
+    choose over moving whole layers."""
+    if not devices or s.n_gpu_layers is not None or s.has_overrides or plan.model.n_expert == 0:
+        return None
+    n_all = plan.model.n_layer + 1
+    if estimate_memory(plan, s, devices, n_all, search_host).fits():
+        return None
+    n_cpu = experts_to_cpu(plan, s, devices, search_host, margin_bytes)
+    return replace(s, n_cpu_moe=n_cpu) if n_cpu else None
+
+
+def _margin_warning(est: MemoryEstimate, margin_bytes: int) -> str | None:
+    short = [d for d in est.devices if d.headroom_bytes < margin_bytes]
+    if not short:
+        return None
+    d = min(short, key=lambda x: x.headroom_bytes)
+    return (f"{d.name} keeps {fmt_bytes(d.headroom_bytes)} free, under the {fmt_bytes(margin_bytes)} margin "
+            "(--margin; a display, a browser or CUDA's lazy allocations take more): an explicit -ngl also "
+            "switches off llama.cpp's own fit")
+
+
 def decide(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...], host_capacity: int | None,
-           gguf_name: str | None = None) -> Verdict:
+           gguf_name: str | None = None, margin_bytes: int = SAFETY_MARGIN_BYTES) -> Verdict:
     """The verdict. `host_capacity` None means the system RAM is unknown (--gpu ID without a machine
     file): it is then not checked, the answer says so (reasons, `unchecked`), and a host side larger
     than any machine has (MAX_HOST_RAM_BYTES) is no-go. `gguf_name`: the model file as the user gave it,
@@ -168,7 +200,10 @@ def decide(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...], host_
     host_known = host_capacity is not None or unified_device(devices) is not None  # one memory: the pool
     # Searches for what would fit stop at the most RAM a machine can have when this one's is unknown.
     search_host = host_capacity if host_known else MAX_HOST_RAM_BYTES
-    fit_ngl = auto_gpu_layers(plan, s, devices, host_capacity) if devices else 0
+    experts = _expert_plan(plan, s, devices, search_host, margin_bytes)
+    if experts is not None:
+        s = experts
+    fit_ngl = n_all if experts else auto_gpu_layers(plan, s, devices, host_capacity, margin_bytes) if devices else 0
     ngl = fit_ngl if auto else min(s.n_gpu_layers or 0, n_all)
     est = estimate_memory(plan, s, devices, ngl, host_capacity)
     reasons = _fit_reasons(est)
@@ -198,16 +233,30 @@ def decide(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...], host_
                               f"GPU(s), at most {fit_ngl} fit (-ngl {fit_ngl})")
         else:
             reasons.insert(0, "does not fit with these settings")
+    elif experts is not None:
+        verdict = "offload"
+        reasons.insert(0, f"all {n_all} layers on the GPU(s) with the routed experts of {s.n_cpu_moe} of "
+                          f"{model.n_layer} layers in system memory (--n-cpu-moe {s.n_cpu_moe}), as llama.cpp's "
+                          f"fit places them, keeping {fmt_bytes(margin_bytes)} free; each token reads its "
+                          "experts there at system-memory speed")
+    elif devices and ngl >= n_all and (moved := overridden_to_host_bytes(plan, est.placement)):
+        verdict = "offload"
+        reasons.insert(0, f"all {n_all} layers on the GPU(s); the weights the tensor overrides name "
+                          f"({fmt_bytes(moved)}) stay in system memory and run at its speed")
     elif devices and ngl < n_all:
         verdict = "offload"
         reasons.insert(0, _layers_reason(ngl, n_all, None if auto else s.n_gpu_layers, fit_ngl,
                                          None if host_known else host_need))
-    elif room is not None and room < SAFETY_MARGIN_BYTES:
+    elif room is not None and room < margin_bytes:
         verdict = "tight"
-        reasons.insert(0, f"fits with {fmt_bytes(room)} to spare, under llama.cpp's 1 GiB fit margin")
+        what = "llama.cpp's 1 GiB fit margin" if margin_bytes == SAFETY_MARGIN_BYTES else "the --margin"
+        reasons.insert(0, f"fits with {fmt_bytes(room)} to spare, under {what}")
     else:
         verdict = "go"
         reasons.insert(0, "fits entirely" + (f" with {fmt_bytes(room)} to spare" if room is not None else ""))
+    warning = _margin_warning(est, margin_bytes) if verdict in ("offload", "go") else None
+    if warning:
+        reasons.insert(1, warning)
     reasons.extend(_context_notes(model, s, est.n_ctx, ctx_fit))
     if not host_known:
         reasons.append(f"host RAM not checked: this plan needs {fmt_bytes(host_need)} of system memory "
@@ -223,7 +272,7 @@ def decide(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...], host_
         reasons.append(suggestion)
     cmd = server_command(model, plan.ftype.name, s, ngl, est.n_ctx, gguf_name)
     return Verdict(verdict, tuple(reasons), est, ngl, ctx_fit, suggestion, cmd, unchecked,
-                   "n_ctx_train" if ctx_capped else "memory")
+                   "n_ctx_train" if ctx_capped else "memory", s.n_cpu_moe if experts else 0)
 
 
 def with_parallel_outputs(s: RunSettings) -> RunSettings:

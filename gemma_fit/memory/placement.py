@@ -7,17 +7,20 @@ Rules from llama.cpp src/llama-model.cpp (load_tensors) and src/llama-model-load
   (float32 split points, upper_bound on the layer's fraction);
 - the input layer (token_embd, per_layer_token_embd) always stays on the CPU;
 - a tied output matrix is a second tensor (TENSOR_DUPLICATED) placed with the output layer, so
-  with the output layer on a GPU the embedding is resident twice.
+  with the output layer on a GPU the embedding is resident twice;
+- tensor overrides (-ot, --cpu-moe, --n-cpu-moe; gemma_fit.memory.overrides) then move single
+  weights by name, whatever layer holds them.
 """
 
 from __future__ import annotations
 
 import struct
 from bisect import bisect_right
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 
 from gemma_fit.gguf.tensors import TensorPlan, TensorSpec
+from gemma_fit.memory.overrides import TensorOverride, override_device
 
 CPU = -1  # device index of the host
 
@@ -28,13 +31,22 @@ class Placement:
     layer_device: tuple[int, ...]  # per repeating layer: GPU index or CPU
     output_device: int
     n_devices: int
+    overrides: tuple[TensorOverride, ...] = ()
 
-    def device_of(self, t: TensorSpec) -> int:
+    def layer_device_of(self, t: TensorSpec) -> int:
+        """Where the layer split puts a weight (before overrides)."""
         if t.role == "input":
             return CPU
         if t.role == "output":
             return self.output_device
         return self.layer_device[t.layer if t.layer is not None else 0]
+
+    def device_of(self, t: TensorSpec) -> int:
+        if self.overrides:
+            d = override_device(self.overrides, t.name)
+            if d is not None:
+                return d
+        return self.layer_device_of(t)
 
 
 def f32(x: float) -> float:
@@ -51,9 +63,11 @@ def split_points(free_bytes: list[int]) -> list[float]:
     return [f32(x / total) for x in sums]
 
 
-def place_layers(n_layer: int, n_gpu_layers: int, free_bytes: list[int]) -> Placement:
-    """Assign the repeating layers and the output layer to devices (llama-model.cpp)."""
-    return _place_layers(n_layer, n_gpu_layers, tuple(free_bytes))
+def place_layers(n_layer: int, n_gpu_layers: int, free_bytes: list[int],
+                 overrides: tuple[TensorOverride, ...] = ()) -> Placement:
+    """Assign the repeating layers and the output layer to devices (llama-model.cpp), then the overrides."""
+    placement = _place_layers(n_layer, n_gpu_layers, tuple(free_bytes))
+    return replace(placement, overrides=overrides) if overrides else placement
 
 
 @cache
@@ -139,6 +153,8 @@ def _plan_layout(plan: TensorPlan) -> PlanLayout:
 
 
 def weights_by_device(plan: TensorPlan, placement: Placement) -> WeightsByDevice:
+    if placement.overrides:
+        return _weights_by_tensor(plan, placement)
     lay = plan_layout(plan)
     dev = [0] * placement.n_devices
     host = [lay.input]
@@ -155,3 +171,44 @@ def weights_by_device(plan: TensorPlan, placement: Placement) -> WeightsByDevice
     used = [g for g in host if g.n_bytes]
     span = max(g.end for g in used) - min(g.start for g in used) if used else 0
     return WeightsByDevice(tuple(dev), sum(g.n_bytes for g in host), span)
+
+
+def _weights_by_tensor(plan: TensorPlan, placement: Placement) -> WeightsByDevice:
+    """Weights per device tensor by tensor, when overrides move some of them (same rules as by layer:
+    the tied output's copy goes where the output layer is; the mapped host span covers the host's)."""
+    from gemma_fit.gguf.layout import pad
+
+    dev = [0] * placement.n_devices
+    host: list[tuple[int, int, int]] = []
+    pos = 0
+    for t in plan.tensors:
+        d = placement.device_of(t)
+        if d == CPU:
+            host.append((t.n_bytes, pos, pos + t.n_bytes))
+        else:
+            dev[d] += t.n_bytes
+        pos += pad(t.n_bytes)
+    if placement.output_device != CPU:
+        dev[placement.output_device] += plan_layout(plan).output_duplicate_bytes
+    used = [g for g in host if g[0]]
+    span = max(g[2] for g in used) - min(g[1] for g in used) if used else 0
+    return WeightsByDevice(tuple(dev), sum(g[0] for g in host), span)
+
+
+def overridden_host_bytes_per_layer(plan: TensorPlan, placement: Placement) -> int:
+    """The most weight bytes of one layer that overrides keep on the host while the layer split puts the
+    layer on a GPU (routed experts with --cpu-moe): what op offload copies to the GPU for one split."""
+    per_layer: dict[int, int] = {}
+    for t in plan.tensors:
+        if t.layer is not None and placement.layer_device_of(t) != CPU and placement.device_of(t) == CPU:
+            per_layer[t.layer] = per_layer.get(t.layer, 0) + t.n_bytes
+    return max(per_layer.values(), default=0)
+
+
+
+def overridden_to_host_bytes(plan: TensorPlan, placement: Placement) -> int:
+    """All weight bytes overrides keep on the host from layers the split puts on a GPU."""
+    if not placement.overrides:
+        return 0
+    return sum(t.n_bytes for t in plan.tensors
+               if placement.layer_device_of(t) != CPU and placement.device_of(t) == CPU)

@@ -37,18 +37,46 @@ def largest_fitting(lo: int, hi: int, fits: Callable[[int], bool], *, try_hi_fir
 
 
 def auto_gpu_layers(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...],
-                    host_capacity: int | None) -> int:
-    """The most layers (output layer first) whose device memory fits: llama.cpp's -ngl auto."""
+                    host_capacity: int | None, margin_bytes: int = 0) -> int:
+    """-ngl auto: every layer when they all fit (the verdict warns when that leaves less than the margin),
+    else the most layers (output layer first) that leave `margin_bytes` free on every GPU, as llama.cpp's
+    fit keeps its target free when it moves layers."""
     if not devices:
         return 0
     terms = context_terms(plan.model, s)
+    n_all = plan.model.n_layer + 1
 
-    def fits(n: int) -> bool:
+    def fits(n: int, margin: int = margin_bytes) -> bool:
         est = estimate_memory(plan, s, devices, n, host_capacity, terms)
-        return all(d.headroom_bytes >= 0 for d in est.devices)
+        return all(d.headroom_bytes >= margin for d in est.devices)
 
+    if fits(n_all, 0):
+        return n_all
     # device memory grows with every layer offloaded; 0 layers (everything on the CPU) is the floor
-    return largest_fitting(0, plan.model.n_layer + 1, fits, try_hi_first=True)
+    return largest_fitting(0, n_all - 1, fits)
+
+
+def experts_to_cpu(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...], host_capacity: int | None,
+                   margin_bytes: int) -> int | None:
+    """For a mixture-of-experts model that does not fit on the GPU(s): the fewest layers whose routed
+    experts go to system memory (--n-cpu-moe N) with every layer on the GPU and `margin_bytes` free on
+    each, as llama.cpp's fit converts layers (its experts-on-CPU layers are the last ones, --n-cpu-moe's
+    the first: the same bytes where the layers are alike). None when not even all experts on the CPU fit."""
+    model = plan.model
+    if not devices or model.n_expert == 0:
+        return None
+    terms = context_terms(model, s)
+    n_all = model.n_layer + 1
+
+    def fits_with(n_cpu: int) -> bool:
+        est = estimate_memory(plan, replace(s, n_cpu_moe=n_cpu), devices, n_all, host_capacity, terms)
+        return est.fits() and all(d.headroom_bytes >= margin_bytes for d in est.devices)
+
+    if not fits_with(model.n_layer):
+        return None
+    # device memory falls with every layer's experts moved: bisect on the layers kept whole on the GPU
+    kept = largest_fitting(0, model.n_layer, lambda k: fits_with(model.n_layer - k))
+    return model.n_layer - kept
 
 
 def max_ctx_fit(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...], n_gpu_layers: int,

@@ -37,6 +37,13 @@ class RunSettings:
     kv_offload: bool = True
     n_outputs_max: int = 0  # 0 = n_batch (llama-cli, llama-bench); llama-server uses n_parallel
     mmproj_bytes: int = 0  # a multimodal projector (--mmproj) loaded beside the model, on the main GPU
+    override_tensor: tuple[str, ...] = ()  # -ot values as typed: "PATTERN=BUFFER,PATTERN=BUFFER"
+    cpu_moe: bool = False  # --cpu-moe: every layer's routed experts in system memory
+    n_cpu_moe: int = 0  # --n-cpu-moe N: the routed experts of layers 0 .. N-1 in system memory
+
+    @property
+    def has_overrides(self) -> bool:
+        return bool(self.override_tensor or self.cpu_moe or self.n_cpu_moe)
 
     @cached_property
     def type_k(self) -> GGMLType:
@@ -96,6 +103,9 @@ def parse_flash_attn(value: str) -> FlashAttn:
     raise BadInput(f"--flash-attn {value.lower()} must be auto, on or off")
 
 
+MAX_OVERRIDE_LAYERS = 4096  # llama_max_tensor_buft_overrides(): one override per layer
+
+
 def validate(s: RunSettings, model: ModelSpec) -> RunSettings:
     """Reject settings llama.cpp would refuse, with the reason in one line."""
     if s.n_ctx < 0 or s.n_ctx > MAX_CTX:
@@ -115,6 +125,11 @@ def validate(s: RunSettings, model: ModelSpec) -> RunSettings:
     if s.n_gpu_layers is not None and s.n_gpu_layers < 0:
         raise BadInput(f"--n-gpu-layers {s.n_gpu_layers} is impossible: use 0..{model.n_layer + 1}, more for all "
                        "(llama.cpp clamps -ngl 99), or auto")
+    if not 0 <= s.n_cpu_moe <= MAX_OVERRIDE_LAYERS:  # llama.cpp takes any N; past the last layer matches nothing
+        raise BadInput(f"--n-cpu-moe {s.n_cpu_moe} is impossible (0 to {MAX_OVERRIDE_LAYERS:,})")
+    if (s.cpu_moe or s.n_cpu_moe) and model.n_expert == 0:
+        raise BadInput(f"--cpu-moe / --n-cpu-moe move routed experts, and {model.id} has none (a dense model); "
+                       "use -ngl to move layers")
     if s.ctx_per_stream(model) < 256:
         raise BadInput("the context per sequence is below llama.cpp's minimum of 256")
     return replace(s, cache_type_k=s.cache_type_k.lower(), cache_type_v=s.cache_type_v.lower())

@@ -141,7 +141,8 @@ def check_json(r: CheckResult) -> dict[str, Any]:
                      "flash_attn": "on" if flash_attention_on(s) else "off", "cache_type_k": s.cache_type_k,
                      "cache_type_v": s.cache_type_v, "n_gpu_layers": v.n_gpu_layers,
                      "n_layers_total": spec.n_layer + 1, "swa_full": s.swa_full, "kv_unified": s.kv_unified,
-                     "kv_cells": est.kv.base_cells, "kv_cells_swa": est.kv.swa_cells},
+                     "kv_cells": est.kv.base_cells, "kv_cells_swa": est.kv.swa_cells,
+                     "n_cpu_moe": s.n_cpu_moe, "cpu_moe": s.cpu_moe, "override_tensor": list(s.override_tensor)},
         "memory": {"devices": [_llama_device_json(d) for d in est.devices], "host": _host_json(est.host),
                    **_pool_json(est.unified_pool)},
         "verdict": v.verdict,
@@ -153,6 +154,9 @@ def check_json(r: CheckResult) -> dict[str, Any]:
         "performance": _performance_json(r),
         "speed_error": r.speed_error,
         "llama_server_command": v.server_command,
+        "advice": [{"change": a.change, "flags": a.flags, "verdict": a.verdict, "max_ctx_fit": a.max_ctx_fit,
+                    "decode_tokens_per_s": round(a.decode_tokens_per_s, 1) if a.decode_tokens_per_s else None,
+                    "llama_server_command": a.command} for a in r.advice],
         "assumptions": r.assumptions(),
     }
 

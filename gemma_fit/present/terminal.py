@@ -101,6 +101,17 @@ def render_check(out: Console, doc: dict[str, Any]) -> None:
             shown = ", ".join(f"{k} {v:.1f}" for k, v in modes.items())
             out.print(f"  split over {perf['interconnect']}: decode tok/s by -sm mode: {shown}")
     out.print(f"  run it: [bold]{doc['llama_server_command']}[/bold]")
+    _render_advice(out, doc.get("advice") or [])
+
+
+def _render_advice(out: Console, advice: list[dict[str, Any]]) -> None:
+    if not advice:
+        return
+    out.print("  what would change it (best first):")
+    for i, a in enumerate(advice, 1):
+        speed = f", decode {a['decode_tokens_per_s']:.1f} tok/s" if a.get("decode_tokens_per_s") else ""
+        out.print(f"    {i}. {a['change']}: [bold]{a['flags']}[/bold] -> {a['verdict'].upper()}, "
+                  f"largest context {a['max_ctx_fit']:,}{speed}")
 
 
 def render_smoke(out: Console, doc: dict[str, Any]) -> None:

@@ -141,14 +141,19 @@ def device_work(plan: TensorPlan, est: MemoryEstimate, n_gpus: int, prompt_token
     tw = token_work(plan)
     for il, lw in enumerate(tw.layers):
         d = placement.layer_device[il]
-        acc = sums[d]
-        for k, v in enumerate(lw.astuple()):
-            acc[k] += v
         layers[d] += 1
         spec = model.layers[il]
         ffn[d] += spec.n_ff + (model.n_ff_exp * model.n_expert_used if spec.has_experts else 0)
-    work = {d: LayerWork(*v) for d, v in sums.items()}
-    work[placement.output_device] = work[placement.output_device] + tw.output
+        if placement.overrides:
+            continue  # summed tensor by tensor below
+        acc = sums[d]
+        for k, v in enumerate(lw.astuple()):
+            acc[k] += v
+    if placement.overrides:
+        work = _work_by_tensor(plan, est, devices)
+    else:
+        work = {d: LayerWork(*v) for d, v in sums.items()}
+        work[placement.output_device] = work[placement.output_device] + tw.output
     for il, nbytes in kv_read_per_token(model, est, max(1, prompt_tokens)).items():
         kv[placement.layer_device[il] if est.settings.kv_offload else CPU] += nbytes
     for il, f in attention_flops(model, prompt_tokens, est.settings.ubatch).items():
@@ -157,3 +162,19 @@ def device_work(plan: TensorPlan, est: MemoryEstimate, n_gpus: int, prompt_token
     nodes = {d: n * g.kernels / model.n_layer for d, n in layers.items()}
     matmuls = {d: n * g.matmul_nodes / model.n_layer for d, n in layers.items()}
     return DeviceWork(work, kv, attn, layers, nodes, matmuls, ffn)
+
+
+def _work_by_tensor(plan: TensorPlan, est: MemoryEstimate, devices: list[int]) -> dict[int, LayerWork]:
+    """Per-token work where each weight is, when tensor overrides move some of them (routed experts on
+    the CPU: each token reads only the experts it is routed to there)."""
+    placement = est.placement
+    work = {d: LayerWork() for d in devices}
+    for t in plan.tensors:
+        if t.role == "input":
+            continue
+        d = placement.device_of(t)
+        work[d] = work[d] + _tensor_work(t, plan)
+    if "output.weight" not in plan.by_name():  # the tied output matrix is read every token
+        out = placement.output_device
+        work[out] = work[out] + LayerWork(read_bytes=float(plan.by_name()["token_embd.weight"].n_bytes))
+    return work

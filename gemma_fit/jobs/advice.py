@@ -1,0 +1,110 @@
+"""Ranked advice: when a plan does not fit, or fits only tightly or with layers or experts on the CPU,
+the moves that change it, each checked with the whole pipeline (verdict, largest context, decode speed),
+best first.
+
+The moves are what llama.cpp users do: a quantized KV cache (q8_0, then q4_0: a V cache in a quantized
+type needs flash attention), a smaller context, fewer slots, routed experts in system memory (MoE
+models), layers on the CPU, the next smaller quant, a second GPU of the same kind.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gemma_fit.base.errors import GemmaFitError
+from gemma_fit.engines.llamacpp import Advice, CheckResult, run_check
+from gemma_fit.gguf.tensors import build_plan
+from gemma_fit.gguf.types import CONTRACT_QUANTS
+from gemma_fit.hardware.spec import MAX_GPUS_PER_CONTEXT
+from gemma_fit.memory.settings import RunSettings
+
+VERDICT_RANK = {"go": 0, "tight": 1, "offload": 2, "no-go": 3}
+# Quality notes from llama.cpp's own measurements of KV cache quantization (PR #7412 perplexity table:
+# q8_0 K and V +0.002 ppl on 7B, q4_0 +0.06), kept as words: the numbers are the PR's, not ours.
+KV_NOTE = {"q8_0": "near-lossless (llama.cpp PR #7412: +0.002 perplexity)",
+           "q4_0": "a small quality loss (llama.cpp PR #7412: about +0.06 perplexity)"}
+# The file types a user steps down through, best first (bits per weight falling).
+QUANT_LADDER = ("BF16", "Q8_0", "Q6_K", "Q5_K_M", "Q5_K_S", "Q4_K_M", "Q4_K_S", "IQ4_XS", "Q3_K_M",
+                "IQ3_M", "IQ3_XXS", "Q2_K", "IQ2_M")
+
+
+def needs_advice(r: CheckResult) -> bool:
+    return r.verdict.verdict != "go"
+
+
+def _try(base: CheckResult, change: str, flags: str, settings: RunSettings | None = None,
+         quant: str | None = None, gpus: int = 0) -> Advice | None:
+    hw = base.hardware
+    if gpus:  # the same machine with each GPU (and its slot) twice
+        machine = hw.machine and replace(hw.machine, gpus=hw.machine.gpus * gpus,
+                                         attachments=hw.machine.attachments * gpus)
+        hw = replace(hw, gpus=hw.gpus * gpus, machine=machine, label=f"{gpus} x {hw.label}")
+    s = settings or base.settings
+    plan = build_plan(base.resolved.spec, quant) if quant else base.plan
+    try:
+        r = run_check(base.resolved, plan.ftype.name, s, hw, plan=plan)
+    except GemmaFitError:
+        return None
+    if r.verdict.verdict == "no-go":
+        return None
+    speed = r.performance.decode_tokens_per_s if r.performance else None
+    return Advice(change, flags, r.verdict.verdict, r.verdict.max_ctx_fit, speed, r.verdict.server_command)
+
+
+def _moves(r: CheckResult) -> list[Advice | None]:
+    s = r.settings
+    if r.verdict.auto_n_cpu_moe:  # experts -ngl auto moved: each move chooses its own
+        s = replace(s, n_cpu_moe=0)
+    model = r.resolved.spec
+    out: list[Advice | None] = []
+    auto = replace(s, n_gpu_layers=None)
+    for kv in ("q8_0", "q4_0"):
+        if s.cache_type_k != kv or s.cache_type_v != kv:
+            fa = "" if s.flash_attn != "off" else " -fa on"
+            out.append(_try(r, f"KV cache {kv}: {KV_NOTE[kv]}; a quantized V cache needs flash attention",
+                            f"-ctk {kv} -ctv {kv}{fa}",
+                            replace(auto, cache_type_k=kv, cache_type_v=kv,
+                                    flash_attn="on" if s.flash_attn == "off" else s.flash_attn)))
+    ctx = r.verdict.max_ctx_fit
+    if 256 <= ctx < r.verdict.estimate.n_ctx:
+        out.append(_try(r, f"a smaller context: {ctx:,} tokens fit", f"-c {ctx}", replace(auto, n_ctx=ctx)))
+    if s.n_parallel > 1:
+        out.append(_try(r, "one slot instead of " + str(s.n_parallel), "-np 1", replace(auto, n_parallel=1)))
+    if model.n_expert and not s.cpu_moe:
+        out.append(_try(r, "every layer's routed experts in system memory", "--cpu-moe",
+                        replace(s, cpu_moe=True, n_cpu_moe=0, n_gpu_layers=None)))
+    if r.hardware.gpus and s.n_gpu_layers is not None:
+        out.append(_try(r, "the layers that fit on the GPU(s), the rest on the CPU (-ngl auto)", "-ngl auto", auto))
+    lower = _next_quant_down(r.plan.ftype.name)
+    if lower:
+        out.append(_try(r, f"the next smaller quant, {lower}", f"--quant {lower}", auto, quant=lower))
+    if r.hardware.gpus and len(r.hardware.gpus) * 2 <= MAX_GPUS_PER_CONTEXT and not any(
+            g.unified_memory for g in r.hardware.gpus):
+        ids = " ".join(f"--gpu {g.id}" for g in r.hardware.gpus * 2)
+        what = f"a second {r.hardware.gpus[0].name}" if len(r.hardware.gpus) == 1 else "twice the GPUs"
+        out.append(_try(r, what, ids, auto, gpus=2))
+    return out
+
+
+def _next_quant_down(quant: str) -> str | None:
+    if quant in QUANT_LADDER:
+        i = QUANT_LADDER.index(quant)
+        return QUANT_LADDER[i + 1] if i + 1 < len(QUANT_LADDER) else None
+    return "Q4_K_M" if quant in CONTRACT_QUANTS and quant in ("F16", "F32") else None
+
+
+def advise(r: CheckResult) -> tuple[Advice, ...]:
+    """The moves that make this plan fit or fit better (a better verdict, or the same one faster), best first."""
+    if not needs_advice(r):
+        return ()
+    current = VERDICT_RANK[r.verdict.verdict]
+    moves = [a for a in _moves(r) if a is not None]  # in the order a user would try them
+    better = [a for a in moves if VERDICT_RANK[a.verdict] < current
+              or (VERDICT_RANK[a.verdict] == current and (a.decode_tokens_per_s or 0) > _speed(r))]
+    # the best verdict first; among equals, the cheaper move (the order above: KV cache before context,
+    # context before quality or hardware)
+    return tuple(sorted(better, key=lambda a: VERDICT_RANK[a.verdict]))
+
+
+def _speed(r: CheckResult) -> float:
+    return r.performance.decode_tokens_per_s if r.performance else 0.0

@@ -1,0 +1,99 @@
+"""Tensor overrides: llama.cpp's `--override-tensor / -ot REGEX=BUFFER`, `--cpu-moe` and `--n-cpu-moe N`,
+which place weights by name whatever layer split -ngl makes.
+
+Rules from llama.cpp (common/arg.cpp parse_tensor_buffer_overrides, src/llama-model-loader.cpp):
+- `-ot` takes comma-separated `pattern=BUFFER` pairs (split at the first `=`; a pattern cannot hold a
+  comma); BUFFER is a buffer type name: `CPU`, or a GPU's (`CUDA0`, `ROCm0`, `Vulkan1`, `SYCL0`, `MTL0`);
+- each tensor's full name is matched in order with std::regex_search (unanchored: a substring match is
+  enough); the first pattern that matches decides, for any tensor, input and output included;
+- `--cpu-moe` adds `\\.ffn_(up|down|gate|gate_up)_(ch|)exps` = CPU: every layer's routed experts;
+- `--n-cpu-moe N` adds `blk\\.i\\.ffn_(up|down|gate|gate_up)_(ch|)exps` = CPU for layers 0 .. N-1, the
+  lowest N (llama.cpp's own --fit moves the highest-index GPU layers' experts instead).
+llama.cpp keeps the command line's order; gemma-fit takes -ot first, then --cpu-moe, then --n-cpu-moe
+(all of them usually name CPU, where order does not matter).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+
+from gemma_fit.base.errors import BadInput
+
+CPU_BUFFER = "CPU"
+EXPERTS = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"
+MAX_PATTERN_CHARS = 1000  # a hand-typed regex; longer is a mistake (and bounds the time to compile)
+MAX_OVERRIDES = 4096  # llama_max_tensor_buft_overrides()
+_GPU_BUFFER = re.compile(r"^(CUDA|ROCm|Vulkan|SYCL|MTL|Metal|OpenCL|CANN|MUSA)(\d*)$")
+
+
+@dataclass(frozen=True)
+class TensorOverride:
+    pattern: str
+    device: int  # GPU index, or placement.CPU (-1)
+
+    def matches(self, name: str) -> bool:
+        return _compiled(self.pattern).search(name) is not None
+
+
+@cache
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+def _device(buffer: str, n_gpus: int, item: str) -> int:
+    if buffer == CPU_BUFFER:
+        return -1
+    m = _GPU_BUFFER.match(buffer)
+    if m is None:
+        raise BadInput(f"-ot {item}: unknown buffer type '{buffer}' (CPU, or a GPU's such as CUDA0)")
+    index = int(m.group(2) or 0)
+    if index >= n_gpus:
+        have = ", ".join(["CPU", *(f"{m.group(1)}{i}" for i in range(n_gpus))])
+        raise BadInput(f"-ot {item}: {buffer} is not a device of this hardware ({have})")
+    return index
+
+
+def parse_override(text: str, n_gpus: int) -> tuple[TensorOverride, ...]:
+    """One `-ot` value as llama.cpp reads it; BadInput in one line for what llama.cpp would refuse."""
+    out = []
+    for item in text.split(","):
+        pattern, sep, buffer = item.partition("=")
+        if not sep or not pattern or not buffer.strip():
+            raise BadInput(f"-ot '{item}': expected PATTERN=BUFFER, e.g. \"blk\\..*\\.ffn_.*_exps\\.=CPU\"")
+        if len(pattern) > MAX_PATTERN_CHARS:
+            raise BadInput(f"-ot: a pattern of {len(pattern):,} characters (at most {MAX_PATTERN_CHARS:,})")
+        try:
+            _compiled(pattern)
+        except re.error as exc:
+            raise BadInput(f"-ot '{item}': not a regular expression ({exc})") from None
+        out.append(TensorOverride(pattern, _device(buffer.strip(), n_gpus, item)))
+    return tuple(out)
+
+
+def moe_overrides(cpu_moe: bool, n_cpu_moe: int, n_layer: int) -> tuple[TensorOverride, ...]:
+    """--cpu-moe's pattern, then --n-cpu-moe's per layer (those past the model's last layer match nothing
+    in llama.cpp either, so they are left out)."""
+    out = [TensorOverride(EXPERTS, -1)] if cpu_moe else []
+    return (*out, *(TensorOverride(rf"blk\.{i}{EXPERTS}", -1) for i in range(min(n_cpu_moe, n_layer))))
+
+
+@cache
+def tensor_overrides(override_tensor: tuple[str, ...], cpu_moe: bool, n_cpu_moe: int,
+                     n_gpus: int, n_layer: int) -> tuple[TensorOverride, ...]:
+    """Every override, in the order they are tried."""
+    rules = [r for text in override_tensor for r in parse_override(text, n_gpus)]
+    rules += moe_overrides(cpu_moe, n_cpu_moe, n_layer)
+    if len(rules) > MAX_OVERRIDES:
+        raise BadInput(f"{len(rules):,} tensor overrides: llama.cpp takes at most {MAX_OVERRIDES:,}")
+    return tuple(rules)
+
+
+@cache
+def override_device(rules: tuple[TensorOverride, ...], name: str) -> int | None:
+    """The device the first matching rule names, or None when none matches."""
+    for r in rules:
+        if r.matches(name):
+            return r.device
+    return None
