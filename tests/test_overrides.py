@@ -137,3 +137,35 @@ def test_advice_for_27b_at_128k_on_a_3090_starts_with_the_q8_0_cache() -> None:
 
 def test_no_advice_when_it_fits() -> None:
     assert check("gemma-3-4b", "rtx-4090").advice == ()
+
+
+def test_llamacpp_fit_makes_no_change_when_the_trained_context_fits() -> None:
+    from gemma_fit.memory.llamacpp_fit import llamacpp_fit
+
+    model = resolve_model("gemma-3-12b").spec
+    fit = llamacpp_fit(build_plan(model, "Q4_K_M"), RunSettings(), _gpu("h100-sxm"), None)
+    assert fit is not None
+    assert (fit.n_ctx, fit.n_gpu_layers, fit.n_cpu_moe) == (model.n_ctx_train, model.n_layer + 1, 0)
+
+
+def test_llamacpp_fit_shrinks_the_context_by_interpolation_on_one_gpu() -> None:
+    from gemma_fit.memory.llamacpp_fit import FIT_MIN_CTX, FIT_TARGET_BYTES, llamacpp_fit
+
+    model = resolve_model("gemma-3-27b").spec
+    plan = build_plan(model, "Q4_K_M")
+    gpus = _gpu("rtx-3090")
+    fit = llamacpp_fit(plan, RunSettings(), gpus, None)
+    assert fit is not None and fit.n_gpu_layers == model.n_layer + 1
+    assert FIT_MIN_CTX < fit.n_ctx < model.n_ctx_train and fit.n_ctx % 256 == 0
+    # memory is near-linear in the context: the interpolated context lands within 256 tokens' worth of KV
+    # of the target (llama.cpp does not measure again)
+    room = estimate_memory(plan, RunSettings(n_ctx=fit.n_ctx), gpus, model.n_layer + 1, None).devices[0].headroom_bytes
+    assert abs(room - FIT_TARGET_BYTES) < 64 * 1024**2
+
+
+def test_llamacpp_fit_moves_experts_on_a_moe_model() -> None:
+    from gemma_fit.memory.llamacpp_fit import FIT_MIN_CTX, llamacpp_fit
+
+    fit = llamacpp_fit(build_plan(MOE, "Q4_K_M"), RunSettings(), _gpu("rtx-4060"), None)
+    assert fit is not None
+    assert fit.n_ctx == FIT_MIN_CTX and fit.n_gpu_layers == MOE.n_layer + 1 and 0 < fit.n_cpu_moe < MOE.n_layer

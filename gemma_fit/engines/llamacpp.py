@@ -12,6 +12,7 @@ from gemma_fit.gguf.tensors import TensorPlan, build_plan
 from gemma_fit.hardware.select import Hardware
 from gemma_fit.memory.estimate import runtime_overhead
 from gemma_fit.memory.fit import SAFETY_MARGIN_BYTES, Verdict, decide, with_parallel_outputs
+from gemma_fit.memory.llamacpp_fit import FitChoice
 from gemma_fit.memory.settings import RunSettings, validate
 from gemma_fit.model.catalog import ResolvedModel
 from gemma_fit.model.spec import ModelSpec
@@ -44,6 +45,7 @@ class CheckResult:
     performance: Performance | None
     speed_error: str | None
     advice: tuple[Advice, ...] = ()  # best first (jobs.advice fills it for a single check)
+    llamacpp_fit: FitChoice | None = None  # what llama.cpp's own fit would choose (a single check)
 
     def assumptions(self) -> list[str]:
         out = [

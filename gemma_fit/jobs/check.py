@@ -173,8 +173,10 @@ def check(model: str | ResolvedModel | None, hardware: Hardware | str | Sequence
     result = run_check(resolved, plan.ftype.name, settings, hw, prompt_tokens=prompt_tokens, plan=plan,
                        gguf_path=gguf, margin_bytes=margin_bytes(margin_gib))
     from gemma_fit.jobs.advice import advise
+    from gemma_fit.memory.llamacpp_fit import llamacpp_fit
 
-    return replace(result, advice=advise(result))
+    fit = llamacpp_fit(result.plan, result.settings, hw.gpus, hw.host_capacity_bytes)
+    return replace(result, advice=advise(result), llamacpp_fit=fit)
 
 
 MAX_MARGIN_GIB = 1024

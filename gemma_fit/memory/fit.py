@@ -143,7 +143,20 @@ def _context_notes(model: ModelSpec, s: RunSettings, n_ctx: int, ctx_fit: int) -
         if not s.kv_unified or s.n_parallel == 1:
             same = n_train * (1 if s.kv_unified else s.n_parallel)
             note += f"; --ctx {same} gives the same usable context with less memory"
+        scale = -(-s.ctx_per_stream(model) // n_train)  # RoPE positions stretched by this factor, rounded up
+        note += (f". Past {n_train:,} tokens the model was not trained to attend; llama.cpp would need RoPE "
+                 f"scaling and the cap lifted: --rope-scaling yarn --rope-scale {scale} --yarn-orig-ctx {n_train} "
+                 f"--override-kv {model.arch}.context_length=int:{s.ctx_per_stream(model)} (quality there is "
+                 "unmeasured)")
         notes.append(note)
+    if s.n_parallel > 1:
+        per_slot = min(s.ctx_per_stream(model), n_train)
+        if s.kv_unified:
+            notes.append(f"-np {s.n_parallel} with --kv-unified: the {s.n_parallel} slots share one pool of "
+                         f"{n_ctx:,} cells; one slot alone may use up to {per_slot:,} tokens")
+        else:
+            notes.append(f"-np {s.n_parallel} splits -c {n_ctx:,}: each of the {s.n_parallel} slots holds "
+                         f"{per_slot:,} tokens (--kv-unified shares one pool instead)")
     if ctx_fit > 0 and ctx_fit == _ctx_cap(model, s):
         notes.append(f"the largest context that fits, {ctx_fit:,} tokens, is the model's trained context: a cap "
                      f"(llama-server uses no more per slot), not a memory limit")

@@ -154,6 +154,9 @@ def check_json(r: CheckResult) -> dict[str, Any]:
         "performance": _performance_json(r),
         "speed_error": r.speed_error,
         "llama_server_command": v.server_command,
+        "llamacpp_fit": None if r.llamacpp_fit is None else {
+            "n_ctx": r.llamacpp_fit.n_ctx, "n_gpu_layers": r.llamacpp_fit.n_gpu_layers,
+            "n_cpu_moe": r.llamacpp_fit.n_cpu_moe, "summary": r.llamacpp_fit.summary},
         "advice": [{"change": a.change, "flags": a.flags, "verdict": a.verdict, "max_ctx_fit": a.max_ctx_fit,
                     "decode_tokens_per_s": round(a.decode_tokens_per_s, 1) if a.decode_tokens_per_s else None,
                     "llama_server_command": a.command} for a in r.advice],

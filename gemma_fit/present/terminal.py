@@ -84,7 +84,9 @@ def render_check(out: Console, doc: dict[str, Any]) -> None:
     for reason in dict.fromkeys(doc["reasons"][1:]):  # each once, in order
         out.print(f"  - {reason}")
     if f"up to --ctx {doc['max_ctx_fit']:,}" not in (doc.get("suggestion") or ""):  # the suggestion said it
-        out.print(f"  largest context that fits entirely: {doc['max_ctx_fit']:,} tokens")
+        limit = " (the trained context, not memory)" if doc.get("max_ctx_fit_limit") == "n_ctx_train" else (
+            " (memory)" if doc["max_ctx_fit"] else "")
+        out.print(f"  largest context that fits entirely: {doc['max_ctx_fit']:,} tokens{limit}")
     perf = doc.get("performance")
     if perf:
         warm = f" ({perf['load_warm_s']:.1f} s from the page cache)" if perf.get("load_warm_s") is not None else ""
@@ -101,6 +103,9 @@ def render_check(out: Console, doc: dict[str, Any]) -> None:
             shown = ", ".join(f"{k} {v:.1f}" for k, v in modes.items())
             out.print(f"  split over {perf['interconnect']}: decode tok/s by -sm mode: {shown}")
     out.print(f"  run it: [bold]{doc['llama_server_command']}[/bold]")
+    fit = doc.get("llamacpp_fit")
+    if fit:
+        out.print(f"  llama.cpp's own fit (the same command without -c and -ngl) {fit['summary']}")
     _render_advice(out, doc.get("advice") or [])
 
 
