@@ -22,17 +22,21 @@ from gemma_fit.cli.options import (
     PARALLEL,
     UBATCH,
     BatchOpt,
+    CpuMoeOpt,
     CtkOpt,
     CtvOpt,
     CtxOpt,
     FlashOpt,
     GpuOpt,
+    NCpuMoeOpt,
     NglOpt,
+    OverrideOpt,
     ParallelOpt,
     QuantOpt,
     SwaOpt,
     UbatchOpt,
     run_settings,
+    with_overrides,
 )
 
 
@@ -51,6 +55,9 @@ def smoke_command(
     cache_type_v: CtvOpt = CACHE_TYPE_V,
     n_gpu_layers: NglOpt = N_GPU_LAYERS,
     swa_full: SwaOpt = False,
+    n_cpu_moe: NCpuMoeOpt = 0,
+    cpu_moe: CpuMoeOpt = False,
+    override_tensor: OverrideOpt = None,
     prompt_tokens: Annotated[int, typer.Option("--prompt-tokens", help="Prompt length (up to the context - 4).")] = 128,
     n_predict: Annotated[int, typer.Option("--n-predict", "-n", help="Tokens to generate (at least 1).")] = 16,
     threads: Annotated[int, typer.Option("--threads", "-t", help="CPU threads, 1 to 512.")] = max(
@@ -82,6 +89,7 @@ def smoke_command(
                             cache_type_k=cache_type_k, cache_type_v=cache_type_v, n_gpu_layers=n_gpu_layers,
                             swa_full=swa_full,
                             n_outputs_max=batch)  # llama-completion reserves logits for every ubatch token
+    settings = with_overrides(settings, override_tensor=override_tensor, cpu_moe=cpu_moe, n_cpu_moe=n_cpu_moe)
     source: contextlib.AbstractContextManager[Path]
     if gguf is not None:
         resolved, plan = gguf_model(gguf)
