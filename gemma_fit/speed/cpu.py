@@ -132,3 +132,17 @@ def cpu_prefill_s(flops: float, rates: CPURates, notes: list[str]) -> float:
     notes.append(f"CPU prefill at {per_thread:g} GFLOP/s per thread x {threads} threads ({where})"
                  + ("" if rates.threads else f"; {ASSUMED_THREADS} threads assumed (--threads)"))
     return flops / (per_thread * threads * 1e9)
+
+
+@cache
+def _hybrid() -> dict:
+    return read_packaged_yaml("llamacpp/hybrid_decode.yaml")
+
+
+def hybrid_split_s(gpu_kernels: float, cpu_expert_layers: int) -> float:
+    """Per-token seconds a split inside each layer adds when routed experts stay in system memory beside
+    a GPU (model_db/llamacpp/hybrid_decode.yaml)."""
+    if cpu_expert_layers == 0:
+        return 0.0
+    h = _hybrid()
+    return gpu_kernels * float(h["seconds_per_gpu_kernel"]) + cpu_expert_layers * float(h["seconds_per_cpu_expert_layer"])

@@ -35,6 +35,7 @@ from gemma_fit.speed.cpu import (
     cpu_decode_s,
     cpu_of,
     cpu_prefill_s,
+    hybrid_split_s,
     decode_bandwidth_gbps,
     system_bandwidth_gbps,
     thread_bound,
@@ -151,6 +152,11 @@ def _decode_times(gpus: tuple[GPUSpec, ...], work: DeviceWork, ram_bw: float, ra
         times["cpu"] = cpu_decode_s(work.read(CPU), ram_bw, rates)
         _, how = decode_bandwidth_gbps(ram_bw, rates)
         notes.append(f"CPU layers decode at {how}; CPU: {rates.cpu.name} ({rates.how})")
+    split = hybrid_split_s(sum(work.nodes[i] for i in range(len(gpus))), work.cpu_expert_layers) if gpus else 0.0
+    if split:
+        times["split"] = split
+        notes.append(f"routed experts of {work.cpu_expert_layers} layers in system memory split each of them between "
+                     f"GPU and CPU: {split * 1e3:.1f} ms per token (model_db/llamacpp/hybrid_decode.yaml)")
     return times
 
 
@@ -194,7 +200,7 @@ def _split_modes(gpus: tuple[GPUSpec, ...], work: DeviceWork, layer_s: float,
     published multi-GPU runs (benchmarks/data/multigpu_llamabench.csv)."""
     terms = split_terms()
     n = len(gpus)
-    gpu_s = sum(v for k, v in times.items() if k not in ("cpu", "links"))
+    gpu_s = sum(v for k, v in times.items() if k not in ("cpu", "links", "split"))
     rest = layer_s - gpu_s  # CPU layers and transfers stay as they are
     matmuls = sum(work.matmul_nodes[i] for i in range(n))
     layers = sum(work.layers[i] for i in range(n))
@@ -311,7 +317,8 @@ def _prefill_seconds(plan: TensorPlan, est: MemoryEstimate, gpus: tuple[GPUSpec,
         total += sum(n * _gpu_ubatch_s(rates, w, nodes, mm, ffn, u, plan.model) for u, n in ubatches)
         total += attn / rates.attention_flops_s if rates.attention_flops_s else float("inf")
     if work.read(CPU) and host is not None:
-        total += n_ubatches * host.seconds(work.work[CPU].read_bytes)
+        cpu_w = work.work[CPU]  # op offload copies whole matrices (every expert: a ubatch routes to most)
+        total += n_ubatches * host.seconds(cpu_w.dense_bytes + cpu_w.expert_bytes)
     if peer is not None:
         hidden = 4.0 * plan.model.n_embd * est.settings.ubatch
         boundaries = len(_handovers([d for d in est.placement.layer_device if d != CPU]))
@@ -358,6 +365,10 @@ def _bottleneck(times: dict[str, float], gpus: tuple[GPUSpec, ...], est: MemoryE
     if not times:
         return "unknown"
     worst = max(times, key=lambda k: times[k])
+    if worst in ("cpu", "split") and work.cpu_expert_layers:
+        return (f"decode waits on the routed experts of {work.cpu_expert_layers} layers in system memory (read there "
+                "and synchronised with the GPU each layer); fewer layers with experts on the CPU (--n-cpu-moe, a "
+                "smaller quant or context, or a GPU with more memory) moves it")
     if worst == "cpu" and gpus:
         n_cpu = sum(1 for d in est.placement.layer_device if d == CPU)
         return (f"decode waits on system memory: {n_cpu} layers run on the CPU; offloading fewer layers to the "

@@ -125,6 +125,7 @@ class DeviceWork:
     nodes: dict[int, float]  # GPU kernels (fused llama.cpp graph nodes) per token
     matmul_nodes: dict[int, float]
     ffn_elements: dict[int, float]  # feed-forward activations per token (the GLU's output width)
+    cpu_expert_layers: int = 0  # layers on a GPU whose routed experts overrides keep in system memory
 
     def read(self, d: int) -> float:
         return self.work[d].read_bytes + self.kv_read[d]
@@ -161,7 +162,10 @@ def device_work(plan: TensorPlan, est: MemoryEstimate, n_gpus: int, prompt_token
     g = graph_nodes(model)
     nodes = {d: n * g.kernels / model.n_layer for d, n in layers.items()}
     matmuls = {d: n * g.matmul_nodes / model.n_layer for d, n in layers.items()}
-    return DeviceWork(work, kv, attn, layers, nodes, matmuls, ffn)
+    split_layers = len({t.layer for t in plan.tensors if t.layer is not None and "_exps" in t.name
+                        and placement.layer_device_of(t) != CPU and placement.device_of(t) == CPU}
+                       ) if placement.overrides else 0
+    return DeviceWork(work, kv, attn, layers, nodes, matmuls, ffn, split_layers)
 
 
 def _work_by_tensor(plan: TensorPlan, est: MemoryEstimate, devices: list[int]) -> dict[int, LayerWork]:
