@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import statistics
 import sys
-
-import yaml
 from dataclasses import replace
 from pathlib import Path
+
+import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -75,7 +75,8 @@ def fit() -> None:
     per_layer = (g1 - k1 * per_kernel) / l1
     head = "".join(line for line in TABLE.read_text(encoding="utf-8").splitlines(keepends=True) if line.startswith("#"))
     body = {"source": "benchmarks/moe_offload_check.py over benchmarks/data/moe_offload_runs.csv",
-            "seconds_per_gpu_kernel": float(f"{per_kernel:.3g}"), "seconds_per_cpu_expert_layer": float(f"{per_layer:.3g}"),
+            "seconds_per_gpu_kernel": float(f"{per_kernel:.3g}"),
+            "seconds_per_cpu_expert_layer": float(f"{per_layer:.3g}"),
             "n_runs": len(rows)}
     TABLE.write_text(head + yaml.safe_dump(body, sort_keys=False), encoding="utf-8")
     _hybrid.cache_clear()

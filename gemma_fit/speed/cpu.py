@@ -145,4 +145,5 @@ def hybrid_split_s(gpu_kernels: float, cpu_expert_layers: int) -> float:
     if cpu_expert_layers == 0:
         return 0.0
     h = _hybrid()
-    return gpu_kernels * float(h["seconds_per_gpu_kernel"]) + cpu_expert_layers * float(h["seconds_per_cpu_expert_layer"])
+    per_kernel, per_layer = float(h["seconds_per_gpu_kernel"]), float(h["seconds_per_cpu_expert_layer"])
+    return gpu_kernels * per_kernel + cpu_expert_layers * per_layer

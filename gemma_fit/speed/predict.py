@@ -35,8 +35,8 @@ from gemma_fit.speed.cpu import (
     cpu_decode_s,
     cpu_of,
     cpu_prefill_s,
-    hybrid_split_s,
     decode_bandwidth_gbps,
+    hybrid_split_s,
     system_bandwidth_gbps,
     thread_bound,
 )
