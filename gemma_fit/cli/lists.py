@@ -49,10 +49,10 @@ def list_models(as_json: Annotated[bool, typer.Option("--json")] = False) -> Non
 
 def list_quants(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """The llama.cpp file types gemma-fit knows, with their base tensor type."""
-    from gemma_fit.gguf.types import CONTRACT_QUANTS, file_type
+    from gemma_fit.gguf.types import CONTRACT_QUANTS, file_type, recipes
 
     rows = []
-    for name in CONTRACT_QUANTS:
+    for name in (*CONTRACT_QUANTS, *recipes()):  # llama-quantize's file types, then published mixes
         ft = file_type(name)
         bits = ft.default_type.bytes * 8 / ft.default_type.block
         rows.append({"quant": name, "ftype_id": ft.id, "base_type": ft.default_type.name,

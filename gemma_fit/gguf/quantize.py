@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
+from gemma_fit.base.errors import BadInput
 from gemma_fit.gguf.types import FileType, GGMLType, ggml_type
 from gemma_fit.model.spec import ModelSpec
 
@@ -191,6 +192,17 @@ def _gate_up_rule(m: ModelSpec, ft: FileType, t: GGMLType, name: str, i_run: int
     return t
 
 
+def recipe_type(m: ModelSpec, ft: FileType, name: str) -> GGMLType:
+    """A published mix: its token-embedding type for this architecture, the default type elsewhere."""
+    from gemma_fit.gguf.types import recipes
+
+    r = recipes()[ft.name]
+    if m.arch not in r["token_embd"]:
+        raise BadInput(f"{r['name']} ({ft.name}) was not published for {m.arch} models ({m.id}); it exists for "
+                       f"{', '.join(sorted(r['token_embd']))}")
+    return ggml_type(r["token_embd"][m.arch]) if category(name) == "token_embd" else ft.default_type
+
+
 def _mix_type(m: ModelSpec, ft: FileType, name: str, ne0: int, tied: bool, c: _Counters) -> GGMLType:
     """llama_tensor_get_type_impl: the mix rule for one quantizable tensor."""
     t = ft.default_type
@@ -257,7 +269,8 @@ def choose_types(
         if not default.is_quantized:
             out.append(default)
             continue
-        t = _mix_type(model, ftype, name, shape[0], tied, counters)
+        t = recipe_type(model, ftype, name) if ftype.recipe else _mix_type(model, ftype, name, shape[0], tied,
+                                                                            counters)
         if ftype.name == "MXFP4_MOE" and category(name) not in ("output", "token_embd"):
             t = ggml_type("MXFP4" if len(shape) > 2 and shape[2] > 1 else "Q8_0")
         out.append(fallback_type(t, shape[0]))

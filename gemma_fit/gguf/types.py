@@ -40,6 +40,7 @@ class FileType:
     name: str
     id: int
     default_type: GGMLType
+    recipe: bool = False  # a published mix (model_db/llamacpp/recipes.yaml), not a llama-quantize type
 
 
 @cache
@@ -52,10 +53,24 @@ def ggml_types() -> dict[str, GGMLType]:
 def file_types() -> dict[str, FileType]:
     data = read_packaged_yaml("llamacpp/ftypes.yaml")
     types = ggml_types()
-    return {
+    out = {
         name: FileType(name=name, id=f["id"], default_type=types[f["default_type"]])
         for name, f in data["ftypes"].items()
     }
+    for name, r in recipes().items():
+        out[name] = FileType(name=name, id=out[r["ftype"]].id, default_type=types[r["default_type"]], recipe=True)
+    return out
+
+
+@cache
+def recipes() -> dict[str, dict]:
+    """Published tensor mixes by name (model_db/llamacpp/recipes.yaml)."""
+    return dict(read_packaged_yaml("llamacpp/recipes.yaml")["recipes"])
+
+
+@cache
+def _aliases() -> dict[str, str]:
+    return {alias.upper().replace("-", "_"): name for name, r in recipes().items() for alias in r.get("aliases", [])}
 
 
 def ggml_type(name: str) -> GGMLType:
@@ -75,8 +90,11 @@ CONTRACT_QUANTS = (
 
 def file_type(name: str) -> FileType:
     key = name.strip().upper()
+    key = _aliases().get(key.replace("-", "_"), key)
+    if key not in file_types():
+        key = key.replace("-", "_")
     try:
         return file_types()[key]
     except KeyError:
-        known = ", ".join(CONTRACT_QUANTS)
+        known = ", ".join((*CONTRACT_QUANTS, *recipes()))
         raise BadInput(f"unknown quant '{name}' (known: {known})") from None
