@@ -190,19 +190,18 @@ def check(
                           disk=disk, reserve=reserve, cpu=cpu)
     hw = with_machine_flags(with_backend(select_hardware(gpu or [], hardware, state.hardware_dirs()), backend),
                             flags, state.hardware_dirs())
-    projector = checking.projector_bytes(mmproj) if mmproj is not None and engine == "llama.cpp" else 0
     settings = run_settings(ctx=ctx, batch=batch, ubatch=ubatch, parallel=parallel, kv_unified=kv_unified,
                             flash_attn=flash_attn, cache_type_k=cache_type_k, cache_type_v=cache_type_v,
-                            n_gpu_layers=n_gpu_layers, swa_full=swa_full, mmproj_bytes=projector)
+                            n_gpu_layers=n_gpu_layers, swa_full=swa_full)
     settings = with_overrides(settings, override_tensor=override_tensor, cpu_moe=cpu_moe, n_cpu_moe=n_cpu_moe)
     engine_options: dict[str, Any] = {} if is_llama_cpp(engine) else dict(
         gpu_memory_utilization=gpu_memory_utilization, max_num_batched_tokens=max_num_batched_tokens,
         tensor_parallel_size=tensor_parallel_size, enforce_eager=enforce_eager or None,
         kv_cache_dtype=kv_cache_dtype, batch_size=batch_size, max_new_tokens=max_new_tokens,
-        cache_implementation=cache_implementation, images_per_prompt=images)
+        cache_implementation=cache_implementation)
     result = checking.check(model, hw, quant=quant, gguf=gguf, settings=settings, engine=engine,
                             prompt_tokens=prompt_tokens, mmproj=mmproj, model_dirs=state.model_dirs(),
-                            margin_gib=margin, **engine_options)
+                            margin_gib=margin, images=images, **engine_options)
     if isinstance(result, CheckResult):
         _print_check(result, as_json, html)
         return

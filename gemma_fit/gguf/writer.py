@@ -17,6 +17,7 @@ from gguf import GGMLQuantizationType, GGUFValueType, GGUFWriter
 from gemma_fit.base.errors import BadInput
 from gemma_fit.base.files import new_file_mode
 from gemma_fit.gguf.layout import pad, synth_file_bytes, synth_metadata
+from gemma_fit.gguf.projector import ProjectorPlan, projector_metadata
 from gemma_fit.gguf.tensors import TensorPlan
 
 
@@ -75,3 +76,41 @@ def write_synthetic_gguf(plan: TensorPlan, out: Path) -> int:
         raise BadInput(f"cannot write {out}: {exc.strerror or exc}") from None
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def write_synthetic_projector(plan: ProjectorPlan, out: Path) -> int:
+    """A zero-weight mmproj GGUF of `plan` (sparse, like write_synthetic_gguf); its size in bytes."""
+    out = Path(out)
+    if out.exists() and not out.is_file():
+        raise BadInput(f"{out}: is not a regular file")
+    writer = GGUFWriter(out, arch="clip")
+    for key, value in projector_metadata(plan):
+        writer.add_key_value(key, value, _value_type(value),
+                             GGUFValueType.FLOAT32 if isinstance(value, list) else None)
+    for t in plan.tensors:
+        writer.add_tensor_info(t.name, tuple(reversed(t.shape)), np.dtype(np.float32), t.n_bytes,
+                               raw_dtype=GGMLQuantizationType(t.type.id))
+    try:
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_ti_data_to_file()
+        writer.close()
+        with open(out, "r+b") as f:
+            header_end = f.seek(0, os.SEEK_END)
+            size = pad(header_end) + sum(pad(t.n_bytes) for t in plan.tensors)
+            f.truncate(size)
+        return size
+    except OSError as exc:
+        raise BadInput(f"cannot write {out}: {exc.strerror or exc}") from None
+
+
+def _value_type(value: object) -> GGUFValueType:
+    if isinstance(value, bool):
+        return GGUFValueType.BOOL
+    if isinstance(value, int):
+        return GGUFValueType.UINT32
+    if isinstance(value, float):
+        return GGUFValueType.FLOAT32
+    if isinstance(value, list):
+        return GGUFValueType.ARRAY
+    return GGUFValueType.STRING

@@ -101,15 +101,50 @@ def run_engine_check(engine: str, resolved: ResolvedModel, quant: str | None, se
     return estimate(resolved, es, hardware)
 
 
-def projector_bytes(path: Path) -> int:
-    """What a multimodal projector GGUF (--mmproj) adds on the main GPU: its tensors, from its header."""
+def projector_bytes(path: Path, flash_attn: bool = True) -> int:
+    """What a multimodal projector GGUF (--mmproj) adds on the main GPU: its tensors, from its header, and
+    clip's compute buffer for one image where it is measured for the file's projector type."""
     from gemma_fit.gguf.from_file import is_mmproj, mmproj_bytes
+    from gemma_fit.gguf.projector import compute_bytes
     from gemma_fit.gguf.reader import read_gguf_header
 
     header = read_gguf_header(path)
     if not is_mmproj(header):
         raise BadInput(f"{path}: not a multimodal projector (general.architecture is not 'clip')")
-    return mmproj_bytes(header)
+    kind = header.metadata.get("clip.projector_type")
+    return mmproj_bytes(header) + compute_bytes(kind if isinstance(kind, str) else None, flash_attn)
+
+
+def with_projector(resolved: ResolvedModel, settings: RunSettings, images: int | None,
+                   mmproj: Path | None) -> RunSettings:
+    """--images N and --mmproj for llama.cpp: the projector's weights and image-encoder buffer on the main GPU
+    (from the file, or without one from the model's vision tower), and the context the images take."""
+    from gemma_fit.gguf.projector import compute_bytes, projector_plan, tower_for
+
+    if images is not None and not 0 <= images <= MAX_IMAGES:
+        raise BadInput(f"--images {images} is impossible (0 to {MAX_IMAGES})")
+    flash = settings.flash_attn != "off"
+    if mmproj is not None:
+        return replace(settings, mmproj_bytes=settings.mmproj_bytes or projector_bytes(mmproj, flash),
+                       mmproj_path=str(mmproj), images=images or 0, image_tokens=IMAGE_TOKENS_UNKNOWN)
+    if not images:
+        return settings
+    entry = resolved.entry
+    vision = entry.towers.vision.type if entry and entry.towers and entry.towers.vision else None
+    if vision is None:
+        raise BadInput(f"--images {images}: {resolved.spec.id} has no vision tower (a text-only model)")
+    tower = tower_for(vision)
+    if tower is None:
+        raise BadInput(f"--images {images}: the {vision} projector of {resolved.spec.id} is not modelled without its "
+                       "file yet; give --mmproj FILE (the mmproj GGUF)")
+    plan = projector_plan(tower, resolved.spec.n_embd)
+    extra = plan.tensor_data_bytes + compute_bytes(str(plan.config["projector_type"]), flash)
+    return replace(settings, mmproj_bytes=extra, mmproj_path=f"mmproj-{resolved.spec.id}-f16.gguf", images=images,
+                   image_tokens=plan.tokens_per_image)
+
+
+MAX_IMAGES = 1024
+IMAGE_TOKENS_UNKNOWN = 0  # a file's projector: tokens per image not read from it
 
 
 def gguf_model(path: Path) -> tuple[ResolvedModel, TensorPlan]:
@@ -147,7 +182,7 @@ def check(model: str | ResolvedModel | None, hardware: Hardware | str | Sequence
           quant: str | None = None, gguf: Path | None = None, settings: RunSettings | None = None,
           engine: str = "llama.cpp", prompt_tokens: int = 512, mmproj: Path | None = None,
           backend: str | None = None, model_dirs: tuple[Path, ...] = (), hardware_dirs: tuple[Path, ...] = (),
-          machine: MachineFlags | None = None, margin_gib: float | None = None,
+          machine: MachineFlags | None = None, margin_gib: float | None = None, images: int | None = None,
           **engine_options: Any) -> CheckResult | EngineResult:
     """Will `model` (an id, alias, config.json path, or a real GGUF as `gguf`) run on `hardware` (a GPU id,
     several, a machine file, or a Hardware) with these settings, and how well. Raises BadInput (a
@@ -156,9 +191,9 @@ def check(model: str | ResolvedModel | None, hardware: Hardware | str | Sequence
     check_model_source(model, gguf)
     hw = hardware_of(hardware, backend, hardware_dirs, machine)
     settings = settings or RunSettings()
-    if mmproj is not None and is_llama_cpp(engine) and not settings.mmproj_bytes:
-        settings = replace(settings, mmproj_bytes=projector_bytes(mmproj))
     if not is_llama_cpp(engine):
+        if images is not None:
+            engine_options["images_per_prompt"] = images
         if gguf is not None:
             raise BadInput("--gguf works with --engine llama.cpp (or ollama via --model)")
         resolved = model if isinstance(model, ResolvedModel) else resolve_model(model or "", model_dirs)
@@ -169,6 +204,7 @@ def check(model: str | ResolvedModel | None, hardware: Hardware | str | Sequence
     else:
         resolved = model if isinstance(model, ResolvedModel) else resolve_model(model or "", model_dirs)
         plan = build_plan(resolved.spec, quant or "Q4_K_M")
+    settings = with_projector(resolved, settings, images, mmproj)
     check_prompt_tokens(prompt_tokens)
     result = run_check(resolved, plan.ftype.name, settings, hw, prompt_tokens=prompt_tokens, plan=plan,
                        gguf_path=gguf, margin_bytes=margin_bytes(margin_gib))

@@ -105,6 +105,8 @@ def server_command(model: ModelSpec, quant: str, s: RunSettings, n_gpu_layers: i
         args += ["--n-cpu-moe", str(s.n_cpu_moe)]
     for value in s.override_tensor:
         args += ["-ot", value]
+    if s.mmproj_path:
+        args += ["--mmproj", s.mmproj_path]
     return shlex.join(args)
 
 
@@ -149,6 +151,11 @@ def _context_notes(model: ModelSpec, s: RunSettings, n_ctx: int, ctx_fit: int) -
                  f"--override-kv {model.arch}.context_length=int:{s.ctx_per_stream(model)} (quality there is "
                  "unmeasured)")
         notes.append(note)
+    if s.images and s.image_tokens:
+        need, slot = s.images * s.image_tokens, min(s.ctx_per_stream(model), n_train)
+        verb = "more than" if need > slot else "of"
+        notes.append(f"{s.images} image(s) per prompt take {need:,} tokens of the context ({s.image_tokens} each), "
+                     f"{verb} the {slot:,} a slot holds")
     if s.n_parallel > 1:
         per_slot = min(s.ctx_per_stream(model), n_train)
         if s.kv_unified:

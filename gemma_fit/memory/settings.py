@@ -36,7 +36,10 @@ class RunSettings:
     swa_full: bool = False
     kv_offload: bool = True
     n_outputs_max: int = 0  # 0 = n_batch (llama-cli, llama-bench); llama-server uses n_parallel
-    mmproj_bytes: int = 0  # a multimodal projector (--mmproj) loaded beside the model, on the main GPU
+    mmproj_bytes: int = 0  # a multimodal projector (--mmproj): weights + image-encoder compute, on the main GPU
+    mmproj_path: str = ""  # its file, for the printed command
+    images: int = 0  # images per prompt (each takes image_tokens of the context)
+    image_tokens: int = 0  # context tokens one image takes (Gemma 3: 256)
     override_tensor: tuple[str, ...] = ()  # -ot values as typed: "PATTERN=BUFFER,PATTERN=BUFFER"
     cpu_moe: bool = False  # --cpu-moe: every layer's routed experts in system memory
     n_cpu_moe: int = 0  # --n-cpu-moe N: the routed experts of layers 0 .. N-1 in system memory
