@@ -157,13 +157,13 @@ def _context_notes(model: ModelSpec, s: RunSettings, n_ctx: int, ctx_fit: int) -
         notes.append(f"{s.images} image(s) per prompt take {need:,} tokens of the context ({s.image_tokens} each), "
                      f"{verb} the {slot:,} a slot holds")
     if s.n_parallel > 1:
-        per_slot = min(s.ctx_per_stream(model), n_train)
+        slot_tokens = min(s.ctx_per_stream(model), n_train)
         if s.kv_unified:
             notes.append(f"-np {s.n_parallel} with --kv-unified: the {s.n_parallel} slots share one pool of "
-                         f"{n_ctx:,} cells; one slot alone may use up to {per_slot:,} tokens")
+                         f"{n_ctx:,} cells; one slot alone may use up to {slot_tokens:,} tokens")
         else:
             notes.append(f"-np {s.n_parallel} splits -c {n_ctx:,}: each of the {s.n_parallel} slots holds "
-                         f"{per_slot:,} tokens (--kv-unified shares one pool instead)")
+                         f"{slot_tokens:,} tokens (--kv-unified shares one pool instead)")
     if ctx_fit > 0 and ctx_fit == _ctx_cap(model, s):
         notes.append(f"the largest context that fits, {ctx_fit:,} tokens, is the model's trained context: a cap "
                      f"(llama-server uses no more per slot), not a memory limit")
