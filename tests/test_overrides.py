@@ -169,3 +169,15 @@ def test_llamacpp_fit_moves_experts_on_a_moe_model() -> None:
     fit = llamacpp_fit(build_plan(MOE, "Q4_K_M"), RunSettings(), _gpu("rtx-4060"), None)
     assert fit is not None
     assert fit.n_ctx == FIT_MIN_CTX and fit.n_gpu_layers == MOE.n_layer + 1 and 0 < fit.n_cpu_moe < MOE.n_layer
+
+
+@pytest.mark.parametrize("pattern", ["(.*)*x", "((.*)*)*z", "(a|a)*b", "(a+)+", ".*.*.*.*.*.*x"])
+def test_patterns_that_backtrack_exponentially_are_refused(pattern: str) -> None:
+    with pytest.raises(BadInput, match="exponential time"):
+        parse_override(f"{pattern}=CPU", 1)
+
+
+@pytest.mark.parametrize("pattern", [r"blk\..*\.ffn_.*_exps\.", EXPERTS, r"blk\.(2[0-9]|30)\.ffn_.*_exps",
+                                     r"blk\.\d+\.ffn_(up|down)_exps", r"blk\.[0-9]{2}\."])
+def test_the_usual_patterns_are_taken(pattern: str) -> None:
+    assert parse_override(f"{pattern}=CPU", 1)[0].pattern == pattern

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 from gemma_fit.base.errors import BadInput
 
@@ -68,8 +69,61 @@ def parse_override(text: str, n_gpus: int) -> tuple[TensorOverride, ...]:
             _compiled(pattern)
         except re.error as exc:
             raise BadInput(f"-ot '{item}': not a regular expression ({exc})") from None
+        if _can_backtrack_exponentially(pattern):
+            raise BadInput(f"-ot '{item}': a repetition inside a repetition or of an alternation, such as (a+)+ or "
+                           f"(a|b)*, or more than {MAX_REPEATS} repetitions, can take exponential time to match "
+                           "(llama.cpp's std::regex backtracks the same way); write it without, e.g. "
+                           "blk\\.(1[0-9]|2[0-9])\\.ffn_.*_exps=CPU")
         out.append(TensorOverride(pattern, _device(buffer.strip(), n_gpus, item)))
     return tuple(out)
+
+
+def _can_backtrack_exponentially(pattern: str) -> bool:
+    """A repeat (more than once) of something that itself repeats or branches: the shapes whose matching
+    time grows exponentially with the name's length on a backtracking engine (star height above one)."""
+    try:
+        import re._parser as sre_parse  # Python 3.11+
+    except ImportError:  # pragma: no cover - older Pythons
+        import sre_parse  # type: ignore[no-redef]
+
+    def walk(items: object, inside_repeat: bool) -> bool:
+        for op, arg in items:  # type: ignore[attr-defined]
+            name = str(op)
+            if name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+                repeats = arg[1] is sre_parse.MAXREPEAT or arg[1] > 1
+                if (inside_repeat and repeats) or walk(arg[2], inside_repeat or repeats):
+                    return True
+            elif _risky_child(name, arg, inside_repeat, walk):
+                return True
+        return False
+
+    parsed = sre_parse.parse(pattern)
+    return walk(parsed, False) or _repeats(parsed, sre_parse.MAXREPEAT) > MAX_REPEATS
+
+
+# Consecutive unbounded repeats (.*.*.*) backtrack polynomially: n^k steps on an n-character name. Real
+# patterns hold two or three (blk\..*\.ffn_.*_exps); five keep every match under a millisecond.
+MAX_REPEATS = 5
+
+
+def _repeats(items: Any, maxrepeat: Any) -> int:
+    n = 0
+    for op, arg in items:
+        name = str(op)
+        if name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+            n += (arg[1] is maxrepeat or arg[1] > 1) + _repeats(arg[2], maxrepeat)
+        elif name == "BRANCH":
+            n += sum(_repeats(b, maxrepeat) for b in arg[1])
+        elif name in ("SUBPATTERN", "ASSERT", "ASSERT_NOT"):
+            n += _repeats(arg[-1], maxrepeat)
+    return n
+
+
+def _risky_child(name: str, arg: Any, inside_repeat: bool, walk: Any) -> bool:
+    """An alternation inside a repetition, or a risky shape inside a group, alternative or lookaround."""
+    if name == "BRANCH":
+        return inside_repeat or any(walk(b, inside_repeat) for b in arg[1])
+    return name in ("SUBPATTERN", "ASSERT", "ASSERT_NOT") and bool(walk(arg[-1], inside_repeat))
 
 
 def moe_overrides(cpu_moe: bool, n_cpu_moe: int, n_layer: int) -> tuple[TensorOverride, ...]:
