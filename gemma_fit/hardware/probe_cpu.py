@@ -11,6 +11,7 @@ from __future__ import annotations
 import platform
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from gemma_fit.hardware.probe_other import Sysctl, _sysctl
@@ -68,9 +69,9 @@ def with_database(cpu: CPUSpec, find: FindCPU | None) -> CPUSpec:
     known = find(cpu.name) if find else None
     if known is None:
         return cpu
-    return CPUSpec(cpu.name, cpu.family, cpu.isa, cpu.cores, cpu.threads,
-                   cpu.performance_cores or known.performance_cores, known.ram_bandwidth_gbps, known.memory,
-                   f"{cpu.source}; memory from the database entry for {known.name}")
+    return replace(cpu, performance_cores=cpu.performance_cores or known.performance_cores,
+                   ram_bandwidth_gbps=known.ram_bandwidth_gbps, memory=known.memory,
+                   source=f"{cpu.source}; memory from the database entry for {known.name}")
 
 
 def local_cpu(find: FindCPU | None = None, cpuinfo: Path = Path("/proc/cpuinfo"),

@@ -14,7 +14,6 @@ from dataclasses import replace
 from gemma_fit.base.errors import GemmaFitError
 from gemma_fit.engines.llamacpp import Advice, CheckResult, run_check
 from gemma_fit.gguf.tensors import build_plan
-from gemma_fit.gguf.types import CONTRACT_QUANTS
 from gemma_fit.hardware.spec import MAX_GPUS_PER_CONTEXT
 from gemma_fit.memory.settings import RunSettings
 
@@ -26,10 +25,6 @@ KV_NOTE = {"q8_0": "near-lossless (llama.cpp PR #7412: +0.002 perplexity)",
 # The file types a user steps down through, best first (bits per weight falling).
 QUANT_LADDER = ("BF16", "Q8_0", "Q6_K", "Q5_K_M", "Q5_K_S", "Q4_K_M", "Q4_K_S", "IQ4_XS", "Q3_K_M",
                 "IQ3_M", "IQ3_XXS", "Q2_K", "IQ2_M")
-
-
-def needs_advice(r: CheckResult) -> bool:
-    return r.verdict.verdict != "go"
 
 
 def _try(base: CheckResult, change: str, flags: str, settings: RunSettings | None = None,
@@ -90,12 +85,12 @@ def _next_quant_down(quant: str) -> str | None:
     if quant in QUANT_LADDER:
         i = QUANT_LADDER.index(quant)
         return QUANT_LADDER[i + 1] if i + 1 < len(QUANT_LADDER) else None
-    return "Q4_K_M" if quant in CONTRACT_QUANTS and quant in ("F16", "F32") else None
+    return "Q4_K_M" if quant in ("F16", "F32") else None
 
 
 def advise(r: CheckResult) -> tuple[Advice, ...]:
     """The moves that make this plan fit or fit better (a better verdict, or the same one faster), best first."""
-    if not needs_advice(r):
+    if r.verdict.verdict == "go":  # nothing needs changing
         return ()
     current = VERDICT_RANK[r.verdict.verdict]
     moves = [a for a in _moves(r) if a is not None]  # in the order a user would try them

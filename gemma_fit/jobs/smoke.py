@@ -156,13 +156,7 @@ def llama_args(exe: Path, gguf: Path, n_ctx: int, s: Any, n_gpu_layers: int, pro
         args.append("--swa-full")
     if s.kv_unified:
         args.append("-kvu")
-    if s.cpu_moe:
-        args.append("--cpu-moe")
-    if s.n_cpu_moe:
-        args += ["--n-cpu-moe", str(s.n_cpu_moe)]
-    for value in s.override_tensor:
-        args += ["-ot", value]
-    return args
+    return args + s.placement_args()
 
 
 def check_run_numbers(threads: int, prompt_tokens: int, n_predict: int, timeout: float) -> None:

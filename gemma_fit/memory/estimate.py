@@ -20,7 +20,7 @@ from gemma_fit.memory.overrides import tensor_overrides
 from gemma_fit.memory.placement import (
     CPU,
     Placement,
-    overridden_host_bytes_per_layer,
+    moved_bytes_by_layer,
     place_layers,
     plan_layout,
     weights_by_device,
@@ -141,7 +141,7 @@ def _compute_split(model: ModelSpec, plan: TensorPlan, placement: Placement, pha
         dev[placement.output_device] = max(dev[placement.output_device], phases.output)
     host = _host_inputs(model, phases, n_tokens)
     cpu_layers = CPU in placement.layer_device
-    moved = overridden_host_bytes_per_layer(plan, placement) if placement.overrides else 0
+    moved = max(moved_bytes_by_layer(plan, placement).values(), default=0)
     if cpu_layers or moved:  # the CPU computes its weights' ops in decode; the GPU copies them for big batches
         host += max(phases.ffn, phases.attention)
         dev[0] += max(_largest_host_layer_weights(plan, placement), moved)

@@ -9,7 +9,7 @@ from gemma_fit.base.units import fmt_bytes
 from gemma_fit.gguf.tensors import TensorPlan
 from gemma_fit.hardware.spec import MAX_GPUS_PER_CONTEXT, MAX_HOST_RAM_BYTES, GPUSpec
 from gemma_fit.memory.estimate import MemoryEstimate, estimate_memory
-from gemma_fit.memory.placement import overridden_to_host_bytes
+from gemma_fit.memory.placement import moved_bytes_by_layer
 from gemma_fit.memory.search import auto_gpu_layers, experts_to_cpu, max_ctx_fit, quant_that_fits
 from gemma_fit.memory.settings import RunSettings
 from gemma_fit.memory.unified import UnifiedPool, unified_device
@@ -99,12 +99,7 @@ def server_command(model: ModelSpec, quant: str, s: RunSettings, n_gpu_layers: i
         args.append("--kv-unified")
     if s.swa_full:
         args.append("--swa-full")
-    if s.cpu_moe:
-        args.append("--cpu-moe")
-    if s.n_cpu_moe:
-        args += ["--n-cpu-moe", str(s.n_cpu_moe)]
-    for value in s.override_tensor:
-        args += ["-ot", value]
+    args += s.placement_args()
     if s.mmproj_path:
         args += ["--mmproj", s.mmproj_path]
     return shlex.join(args)
@@ -259,7 +254,7 @@ def decide(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...], host_
                           f"{model.n_layer} layers in system memory (--n-cpu-moe {s.n_cpu_moe}), as llama.cpp's "
                           f"fit places them, keeping {fmt_bytes(margin_bytes)} free; each token reads its "
                           "experts there at system-memory speed")
-    elif devices and ngl >= n_all and (moved := overridden_to_host_bytes(plan, est.placement)):
+    elif devices and ngl >= n_all and (moved := sum(moved_bytes_by_layer(plan, est.placement).values())):
         verdict = "offload"
         reasons.insert(0, f"all {n_all} layers on the GPU(s); the weights the tensor overrides name "
                           f"({fmt_bytes(moved)}) stay in system memory and run at its speed")

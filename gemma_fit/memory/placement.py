@@ -195,20 +195,19 @@ def _weights_by_tensor(plan: TensorPlan, placement: Placement) -> WeightsByDevic
     return WeightsByDevice(tuple(dev), sum(g[0] for g in host), span)
 
 
-def overridden_host_bytes_per_layer(plan: TensorPlan, placement: Placement) -> int:
-    """The most weight bytes of one layer that overrides keep on the host while the layer split puts the
-    layer on a GPU (routed experts with --cpu-moe): what op offload copies to the GPU for one split."""
-    per_layer: dict[int, int] = {}
-    for t in plan.tensors:
-        if t.layer is not None and placement.layer_device_of(t) != CPU and placement.device_of(t) == CPU:
-            per_layer[t.layer] = per_layer.get(t.layer, 0) + t.n_bytes
-    return max(per_layer.values(), default=0)
-
-
-
-def overridden_to_host_bytes(plan: TensorPlan, placement: Placement) -> int:
-    """All weight bytes overrides keep on the host from layers the split puts on a GPU."""
+def moved_to_host(plan: TensorPlan, placement: Placement) -> tuple[TensorSpec, ...]:
+    """The weights overrides keep on the host from layers the split puts on a GPU (routed experts with
+    --cpu-moe). Per layer, what op offload copies to the GPU for one split; together, what the layers
+    read from system memory."""
     if not placement.overrides:
-        return 0
-    return sum(t.n_bytes for t in plan.tensors
-               if placement.layer_device_of(t) != CPU and placement.device_of(t) == CPU)
+        return ()
+    return tuple(t for t in plan.tensors
+                 if t.layer is not None and placement.layer_device_of(t) != CPU and placement.device_of(t) == CPU)
+
+
+def moved_bytes_by_layer(plan: TensorPlan, placement: Placement) -> dict[int, int]:
+    per_layer: dict[int, int] = {}
+    for t in moved_to_host(plan, placement):
+        assert t.layer is not None
+        per_layer[t.layer] = per_layer.get(t.layer, 0) + t.n_bytes
+    return per_layer

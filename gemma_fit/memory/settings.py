@@ -48,6 +48,14 @@ class RunSettings:
     def has_overrides(self) -> bool:
         return bool(self.override_tensor or self.cpu_moe or self.n_cpu_moe)
 
+    def placement_args(self) -> list[str]:
+        """The tensor-placement flags as llama.cpp spells them (--cpu-moe, --n-cpu-moe, -ot)."""
+        args = ["--cpu-moe"] if self.cpu_moe else []
+        args += ["--n-cpu-moe", str(self.n_cpu_moe)] if self.n_cpu_moe else []
+        for value in self.override_tensor:
+            args += ["-ot", value]
+        return args
+
     @cached_property
     def type_k(self) -> GGMLType:
         return ggml_type(self.cache_type_k)

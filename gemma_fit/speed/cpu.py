@@ -84,8 +84,9 @@ def decode_bandwidth_gbps(ram_bw: float, rates: CPURates) -> tuple[float, str]:
 
 
 def thread_bound(ram_bw: float, rates: CPURates) -> bool:
+    """Whether the threads, not the memory, set CPU decode (decode_bandwidth_gbps's thread cap)."""
     eff, _ = decode_efficiency(rates.family)
-    return bool(rates.threads) and (rates.threads or 0) * per_thread_gbps()[0] < ram_bw * eff
+    return decode_bandwidth_gbps(ram_bw, rates)[0] < ram_bw * eff
 
 
 def cpu_decode_s(read_bytes: float, ram_bw: float, rates: CPURates) -> float:

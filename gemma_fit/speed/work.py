@@ -10,7 +10,7 @@ from functools import cache
 
 from gemma_fit.gguf.tensors import TensorPlan, TensorSpec
 from gemma_fit.memory.estimate import MemoryEstimate
-from gemma_fit.memory.placement import CPU
+from gemma_fit.memory.placement import CPU, moved_to_host
 from gemma_fit.model.spec import ModelSpec
 from gemma_fit.speed.graph import graph_nodes
 
@@ -162,9 +162,7 @@ def device_work(plan: TensorPlan, est: MemoryEstimate, n_gpus: int, prompt_token
     g = graph_nodes(model)
     nodes = {d: n * g.kernels / model.n_layer for d, n in layers.items()}
     matmuls = {d: n * g.matmul_nodes / model.n_layer for d, n in layers.items()}
-    split_layers = len({t.layer for t in plan.tensors if t.layer is not None and "_exps" in t.name
-                        and placement.layer_device_of(t) != CPU and placement.device_of(t) == CPU}
-                       ) if placement.overrides else 0
+    split_layers = len({t.layer for t in moved_to_host(plan, placement) if "_exps" in t.name})
     return DeviceWork(work, kv, attn, layers, nodes, matmuls, ffn, split_layers)
 
 
