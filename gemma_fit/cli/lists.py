@@ -49,14 +49,15 @@ def list_models(as_json: Annotated[bool, typer.Option("--json")] = False) -> Non
 
 def list_quants(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """The llama.cpp file types gemma-fit knows, with their base tensor type."""
-    from gemma_fit.gguf.types import CONTRACT_QUANTS, file_type, recipes
+    from gemma_fit.gguf.types import CONTRACT_QUANTS, file_type, recipes, unsloth_ud
 
     rows = []
-    for name in (*CONTRACT_QUANTS, *recipes()):  # llama-quantize's file types, then published mixes
+    # llama-quantize's file types, then published mixes, then Unsloth's (modelled as their base type's mix)
+    for name in (*CONTRACT_QUANTS, *recipes(), *unsloth_ud()):
         ft = file_type(name)
         bits = ft.default_type.bytes * 8 / ft.default_type.block
         rows.append({"quant": name, "ftype_id": ft.id, "base_type": ft.default_type.name,
-                     "base_bits_per_weight": round(bits, 4)})
+                     "base_bits_per_weight": round(bits, 4), "mix_of": ft.mix_of})
     if as_json:
         print(json.dumps(rows, indent=2))
         return

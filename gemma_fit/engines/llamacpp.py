@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gemma_fit.base.version import LLAMA_CPP_LABEL
 from gemma_fit.gguf.layout import estimated_file_bytes
 from gemma_fit.gguf.tensors import TensorPlan, build_plan
+from gemma_fit.gguf.unsloth import unpublished_mix
 from gemma_fit.hardware.select import Hardware
 from gemma_fit.memory.estimate import runtime_overhead
 from gemma_fit.memory.fit import SAFETY_MARGIN_BYTES, Verdict, decide, with_parallel_outputs
@@ -35,6 +36,14 @@ class Advice:
 
 
 @dataclass(frozen=True)
+class Unmodelled:
+    """Bytes a published file holds beyond what its tensor plan places (an Ollama blob's towers), kept free."""
+
+    bytes: int
+    note: str
+
+
+@dataclass(frozen=True)
 class CheckResult:
     resolved: ResolvedModel
     plan: TensorPlan
@@ -46,6 +55,8 @@ class CheckResult:
     speed_error: str | None
     advice: tuple[Advice, ...] = ()  # best first (jobs.advice fills it for a single check)
     llamacpp_fit: FitChoice | None = None  # what llama.cpp's own fit would choose (a single check)
+    margin_bytes: int = SAFETY_MARGIN_BYTES  # kept free on each GPU (--margin), before unmodelled bytes
+    unmodelled: Unmodelled | None = None  # bytes of the file this estimate does not place, kept free too
 
     def assumptions(self) -> list[str]:
         out = [
@@ -63,13 +74,22 @@ class CheckResult:
 
 def run_check(resolved: ResolvedModel, quant: str, settings: RunSettings, hardware: Hardware,
               prompt_tokens: int = 512, with_speed: bool = True, plan: TensorPlan | None = None,
-              gguf_path: Path | str | None = None, margin_bytes: int = SAFETY_MARGIN_BYTES) -> CheckResult:
+              gguf_path: Path | str | None = None, margin_bytes: int = SAFETY_MARGIN_BYTES,
+              unmodelled: Unmodelled | None = None) -> CheckResult:
     """`plan` replaces the database plan when the tensors come from a real GGUF header; `gguf_path` is
-    that file as the user gave it (the llama-server command then runs it, not a made-up file name)."""
+    that file as the user gave it (the llama-server command then runs it, not a made-up file name).
+    What the plan cannot place (an Unsloth UD file's unpublished mix, `unmodelled`) is kept free on top of
+    `margin_bytes`, and the reasons say so."""
     s = with_parallel_outputs(validate(settings, resolved.spec))
     plan = plan or build_plan(resolved.spec, quant)
+    ud = unpublished_mix(plan)
+    extra = [(ud.excess_bytes, ud.note())] if ud else []
+    extra += [(unmodelled.bytes, unmodelled.note)] if unmodelled else []
     verdict = decide(plan, s, hardware.gpus, hardware.host_capacity_bytes,
-                     gguf_name=str(gguf_path) if gguf_path is not None else None, margin_bytes=margin_bytes)
+                     gguf_name=str(gguf_path) if gguf_path is not None else None,
+                     margin_bytes=margin_bytes + sum(b for b, _ in extra))
+    if extra:
+        verdict = replace(verdict, reasons=(*verdict.reasons, *(note for _, note in extra)))
     s = verdict.estimate.settings  # the plan's own: -ngl auto may move experts (--n-cpu-moe)
     perf, speed_error = None, None
     if with_speed and verdict.verdict != "no-go":
@@ -77,7 +97,8 @@ def run_check(resolved: ResolvedModel, quant: str, settings: RunSettings, hardwa
             perf = predict_performance(plan, verdict.estimate, hardware, prompt_tokens)
         except SpeedInputError as exc:
             speed_error = str(exc)
-    return CheckResult(resolved, plan, hardware, s, verdict, estimated_file_bytes(plan), perf, speed_error)
+    return CheckResult(resolved, plan, hardware, s, verdict, estimated_file_bytes(plan), perf, speed_error,
+                       margin_bytes=margin_bytes, unmodelled=unmodelled)
 
 
 @dataclass(frozen=True)

@@ -347,7 +347,7 @@ def _placement(name: str, first_full: int) -> tuple[int | None, str]:
 
 
 def _file_type(h: GGUFHeader) -> FileType:
-    by_id = {ft.id: ft for ft in file_types().values()}
+    by_id = {ft.id: ft for ft in file_types().values() if not (ft.recipe or ft.mix_of)}  # llama-quantize's own names
     ft_id = h.metadata.get("general.file_type")
     if isinstance(ft_id, int) and not isinstance(ft_id, bool):
         ft = by_id.get(ft_id & ~_LLAMA_FTYPE_GUESSED)

@@ -254,6 +254,9 @@ def choose_types(
     ftype: FileType,
 ) -> list[GGMLType]:
     """The type of each (name, shape, source type), in file order, after llama-quantize `ftype`."""
+    from gemma_fit.gguf.types import mix_type
+
+    ftype = mix_type(ftype)  # an Unsloth UD-* file: its base type's mix (the UD mix is not published)
     names = [n for n, _, _ in tensors]
     tied = "output.weight" not in names
     counters = _Counters(

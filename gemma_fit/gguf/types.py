@@ -41,6 +41,7 @@ class FileType:
     id: int
     default_type: GGMLType
     recipe: bool = False  # a published mix (model_db/llamacpp/recipes.yaml), not a llama-quantize type
+    mix_of: str | None = None  # an unpublished mix (Unsloth UD-*), modelled as this llama-quantize type's
 
 
 @cache
@@ -59,7 +60,15 @@ def file_types() -> dict[str, FileType]:
     }
     for name, r in recipes().items():
         out[name] = FileType(name=name, id=out[r["ftype"]].id, default_type=types[r["default_type"]], recipe=True)
+    for name, u in unsloth_ud().items():
+        base = out[u["mix_of"]]
+        out[name] = FileType(name=name, id=base.id, default_type=base.default_type, mix_of=base.name)
     return out
+
+
+def mix_type(ft: FileType) -> FileType:
+    """The file type whose llama-quantize mix `ft`'s tensors follow: itself, or a UD recipe's base."""
+    return file_types()[ft.mix_of] if ft.mix_of else ft
 
 
 @cache
@@ -69,8 +78,16 @@ def recipes() -> dict[str, dict]:
 
 
 @cache
+def unsloth_ud() -> dict[str, dict]:
+    """Unsloth's dynamic quants by name (model_db/llamacpp/unsloth_ud.yaml): their base mix and published sizes."""
+    return dict(read_packaged_yaml("llamacpp/unsloth_ud.yaml")["unsloth_ud"])
+
+
+@cache
 def _aliases() -> dict[str, str]:
-    return {alias.upper().replace("-", "_"): name for name, r in recipes().items() for alias in r.get("aliases", [])}
+    out = {alias.upper().replace("-", "_"): name for name, r in recipes().items() for alias in r.get("aliases", [])}
+    out |= {name.replace("-", "_"): name for name in unsloth_ud()}  # UD_Q4_K_XL, ud-q4_k_xl
+    return out
 
 
 def ggml_type(name: str) -> GGMLType:
@@ -96,5 +113,5 @@ def file_type(name: str) -> FileType:
     try:
         return file_types()[key]
     except KeyError:
-        known = ", ".join((*CONTRACT_QUANTS, *recipes()))
+        known = ", ".join((*CONTRACT_QUANTS, *recipes(), *unsloth_ud()))
         raise BadInput(f"unknown quant '{name}' (known: {known})") from None

@@ -37,7 +37,8 @@ def _try(base: CheckResult, change: str, flags: str, settings: RunSettings | Non
     s = settings or base.settings
     plan = build_plan(base.resolved.spec, quant) if quant else base.plan
     try:
-        r = run_check(base.resolved, plan.ftype.name, s, hw, plan=plan)
+        r = run_check(base.resolved, plan.ftype.name, s, hw, plan=plan, margin_bytes=base.margin_bytes,
+                      unmodelled=base.unmodelled)
     except GemmaFitError:
         return None
     if r.verdict.verdict == "no-go":

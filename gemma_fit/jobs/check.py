@@ -33,13 +33,14 @@ from typing import Any
 
 from gemma_fit.base.errors import BadInput
 from gemma_fit.engines.base import ENGINES, EngineResult, EngineSettings
-from gemma_fit.engines.llamacpp import CheckResult, run_check
+from gemma_fit.engines.llamacpp import CheckResult, Unmodelled, run_check
 from gemma_fit.gguf.tensors import TensorPlan, build_plan
 from gemma_fit.hardware.flags import MachineFlags, with_machine_flags
 from gemma_fit.hardware.select import Hardware, select_hardware, with_backend
 from gemma_fit.memory.fit import SAFETY_MARGIN_BYTES
 from gemma_fit.memory.settings import MAX_CTX, RunSettings, is_llama_cpp, validate
 from gemma_fit.model.catalog import ResolvedModel, resolve_model
+from gemma_fit.model.ollama_tags import OllamaTag, ollama_tag
 
 _OPTION_NAMES = {f.name for f in fields(EngineSettings)} - {"engine", "quant"}
 
@@ -191,6 +192,9 @@ def check(model: str | ResolvedModel | None, hardware: Hardware | str | Sequence
     check_model_source(model, gguf)
     hw = hardware_of(hardware, backend, hardware_dirs, machine)
     settings = settings or RunSettings()
+    tag = ollama_tag(model) if isinstance(model, str) else None
+    if tag is not None:
+        model, quant = tag.model, tag_quant(tag, quant)
     if not is_llama_cpp(engine):
         if images is not None:
             engine_options["images_per_prompt"] = images
@@ -207,12 +211,45 @@ def check(model: str | ResolvedModel | None, hardware: Hardware | str | Sequence
     settings = with_projector(resolved, settings, images, mmproj)
     check_prompt_tokens(prompt_tokens)
     result = run_check(resolved, plan.ftype.name, settings, hw, prompt_tokens=prompt_tokens, plan=plan,
-                       gguf_path=gguf, margin_bytes=margin_bytes(margin_gib))
+                       gguf_path=gguf, margin_bytes=margin_bytes(margin_gib),
+                       unmodelled=tag_unmodelled(tag, resolved, plan, settings) if tag else None)
     from gemma_fit.jobs.advice import advise
     from gemma_fit.memory.llamacpp_fit import llamacpp_fit
 
     fit = llamacpp_fit(result.plan, result.settings, hw.gpus, hw.host_capacity_bytes)
     return replace(result, advice=advise(result), llamacpp_fit=fit)
+
+
+def tag_quant(tag: OllamaTag, quant: str | None) -> str:
+    """The quant an Ollama tag pulls; --quant may only repeat it (another quant is another tag)."""
+    from gemma_fit.gguf.types import file_type
+
+    if quant is not None and file_type(quant).name != file_type(tag.quant).name:
+        raise BadInput(f"the Ollama tag {tag.tag} is {tag.quant}, not {quant}: drop --quant, or name the model "
+                       f"({tag.model}) with --quant {quant}")
+    return tag.quant
+
+
+def tag_unmodelled(tag: OllamaTag, resolved: ResolvedModel, plan: TensorPlan, settings: RunSettings) -> Unmodelled:
+    """What an Ollama blob holds beyond the text plan (and the projector --images places): its vision (and
+    audio) towers, which Ollama loads with the model. The modelled tower where there is one, else what the
+    published blob size leaves beyond the text weights, when that is more than its rounding."""
+    from gemma_fit.gguf.layout import estimated_file_bytes
+    from gemma_fit.gguf.projector import projector_plan, tower_for
+
+    text = estimated_file_bytes(plan)
+    entry = resolved.entry
+    vision = entry.towers.vision.type if entry and entry.towers and entry.towers.vision else None
+    tower = tower_for(vision)
+    modelled = projector_plan(tower, resolved.spec.n_embd).tensor_data_bytes if tower else 0
+    rest = tag.blob_bytes - text
+    rest = max(modelled, rest if rest > tag.rounding_bytes else 0)
+    if settings.images:
+        rest = max(rest - modelled, 0)  # --images already places the modelled projector
+    what = f"{rest / 1e9:.2f} GB more (the towers beside the text weights, which Ollama loads) kept free" if rest else \
+        "nothing more to keep free"
+    return Unmodelled(rest, f"Ollama tag {tag.tag}: {resolved.spec.name} {tag.quant}, a {tag.shown} blob "
+                            f"(text weights {text / 1e9:.2f} GB): {what}")
 
 
 MAX_MARGIN_GIB = 1024

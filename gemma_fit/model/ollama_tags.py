@@ -1,0 +1,47 @@
+"""Ollama library tags as files (model_db/llamacpp/ollama_tags.yaml): the model and quant a tag pulls and the
+size of its blob, which holds the vision tower beside the text weights."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+
+from gemma_fit.db.rules import read_packaged_yaml
+
+_UNITS = {"MB": 10**6, "GB": 10**9}
+
+
+@dataclass(frozen=True)
+class OllamaTag:
+    tag: str
+    model: str  # model_db id
+    quant: str  # file type or recipe name
+    blob_bytes: int  # as `ollama list` shows it (decimal, rounded)
+    shown: str
+    source: str
+
+    @property
+    def rounding_bytes(self) -> int:
+        """Half the last digit `shown` prints ("17 GB": 0.5 GB): how far the true size may be from blob_bytes."""
+        m = re.fullmatch(r"~?\s*([\d.]+)\s*(MB|GB)", self.shown.strip())
+        if m is None:
+            return 0
+        decimals = len(m.group(1).partition(".")[2])
+        return _UNITS[m.group(2)] // (2 * 10**decimals)
+
+
+@cache
+def ollama_tags() -> dict[str, OllamaTag]:
+    out = {}
+    for tag, t in read_packaged_yaml("llamacpp/ollama_tags.yaml")["tags"].items():
+        entry = OllamaTag(tag, t["model"], t["quant"], int(t["bytes"]), str(t["shown"]), str(t["source"]))
+        for name in (tag, *t.get("aliases", [])):
+            out[name] = entry
+    return out
+
+
+def ollama_tag(name: str) -> OllamaTag | None:
+    """The tag `name` is (gemma3:27b, gemma3, gemma4:latest), or None."""
+    key = name.strip().lower()
+    return ollama_tags().get(key) or ollama_tags().get(key.removeprefix("library/"))
