@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from gemma_fit.base.errors import BadInput
-from gemma_fit.hardware.catalog import load_gpu_entries, load_gpus, load_machine, resolve_gpu
+from gemma_fit.hardware.catalog import load_gpu_entries, load_gpus, resolve_gpu
+from gemma_fit.hardware.machine_file import load_machine
 from gemma_fit.hardware.select import select_hardware
 
 GIB = 1024**3

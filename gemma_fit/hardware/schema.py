@@ -201,6 +201,46 @@ class StorageFile(_Strict):
     storage: list[StorageEntry] = Field(min_length=1)
 
 
+# A price's date: a year, a quarter (2026-Q1), a month or a day, as its source states it.
+PRICE_DATE = r"^\d{4}(-Q[1-4]|-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01]))?)?$"
+
+
+class PricePoint(_Strict):
+    """One price in US dollars, as dated by its source."""
+
+    usd: float = Field(gt=0, le=10_000_000)
+    date: str = Field(pattern=PRICE_DATE)
+    source: str = Field(min_length=8)  # a URL, or where the figure was read (a search index file id)
+
+
+class PowerFigure(_Strict):
+    w: float = Field(gt=0, le=100_000)
+    source: str = Field(min_length=8)
+
+
+class PriceEntry(_Strict):
+    """What one database GPU (a card) or unified-memory chip (the cheapest whole machine with it) costs:
+    launch MSRP and dated street and used prices, each with its source (hardware_db/prices/)."""
+
+    id: str = Field(pattern=SLUG)  # a gpus id
+    machine: str | None = None  # unified memory: the machine the price buys (model, cores, memory, storage)
+    msrp: PricePoint | None = None
+    street: PricePoint | None = None  # new, retail
+    used: PricePoint | None = None
+    power: PowerFigure | None = None  # a whole machine's rated or measured maximum at the wall
+    note: str = ""
+
+    @model_validator(mode="after")
+    def _priced_or_said(self) -> PriceEntry:
+        if self.msrp is None and self.street is None and self.used is None and not self.note:
+            raise ValueError("no price: give msrp, street or used, or a note saying none was found")
+        return self
+
+
+class PriceFile(_Strict):
+    prices: list[PriceEntry] = Field(min_length=1)
+
+
 class CPUEntry(_Strict):
     """One CPU in hardware_db/cpus.yaml: what llama.cpp's CPU backend runs on it and the memory system
     it supports (the officially supported maximum speed and its channels)."""

@@ -40,7 +40,7 @@ def select_hardware(gpu_names: list[str], hardware_file: Path | None, extra: tup
     if hardware_file is not None:
         if gpu_names:
             raise BadInput("give either --gpu or --hardware, not both")
-        from gemma_fit.hardware.catalog import load_machine
+        from gemma_fit.hardware.machine_file import load_machine
 
         machine = load_machine(hardware_file, extra)
         cpu = _named_cpu(machine.cpu, extra)

@@ -17,6 +17,7 @@ from gemma_fit.hardware.catalog import FILE_KINDS
 from gemma_fit.jobs.validate_common import Doc, Problem, Report, Seen
 from gemma_fit.jobs.validate_hardware import check_list_file, check_machine
 from gemma_fit.jobs.validate_model import check_model
+from gemma_fit.jobs.validate_quality import check_quality
 
 __all__ = ["Problem", "Report", "validate", "validate_paths"]
 
@@ -51,6 +52,8 @@ def _kind(doc: Doc) -> str | None:
     data = doc.data
     if "llamacpp" in doc.path.parts:
         return "llamacpp"
+    if doc.path.parent.name == "quality":
+        return "quality"
     if not isinstance(data, dict):
         return None
     if "name" in data and any(k in data for k in ("gpus", "ram_gb", "disk", "ram_type")):
@@ -64,6 +67,10 @@ def _kind(doc: Doc) -> str | None:
 
 
 def _cross_checks(report: Report, seen: Seen) -> None:
+    gpu_ids = {i for k, i in seen.ids if k == "gpus"}
+    for (kind, price_id), (path, line) in seen.ids.items():
+        if kind == "prices" and gpu_ids and price_id not in gpu_ids:
+            report.problems.append(Problem(path, line, f"{price_id}.id", "a price for no GPU in the database"))
     for key, gpu_id, doc, loc in seen.device_names:
         owner = seen.names.get(key)
         if owner is not None and owner[0] != gpu_id:
@@ -89,6 +96,8 @@ def validate(paths: list[Path] | None = None) -> Report:
             check_model(doc, report, seen)
         elif kind == "machine":
             check_machine(doc, report)
+        elif kind == "quality":
+            check_quality(doc, report, seen)
         elif kind is None:
             report.add(doc, (), "(top level)", "cannot tell what this file is: expected a hardware_db file "
                        "(gpus:, cpus:, interconnects:, memory: or storage:), a model_db entry or a machine file")

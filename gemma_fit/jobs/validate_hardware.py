@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from datetime import date
 
 from pydantic import BaseModel
 
 from gemma_fit.base.errors import BadInput
 from gemma_fit.db.yaml_lines import Loc
 from gemma_fit.hardware.catalog import find_gpu_entry, load_hardware_db, name_key
+from gemma_fit.hardware.prices import price_month
 from gemma_fit.hardware.schema import (
     BACKENDS,
     CPUEntry,
@@ -20,6 +22,7 @@ from gemma_fit.hardware.schema import (
     InterconnectEntry,
     MachineFile,
     MemoryEntry,
+    PriceEntry,
     StorageEntry,
 )
 from gemma_fit.jobs.validate_common import Doc, Report, Seen, check_unique, validate_with
@@ -64,7 +67,8 @@ ARCH_TENSOR_FP32_RATIO: dict[str, tuple[float, float]] = {
 DATA_RATE_GBPS: list[tuple[str, tuple[float, float]]] = [
     ("GDDR6X", (19, 24)), ("GDDR7", (28, 40)), ("GDDR6", (10, 24)), ("HBM", (1, 10)), ("LPDDR", (3, 11)),
 ]
-HARDWARE_MODELS: list[type[BaseModel]] = [GPUEntry, CPUEntry, InterconnectEntry, MemoryEntry, StorageEntry]
+HARDWARE_MODELS: list[type[BaseModel]] = [GPUEntry, CPUEntry, InterconnectEntry, MemoryEntry, StorageEntry,
+                                          PriceEntry]
 
 
 # --- physical consistency of one GPU entry ----------------------------------------------------
@@ -169,7 +173,7 @@ def check_list_file(doc: Doc, report: Report, seen: Seen, kind: str) -> None:
         report.add(doc, (kind,), kind, "expected a non-empty list of entries")
         return
     model = {"gpus": GPUEntry, "cpus": CPUEntry, "interconnects": InterconnectEntry, "memory": MemoryEntry,
-             "storage": StorageEntry}[kind]
+             "storage": StorageEntry, "prices": PriceEntry}[kind]
     for i, item in enumerate(items):
         loc = (kind, i)
         entry = validate_with(doc, report, model, item, loc, HARDWARE_MODELS)
@@ -185,7 +189,18 @@ def check_list_file(doc: Doc, report: Report, seen: Seen, kind: str) -> None:
             _check_gpu_names(doc, report, seen, entry, loc)
 
 
+def _price_dates(entry: PriceEntry) -> Iterator[tuple[str, str]]:
+    """A price dated after today is a typo (or a forecast, which is not a price)."""
+    today = date.today().isoformat()
+    for name in ("msrp", "street", "used"):
+        point = getattr(entry, name)
+        if point is not None and price_month(point.date) > today[:7]:
+            yield (name, f"dated {point.date}, after today ({today})")
+
+
 def _entry_physics(entry: BaseModel) -> Iterator[tuple[str, str]]:
+    if isinstance(entry, PriceEntry):
+        yield from _price_dates(entry)
     if isinstance(entry, GPUEntry):
         yield from _gpu_physics(entry)
     elif isinstance(entry, MemoryEntry):

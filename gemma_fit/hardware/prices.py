@@ -1,0 +1,64 @@
+"""What hardware costs today (hardware_db/prices/, or a --prices FILE.yaml of the same schema): the price a
+buyer pays for a card or a unified-memory machine, with its date and source."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+from gemma_fit.base.errors import BadInput, DatabaseError
+from gemma_fit.hardware.catalog import load_hardware_db, parse_file
+from gemma_fit.hardware.schema import PriceEntry, PriceFile
+
+# A launch MSRP older than this is not a price anyone sells the part at new; street and used prices are.
+MSRP_MAX_AGE_YEARS = 3
+
+
+@dataclass(frozen=True)
+class Price:
+    usd: float
+    date: str  # as its source dates it: YYYY, YYYY-Qn, YYYY-MM or YYYY-MM-DD
+    source: str
+    kind: str  # "street", "msrp" or "used"
+
+
+def price_month(day: str) -> str:
+    """YYYY-MM of a price date: a quarter is its first month, a year its January."""
+    if "-Q" in day:
+        return f"{day[:4]}-{3 * int(day[-1]) - 2:02d}"
+    return day[:7] if len(day) > 4 else f"{day}-01"
+
+
+def price_table(extra_dirs: tuple[Path, ...] = (), prices_file: Path | None = None) -> dict[str, PriceEntry]:
+    """Every price entry by GPU id: the database's, with `prices_file`'s entries replacing theirs."""
+    table = dict(load_hardware_db(extra_dirs).prices)
+    if prices_file is not None:
+        table.update(read_prices_file(prices_file))
+    return table
+
+
+def read_prices_file(path: Path) -> dict[str, PriceEntry]:
+    """--prices FILE.yaml: `prices:` entries in the database's own schema; anything else is one line, exit 2."""
+    if not Path(path).is_file():
+        raise BadInput(f"--prices {path}: not a file")
+    try:
+        kind, parsed = parse_file(Path(path))
+    except DatabaseError as exc:
+        raise BadInput(f"--prices {exc}") from None
+    if kind != "prices" or not isinstance(parsed, PriceFile):
+        raise BadInput(f"--prices {path}: expected a 'prices:' list (the schema of hardware_db/prices/)")
+    return {e.id: e for e in parsed.prices}
+
+
+def current_price(entry: PriceEntry, today: date, used: bool = False) -> Price | None:
+    """The lowest price a buyer can pay: a street price, a launch MSRP of the last MSRP_MAX_AGE_YEARS years,
+    and with `used` a used price; None when there is none."""
+    options = []
+    if entry.street is not None:
+        options.append(Price(entry.street.usd, entry.street.date, entry.street.source, "street"))
+    if entry.msrp is not None and int(entry.msrp.date[:4]) >= today.year - MSRP_MAX_AGE_YEARS:
+        options.append(Price(entry.msrp.usd, entry.msrp.date, entry.msrp.source, "msrp"))
+    if used and entry.used is not None:
+        options.append(Price(entry.used.usd, entry.used.date, entry.used.source, "used"))
+    return min(options, key=lambda p: (p.usd, p.kind), default=None)

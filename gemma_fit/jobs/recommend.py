@@ -1,0 +1,252 @@
+"""`gemma-fit recommend`: the best Gemma configurations for one machine and one need, ranked.
+
+Every database model x a ladder of file types (and Google's QAT file where published) x KV cache f16 / q8_0
+is checked by the whole pipeline at the needed context, with llama.cpp's automatic placement (-ngl auto,
+expert offload for MoE models), keeping the margin free on every GPU. Of the plans that fit with the margin
+and reach the speed asked, each model keeps its best for the objective; a model whose best is beaten on every
+axis (quality, decode speed, largest context) by another model's best is left out; the rest are ranked by the
+objective. Quality is published data only (gemma_fit.gguf.quality); a model without its benchmark ranks
+below every model with one on quality. Pure: no printing, no files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from gemma_fit.base.errors import BadInput, GemmaFitError
+from gemma_fit.engines.llamacpp import CheckResult, run_check
+from gemma_fit.gguf.quality import RANKING_BENCHMARK, Quality, quality
+from gemma_fit.hardware.select import Hardware
+from gemma_fit.memory.settings import MAX_CTX, RunSettings, is_llama_cpp, validate
+from gemma_fit.model.catalog import ResolvedModel, entry_spec, load_model_db
+from gemma_fit.model.spec import GENERATION_ORDER
+
+SCHEMA = "gemma-fit.recommend/1"
+# The file types tried, best first: llama-quantize's common steps from full precision down to 2.7 bits.
+QUANT_LADDER = ("BF16", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "QAT_Q4_0", "IQ4_XS", "Q3_K_M", "IQ3_XXS", "Q2_K",
+                "IQ2_M")
+KV_CACHE_TYPES = ("f16", "q8_0")  # q8_0: near-lossless (llama.cpp PR #7412); q4_0 is not recommended unasked
+PREFERENCES = ("quality", "speed", "context")
+DEFAULT_MIN_TPS = 10.0  # about reading speed: a plan slower than this is not one to recommend unasked
+MAX_TOP = 100
+# Quality points the data cannot tell apart: one standard error of the benchmarks behind it (MMLU-Pro's 12,032
+# questions at 80% correct: 0.36 points; Unsloth's per-quant MMLU, 14,042 questions at 71%: 0.38).
+QUALITY_RESOLUTION = 0.4
+
+
+@dataclass(frozen=True)
+class Needs:
+    n_ctx: int = 8192  # the context the user needs, per sequence
+    min_tps: float | None = None  # None: DEFAULT_MIN_TPS
+    vision: bool = False  # models with a vision tower, and room for one image's projector
+    n_parallel: int = 1
+    prefer: str = "quality"
+    top: int = 5
+    margin_bytes: int | None = None  # kept free on each GPU; None: llama.cpp's fit target (1 GiB)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    result: CheckResult
+    quality: Quality
+    kv_type: str
+
+    @property
+    def decode(self) -> float:
+        p = self.result.performance
+        return p.decode_tokens_per_s if p else 0.0
+
+    @property
+    def max_ctx(self) -> int:
+        """The largest context the plan is known to hold: all on the GPU(s) up to max_ctx_fit, and the needed
+        one with its layers or experts offloaded."""
+        return max(self.result.verdict.max_ctx_fit, self.result.verdict.estimate.n_ctx)
+
+    def axes(self) -> tuple[float, float, float]:
+        q = self.quality.score
+        return (q if q is not None else -1.0, self.decode, float(self.max_ctx))
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    hardware: Hardware
+    needs: Needs
+    min_tps: float
+    ranked: tuple[Candidate, ...]  # best first, at most needs.top
+    meets_min_tps: bool  # False: no plan reaches min_tps; `ranked` holds the fastest instead
+    n_checked: int
+    skipped: tuple[str, ...]  # models left out, with why
+
+
+def check_needs(needs: Needs) -> None:
+    if needs.prefer not in PREFERENCES:
+        raise BadInput(f"--prefer {needs.prefer} is not one of {', '.join(PREFERENCES)}")
+    if not 1 <= needs.top <= MAX_TOP:
+        raise BadInput(f"--top {needs.top} is impossible (1 to {MAX_TOP})")
+    if not 1 <= needs.n_ctx <= MAX_CTX:
+        raise BadInput(f"--ctx {needs.n_ctx} is impossible: the context you need, 1 to {MAX_CTX:,} tokens")
+    if needs.min_tps is not None and not 0 <= needs.min_tps <= 1e6:
+        raise BadInput(f"--min-tps {needs.min_tps:g} is impossible (0 to 1,000,000 tokens/s)")
+
+
+def _models(needs: Needs, model_dirs: tuple[Path, ...]) -> tuple[list[ResolvedModel], list[str]]:
+    entries = sorted(load_model_db(model_dirs).values(),
+                     key=lambda e: (GENERATION_ORDER[e.generation], entry_spec(e).n_embd, e.id))
+    out, skipped = [], []
+    for e in entries:
+        spec = entry_spec(e)
+        if needs.vision and not (e.towers and e.towers.vision):
+            continue
+        if spec.n_ctx_train < needs.n_ctx:
+            skipped.append(f"{e.id}: trained for {spec.n_ctx_train:,} tokens, under the {needs.n_ctx:,} needed")
+            continue
+        out.append(ResolvedModel(spec, e.id, f"model {e.id}", model_dirs))
+    return out, skipped
+
+
+def _fits_with_margin(r: CheckResult, margin: int) -> bool:
+    est = r.verdict.estimate
+    return r.verdict.verdict in ("go", "offload") and all(d.headroom_bytes >= margin for d in est.devices)
+
+
+def _try(model: ResolvedModel, quant: str, kv: str, base: RunSettings, hw: Hardware, needs: Needs,
+         margin: int) -> Candidate | None:
+    from gemma_fit.jobs.check import with_projector
+
+    s = replace(base, cache_type_k=kv, cache_type_v=kv)
+    try:
+        s = with_projector(model, s, 1 if needs.vision else None, None)
+        r = run_check(model, quant, s, hw, margin_bytes=margin)
+    except GemmaFitError:  # a recipe not published for this model, a tower not modelled: not a candidate
+        return None
+    if not _fits_with_margin(r, margin + (r.unmodelled.bytes if r.unmodelled else 0)):
+        return None
+    return Candidate(r, quality(model.spec.id, r.plan.ftype), kv)
+
+
+def _dominated(c: Candidate, others: Sequence[Candidate]) -> bool:
+    a = c.axes()
+    return any(all(x >= y for x, y in zip(o.axes(), a, strict=True)) and o.axes() != a for o in others)
+
+
+def _order(c: Candidate, prefer: str) -> tuple[float, ...]:
+    q, speed, ctx = c.axes()
+    key = {"quality": (q, speed, ctx), "speed": (speed, q, ctx), "context": (ctx, q, speed)}[prefer]
+    return tuple(-x for x in key)
+
+
+def _best_per_model(pool: Sequence[Candidate], prefer: str) -> list[Candidate]:
+    """Each model once, in its best plan for the objective: the alternatives shown are other models (31B at
+    IQ3_XXS, 26B-A4B at Q4_K_M, 12B at Q8_0), not the same model at the next quant."""
+    by_model: dict[str, list[Candidate]] = {}
+    for c in pool:
+        by_model.setdefault(c.result.resolved.spec.id, []).append(c)
+    out = []
+    for plans in by_model.values():
+        top = min(plans, key=lambda c: _order(c, prefer))
+        if prefer == "quality" and top.quality.score is not None:
+            # Quant steps closer than the benchmarks resolve are a tie, which the faster plan wins.
+            near = [c for c in plans if (c.quality.score or 0) >= top.quality.score - QUALITY_RESOLUTION]
+            top = max(near, key=lambda c: (c.decode, c.axes()))
+        out.append(top)
+    return out
+
+
+def recommend(hw: Hardware, needs: Needs, settings: RunSettings | None = None, engine: str = "llama.cpp",
+              model_dirs: tuple[Path, ...] = ()) -> Recommendation:
+    """The ranked configurations of `hw` for `needs`. Raises BadInput for impossible needs or an engine
+    other than llama.cpp (its plans are what is ranked)."""
+    from gemma_fit.memory.fit import SAFETY_MARGIN_BYTES
+
+    check_needs(needs)
+    if not is_llama_cpp(engine):
+        raise BadInput(f"recommend ranks llama.cpp plans (Ollama runs the same files: its tags are in the "
+                       f"commands); --engine {engine} is not ranked yet")
+    margin = SAFETY_MARGIN_BYTES if needs.margin_bytes is None else needs.margin_bytes
+    base = replace(settings or RunSettings(), n_ctx=needs.n_ctx, n_parallel=needs.n_parallel, n_gpu_layers=None)
+    models, skipped = _models(needs, model_dirs)
+    for m in models[:1]:  # settings llama.cpp refuses for every model are bad input, not "nothing fits"
+        validate(base, m.spec)
+    found: list[Candidate] = []
+    checked = 0
+    for m in models:
+        for quant in QUANT_LADDER:
+            for kv in KV_CACHE_TYPES:
+                checked += 1
+                c = _try(m, quant, kv, base, hw, needs, margin)
+                if c is not None:
+                    found.append(c)
+                    break  # q8_0 only where f16 does not fit: the same plan, its cache halved
+    min_tps = DEFAULT_MIN_TPS if needs.min_tps is None else needs.min_tps
+    fast = [c for c in found if c.decode >= min_tps]
+    meets = bool(fast)
+    pool = fast if meets else sorted(found, key=lambda c: -c.decode)[: needs.top]
+    best = _best_per_model(pool, needs.prefer)
+    front = [c for c in best if not _dominated(c, best)]
+    ranked = sorted(front, key=lambda c: _order(c, needs.prefer))[: needs.top]
+    return Recommendation(hw, needs, min_tps, tuple(ranked), meets, checked, tuple(skipped))
+
+
+def why(c: Candidate, rank: int, rec: Recommendation) -> str:
+    """Why a candidate ranks where it does, in one line."""
+    r = c.result
+    v = r.verdict
+    parts = [f"#{rank} by {rec.needs.prefer}", c.quality.why() if c.quality.score is not None
+             else f"no published {RANKING_BENCHMARK}: ranks after the models with one on quality",
+             f"decode {c.decode:.1f} tok/s" if r.performance else "no speed model for this hardware",
+             f"largest context {c.max_ctx:,}", v.reasons[0]]
+    if c.kv_type != "f16":
+        parts.append(f"KV cache {c.kv_type} (the f16 cache does not fit with the margin)")
+    return "; ".join(parts)
+
+
+def _ollama_run(c: Candidate) -> str | None:
+    """`ollama run TAG` where an Ollama library tag is this model and quant (at the default f16 cache)."""
+    from gemma_fit.model.ollama_tags import ollama_tags
+
+    tag = next((t.tag for t in ollama_tags().values()
+                if t.model == c.result.resolved.spec.id and t.quant == c.result.plan.ftype.name), None)
+    if tag is None or c.kv_type != "f16":
+        return None
+    return f"OLLAMA_CONTEXT_LENGTH={c.result.verdict.estimate.n_ctx} ollama run {tag}"
+
+
+def candidate_json(c: Candidate, rank: int, rec: Recommendation) -> dict[str, Any]:
+    r, p = c.result, c.result.performance
+    est = r.verdict.estimate
+    return {
+        "rank": rank, "model": r.resolved.spec.id, "quant": r.plan.ftype.name, "n_ctx": est.n_ctx,
+        "verdict": r.verdict.verdict, "decode_tokens_per_s": round(c.decode, 1) if p else None,
+        "quality": c.quality.score, "command": r.verdict.server_command, "why": why(c, rank, rec),
+        "kv_cache_type": c.kv_type, "max_ctx_fit": c.max_ctx, "n_gpu_layers": r.verdict.n_gpu_layers,
+        "n_cpu_moe": r.verdict.auto_n_cpu_moe, "prefill_tokens_per_s": round(p.prefill_tokens_per_s, 1) if p else None,
+        "file_size_bytes": r.file_size_bytes,
+        "min_headroom_bytes": min((d.headroom_bytes for d in est.devices), default=None),
+        "quality_detail": {"benchmark": c.quality.benchmark.name if c.quality.benchmark else None,
+                           "benchmark_value": c.quality.benchmark.value if c.quality.benchmark else None,
+                           "benchmark_source": c.quality.benchmark.source if c.quality.benchmark else None,
+                           "retention": round(c.quality.retention, 4), "retention_how": c.quality.retention_how},
+        "ollama_command": _ollama_run(c),
+    }
+
+
+def recommend_document(rec: Recommendation) -> dict[str, Any]:
+    n = rec.needs
+    note = None if rec.meets_min_tps else (
+        f"no configuration reaches {rec.min_tps:g} tok/s on this hardware: these are the fastest that fit")
+    return {
+        "schema": SCHEMA, "hardware": rec.hardware.label,
+        "candidates": [candidate_json(c, i, rec) for i, c in enumerate(rec.ranked, 1)],
+        "needs": {"n_ctx": n.n_ctx, "min_tps": rec.min_tps, "vision": n.vision, "n_parallel": n.n_parallel,
+                  "prefer": n.prefer, "top": n.top},
+        "meets_min_tps": rec.meets_min_tps, "note": note, "n_checked": rec.n_checked, "skipped": list(rec.skipped),
+        "method": ("every database model x file types BF16 to IQ2_M (and Google's QAT Q4_0) x KV cache f16/q8_0, "
+                   "checked with llama.cpp's automatic placement at the needed context, keeping the margin free; "
+                   "plans beaten on quality, speed and context by another are dropped. quality = the model's "
+                   "published MMLU-Pro (model card) x what its quant keeps of the full model's score (Unsloth's "
+                   "5-shot MMLU of Gemma 3 27B per quant; llama.cpp's KLD scoreboard between measured types). "
+                   "Smaller models lose more at the same bits than the 27B these were measured on."),
+    }
