@@ -120,7 +120,7 @@ def with_projector(resolved: ResolvedModel, settings: RunSettings, images: int |
                    mmproj: Path | None) -> RunSettings:
     """--images N and --mmproj for llama.cpp: the projector's weights and image-encoder buffer on the main GPU
     (from the file, or without one from the model's vision tower), and the context the images take."""
-    from gemma_fit.gguf.projector import compute_bytes, projector_plan, tower_for
+    from gemma_fit.gguf.projector import image_compute_bytes, projector_plan, tower_for
 
     if images is not None and not 0 <= images <= MAX_IMAGES:
         raise BadInput(f"--images {images} is impossible (0 to {MAX_IMAGES})")
@@ -134,12 +134,12 @@ def with_projector(resolved: ResolvedModel, settings: RunSettings, images: int |
     vision = entry.towers.vision.type if entry and entry.towers and entry.towers.vision else None
     if vision is None:
         raise BadInput(f"--images {images}: {resolved.spec.id} has no vision tower (a text-only model)")
-    tower = tower_for(vision)
+    tower = tower_for(vision, resolved.spec.id)
     if tower is None:
         raise BadInput(f"--images {images}: the {vision} projector of {resolved.spec.id} is not modelled without its "
                        "file yet; give --mmproj FILE (the mmproj GGUF)")
     plan = projector_plan(tower, resolved.spec.n_embd)
-    extra = plan.tensor_data_bytes + compute_bytes(str(plan.config["projector_type"]), flash)
+    extra = plan.tensor_data_bytes + image_compute_bytes(plan.config, flash)
     return replace(settings, mmproj_bytes=extra, mmproj_path=f"mmproj-{resolved.spec.id}-f16.gguf", images=images,
                    image_tokens=plan.tokens_per_image)
 
@@ -240,7 +240,7 @@ def tag_unmodelled(tag: OllamaTag, resolved: ResolvedModel, plan: TensorPlan, se
     text = estimated_file_bytes(plan)
     entry = resolved.entry
     vision = entry.towers.vision.type if entry and entry.towers and entry.towers.vision else None
-    tower = tower_for(vision)
+    tower = tower_for(vision, resolved.spec.id)
     modelled = projector_plan(tower, resolved.spec.n_embd).tensor_data_bytes if tower else 0
     rest = tag.blob_bytes - text
     rest = max(modelled, rest if rest > tag.rounding_bytes else 0)
