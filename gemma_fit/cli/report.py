@@ -29,13 +29,16 @@ from gemma_fit.cli.options import (
     UBATCH,
     BatchOpt,
     CoresOpt,
+    CpuMoeOpt,
     CpuOpt,
     CtkOpt,
     CtvOpt,
     DiskOpt,
     EngineOpt,
     FlashOpt,
+    NCpuMoeOpt,
     NglOpt,
+    OverrideOpt,
     ParallelOpt,
     RamChannelsOpt,
     RamOpt,
@@ -47,6 +50,7 @@ from gemma_fit.cli.options import (
     UnifiedOpt,
     machine_flags,
     run_settings,
+    with_overrides,
 )
 from gemma_fit.memory.settings import RunSettings
 
@@ -204,6 +208,9 @@ def report_command(
     threads: ThreadsOpt = None,
     disk: DiskOpt = None,
     reserve: ReserveOpt = None,
+    n_cpu_moe: NCpuMoeOpt = 0,
+    cpu_moe: CpuMoeOpt = False,
+    override_tensor: OverrideOpt = None,
 ) -> None:
     """The check over several GPUs, models, quants and contexts: a table, --json or --html FILE.
 
@@ -227,6 +234,7 @@ def report_command(
     settings = run_settings(batch=batch, ubatch=ubatch, parallel=parallel, kv_unified=kv_unified,
                             flash_attn=flash_attn, cache_type_k=cache_type_k, cache_type_v=cache_type_v,
                             n_gpu_layers=n_gpu_layers, swa_full=swa_full)
+    settings = with_overrides(settings, override_tensor=override_tensor, cpu_moe=cpu_moe, n_cpu_moe=n_cpu_moe)
     if html is not None and html.is_dir():
         raise BadInput(f"cannot write {html}: is a directory")
     err = Console(stderr=True)
