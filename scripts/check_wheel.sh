@@ -36,4 +36,10 @@ grep -q "gemma-3-27b" "$work/r.html"
 step "list and check --json from the installed data"
 "$gf" list models > /dev/null
 "$gf" check --gpu rtx-4090 --model gemma-3-12b --engine vllm --quant awq --json > /dev/null
+step "recommend and buy from the installed quality and price data"
+"$gf" recommend --gpu rtx-3090 --ctx 8192 --json > "$work/rec.json"
+"$work/venv/bin/python" -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["candidates"][0]["quality"], d' "$work/rec.json"
+"$gf" buy --model gemma-3-27b --ctx 32768 --budget 1000 --segment consumer --json > "$work/buy.json"
+"$work/venv/bin/python" -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["options"][0]["price_usd"], d' "$work/buy.json"
+"$gf" check --gpu rtx-4090 --model gemma-4-E4B --images 1 > /dev/null
 step "ok: the wheel installs and runs outside the checkout"

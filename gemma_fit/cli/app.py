@@ -61,7 +61,7 @@ from gemma_fit.cli.options import (
     run_settings,
     with_overrides,
 )
-from gemma_fit.cli.recommend import recommend_command
+from gemma_fit.cli.recommend import buy_command, recommend_command
 from gemma_fit.cli.report import report_command, write_check_html
 from gemma_fit.cli.smoke import smoke_command
 from gemma_fit.engines.llamacpp import CheckResult
@@ -89,6 +89,7 @@ list_app.command("models", help="Every model in the database.")(list_models)
 list_app.command("quants", help="The llama.cpp file types gemma-fit knows, with their base tensor type.")(list_quants)
 app.command("smoke", help="Run llama.cpp and set measured memory and speed beside the estimate.")(smoke_command)
 app.command("recommend", help="The best Gemma configurations for this hardware, ranked.")(recommend_command)
+app.command("buy", help="The hardware to buy for a Gemma model, cheapest first.")(buy_command)
 
 EXIT_BY_VERDICT = {"go": EXIT_OK, "tight": EXIT_OK, "offload": EXIT_OFFLOAD, "no-go": EXIT_NO_GO}
 

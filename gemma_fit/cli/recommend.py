@@ -6,10 +6,12 @@ gemma_fit.present.recommend."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from gemma_fit.base.errors import BadInput
 from gemma_fit.cli import state
 from gemma_fit.cli.options import (
     BATCH,
@@ -91,3 +93,54 @@ def recommend_command(
 
 
 
+
+
+BudgetOpt = Annotated[float | None, typer.Option("--budget", help="Most you will spend, US dollars.")]
+MaxGpusOpt = Annotated[int, typer.Option("--max-gpus", help="Cards in one machine (1 to 4).")]
+SegmentOpt = Annotated[list[str] | None, typer.Option(
+    "--segment", help="consumer, workstation, datacenter, apple, embedded or all (repeatable; default all).")]
+UsedOpt = Annotated[bool, typer.Option("--used", help="Count used prices too.")]
+PricesOpt = Annotated[Path | None, typer.Option("--prices", help="A prices YAML (hardware_db/prices schema) "
+                                                                  "replacing the database's for today's market.")]
+BuyModelOpt = Annotated[list[str] | None, typer.Option("--model", "-m", help="Model id or alias (repeatable: any).")]
+BuyQuantOpt = Annotated[str, typer.Option("--quant", "-q", help="A file type, or auto (each option's best, "
+                                                                 "BF16 down to Q4_K_M).")]
+
+
+def buy_command(
+    model: BuyModelOpt = None,
+    quant: BuyQuantOpt = "Q4_K_M",
+    ctx: NeedCtxOpt = 8192,
+    min_tps: MinTpsOpt = None,
+    budget: BudgetOpt = None,
+    max_gpus: MaxGpusOpt = 2,
+    segment: SegmentOpt = None,
+    used: UsedOpt = False,
+    vision: VisionOpt = False,
+    prices: PricesOpt = None,
+    allow_offload: Annotated[bool, typer.Option("--allow-offload", help="Count plans that leave layers or "
+                                                                        "experts in the host's memory.")] = False,
+    top: TopOpt = 10,
+    margin: MarginOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The hardware to buy for a Gemma model, context and speed: cheapest first, with price, power and speed."""
+    from gemma_fit.jobs.buy import DEFAULT_MIN_TPS, SEGMENTS, BuyNeeds, buy, buy_document
+    from gemma_fit.jobs.check import margin_bytes
+    from gemma_fit.jobs.report import expand_models
+    from gemma_fit.present.recommend import render_buy
+
+    if not model:
+        raise BadInput("--model is required (an id or alias; repeat it for several)")
+    segments = [s.strip().lower() for s in segment or ["all"]]
+    needs = BuyNeeds(n_ctx=ctx, min_tps=DEFAULT_MIN_TPS if min_tps is None else min_tps, budget_usd=budget,
+                     max_gpus=max_gpus, segments=SEGMENTS if "all" in segments else tuple(segments), used=used,
+                     vision=vision, top=top, margin_bytes=margin_bytes(margin), allow_offload=allow_offload)
+    doc = buy_document(buy(expand_models(model, state.model_dirs()), quant, needs,
+                           hardware_dirs=state.hardware_dirs(), prices_file=prices))
+    if as_json:
+        print(json.dumps(doc, indent=2))
+        return
+    from gemma_fit.present.terminal import console
+
+    render_buy(console(), doc)

@@ -223,6 +223,7 @@ class PriceEntry(_Strict):
     launch MSRP and dated street and used prices, each with its source (hardware_db/prices/)."""
 
     id: str = Field(pattern=SLUG)  # a gpus id
+    segment: Literal["consumer", "workstation", "datacenter", "apple", "embedded"]
     machine: str | None = None  # unified memory: the machine the price buys (model, cores, memory, storage)
     msrp: PricePoint | None = None
     street: PricePoint | None = None  # new, retail

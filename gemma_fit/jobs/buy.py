@@ -1,0 +1,234 @@
+"""`gemma-fit buy`: the hardware to buy for a Gemma model, context and speed, cheapest first.
+
+Options: every priced GPU card on its own and two to --max-gpus of a kind, mixed pairs of priced cards on the same
+backend, and every priced unified-memory machine (Mac, Strix Halo box, DGX Spark, Jetson kit). Each is checked
+by the whole pipeline at the needed context with llama.cpp's automatic placement, keeping the margin free; with
+--quant auto, each option takes its best file type (gemma_fit.gguf.quality's ranking, ties to the faster plan).
+Plans must keep the whole model in the option's GPU (or unified) memory unless --allow-offload: the host a card
+goes in is not known, and offloaded speed is its memory's. An option meets the need when its plan reaches
+--min-tps. Ranked by price (lowest first), then speed; a
+budget only drops options above it, so raising it never removes one. Pure: no printing, no files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import date
+from itertools import combinations
+from pathlib import Path
+from typing import Any
+
+from gemma_fit.base.errors import BadInput, GemmaFitError
+from gemma_fit.hardware.catalog import load_gpu_entries, load_gpus
+from gemma_fit.hardware.prices import Price, current_price, price_table
+from gemma_fit.hardware.select import Hardware, select_hardware
+from gemma_fit.hardware.spec import GPUSpec
+from gemma_fit.jobs.recommend import QUANT_LADDER, Candidate, Needs, _best_per_model, _try
+from gemma_fit.memory.fit import SAFETY_MARGIN_BYTES
+from gemma_fit.memory.settings import RunSettings, validate
+from gemma_fit.model.catalog import ResolvedModel
+
+SCHEMA = "gemma-fit.buy/1"
+SEGMENTS = ("consumer", "workstation", "datacenter", "apple", "embedded")
+MAX_GPUS = 4  # llama.cpp splits a model over at most this many here (more is a server, priced as one)
+# A purchase aims above reading speed (5 to 10 tokens/s) with room for longer prompts: the default target.
+DEFAULT_MIN_TPS = 20.0
+# --quant auto: each option's best file type from full precision down to Q4_K_M, the usual floor of a purchase
+# (below it quality falls faster: Q3_K_M keeps 98.9% of Gemma 3 27B's MMLU, IQ2_M 93.0%).
+AUTO_QUANTS = QUANT_LADDER[: QUANT_LADDER.index("Q4_K_M") + 1]
+
+
+@dataclass(frozen=True)
+class BuyNeeds:
+    n_ctx: int = 8192
+    min_tps: float = 20.0  # DEFAULT_MIN_TPS
+    budget_usd: float | None = None
+    max_gpus: int = 2
+    segments: tuple[str, ...] = SEGMENTS
+    used: bool = False
+    vision: bool = False
+    top: int = 10
+    margin_bytes: int = SAFETY_MARGIN_BYTES
+    allow_offload: bool = False  # plans with layers or experts in the host's memory (whose speed is unknown)
+
+
+@dataclass(frozen=True)
+class HardwareOption:
+    gpus: tuple[GPUSpec, ...]
+    price_usd: float
+    prices: tuple[Price, ...]  # one per distinct part
+    covers: str  # "cards" (the host not included) or "machine"
+    tdp_w: float | None
+
+    @property
+    def key(self) -> str:
+        return "+".join(g.id for g in self.gpus)
+
+
+@dataclass(frozen=True)
+class BuyOption:
+    hardware: HardwareOption
+    plan: Candidate | None  # None: nothing fits with the margin
+
+    @property
+    def decode(self) -> float:
+        return self.plan.decode if self.plan else 0.0
+
+
+@dataclass(frozen=True)
+class Purchase:
+    needs: BuyNeeds
+    models: tuple[str, ...]
+    quant: str
+    ranked: tuple[BuyOption, ...]
+    meets: bool  # False: nothing within the budget reaches min_tps; `ranked` holds the fastest instead
+    n_options: int
+    n_unpriced: int
+    today: str
+
+
+def check_buy_needs(n: BuyNeeds) -> None:
+    if not 1 <= n.max_gpus <= MAX_GPUS:
+        raise BadInput(f"--max-gpus {n.max_gpus} is impossible (1 to {MAX_GPUS})")
+    if n.budget_usd is not None and not 0 < n.budget_usd <= 1e8:
+        raise BadInput(f"--budget {n.budget_usd:g} is impossible (a price in US dollars, above 0)")
+    if not 0 <= n.min_tps <= 1e6:
+        raise BadInput(f"--min-tps {n.min_tps:g} is impossible (0 to 1,000,000 tokens/s)")
+    unknown = [s for s in n.segments if s not in SEGMENTS]
+    if unknown:
+        raise BadInput(f"--segment {unknown[0]} is not one of {', '.join(SEGMENTS)} or all")
+    if not 1 <= n.top <= 100:
+        raise BadInput(f"--top {n.top} is impossible (1 to 100)")
+
+
+def hardware_options(needs: BuyNeeds, today: date, hardware_dirs: tuple[Path, ...] = (),
+                     prices_file: Path | None = None) -> tuple[list[HardwareOption], int]:
+    """Every priced option in the segments asked, under the budget; and how many parts had no price."""
+    table = price_table(hardware_dirs, prices_file)
+    gpus = load_gpus(hardware_dirs)
+    entries = load_gpu_entries(hardware_dirs)
+    priced: list[tuple[GPUSpec, Price, str]] = []
+    unpriced = 0
+    for gid, entry in table.items():
+        spec = gpus.get(gid)
+        price = current_price(entry, today, needs.used)
+        if spec is None or entry.segment not in needs.segments or _server_only(entries[gid].form_factor, needs):
+            continue
+        if price is None:
+            unpriced += 1
+            continue
+        priced.append((spec, price, "machine" if spec.unified_memory else "cards"))
+    out: list[HardwareOption] = []
+    for spec, price, covers in priced:
+        power = _power(table, spec)
+        counts = [1] if spec.unified_memory else range(1, needs.max_gpus + 1)
+        for n in counts:
+            out.append(HardwareOption((spec,) * n, price.usd * n, (price,), covers,
+                                      power * n if power is not None else None))
+    if needs.max_gpus >= 2:
+        cards = [(s, p) for s, p, c in priced if c == "cards"]
+        for (a, pa), (b, pb) in combinations(cards, 2):
+            if a.backend == b.backend:
+                pw = [_power(table, a), _power(table, b)]
+                out.append(HardwareOption((a, b), pa.usd + pb.usd, (pa, pb), "cards",
+                                          sum(pw) if None not in pw else None))  # type: ignore[arg-type]
+    if needs.budget_usd is not None:
+        out = [o for o in out if o.price_usd <= needs.budget_usd]
+    return out, unpriced
+
+
+def _server_only(form_factor: str, needs: BuyNeeds) -> bool:
+    """An SXM or OAM module goes only in its maker's server board: offered when datacenters alone are asked."""
+    return any(f in form_factor for f in ("SXM", "OAM")) and needs.segments != ("datacenter",)
+
+
+def _power(table: dict[str, Any], spec: GPUSpec) -> float | None:
+    entry = table.get(spec.id)
+    if entry is not None and entry.power is not None:
+        return float(entry.power.w)
+    return float(spec.tdp_w) if spec.tdp_w is not None else None
+
+
+def _hardware(option: HardwareOption, hardware_dirs: tuple[Path, ...]) -> Hardware:
+    return select_hardware([g.id for g in option.gpus], None, hardware_dirs)
+
+
+def _best_plan(option: HardwareOption, models: Sequence[ResolvedModel], quants: Sequence[str], needs: BuyNeeds,
+               base: RunSettings, hardware_dirs: tuple[Path, ...]) -> Candidate | None:
+    """The option's best plan for the models and quants asked that reaches the speed (else its fastest)."""
+    try:
+        hw = _hardware(option, hardware_dirs)
+    except GemmaFitError:
+        return None
+    rneeds = Needs(n_ctx=needs.n_ctx, vision=needs.vision, margin_bytes=needs.margin_bytes)
+    found = [c for m in models for q in quants for kv in ("f16", "q8_0")
+             if (c := _try(m, q, kv, base, hw, rneeds, needs.margin_bytes)) is not None
+             and (needs.allow_offload or c.result.verdict.verdict == "go")]
+    if not found:
+        return None
+    fast = [c for c in found if c.decode >= needs.min_tps]
+    pool = fast or [max(found, key=lambda c: c.decode)]
+    return max(_best_per_model(pool, "quality"), key=lambda c: (c.axes()[0], c.decode))
+
+
+def buy(models: Sequence[ResolvedModel], quant: str, needs: BuyNeeds, settings: RunSettings | None = None,
+        today: date | None = None, hardware_dirs: tuple[Path, ...] = (), prices_file: Path | None = None,
+        ) -> Purchase:
+    """The options for `models` (any of them) at `quant` ('auto': each option's best), cheapest first."""
+    check_buy_needs(needs)
+    if not models:
+        raise BadInput("give at least one --model")
+    today = today or date.today()
+    base = replace(settings or RunSettings(), n_ctx=needs.n_ctx, n_gpu_layers=None)
+    for m in models:
+        validate(base, m.spec)
+        if m.spec.n_ctx_train < needs.n_ctx:
+            raise BadInput(f"{m.spec.id} is trained for {m.spec.n_ctx_train:,} tokens, under the --ctx "
+                           f"{needs.n_ctx:,} needed")
+    quants = AUTO_QUANTS if quant.strip().lower() == "auto" else (quant,)
+    options, unpriced = hardware_options(needs, today, hardware_dirs, prices_file)
+    evaluated = [BuyOption(o, _best_plan(o, models, quants, needs, base, hardware_dirs)) for o in options]
+    fitting = [o for o in evaluated if o.plan is not None]
+    meeting = [o for o in fitting if o.decode >= needs.min_tps]
+    if meeting:
+        ranked = sorted(meeting, key=lambda o: (o.hardware.price_usd, -o.decode, o.hardware.key))
+    else:
+        ranked = sorted(fitting, key=lambda o: (-o.decode, o.hardware.price_usd, o.hardware.key))
+    return Purchase(needs, tuple(m.spec.id for m in models), quant, tuple(ranked[: needs.top]), bool(meeting),
+                    len(options), unpriced, today.isoformat())
+
+
+def option_json(o: BuyOption, rank: int) -> dict[str, Any]:
+    h, c = o.hardware, o.plan
+    price = max(h.prices, key=lambda p: p.date)  # the newest of the parts' prices dates the option
+    r = c.result if c else None
+    return {
+        "rank": rank, "gpus": [g.id for g in h.gpus], "price_usd": round(h.price_usd, 2), "price_date": price.date,
+        "price_source": "; ".join(dict.fromkeys(p.source for p in h.prices)),
+        "verdict": r.verdict.verdict if r else "no-go", "decode_tokens_per_s": round(o.decode, 1),
+        "max_ctx_fit": c.max_ctx if c else 0, "tdp_w": h.tdp_w,
+        "price_kind": "+".join(dict.fromkeys(p.kind for p in h.prices)), "price_covers": h.covers,
+        "tokens_per_s_per_1000_usd": round(o.decode / h.price_usd * 1000, 2) if h.price_usd else None,
+        "model": r.resolved.spec.id if r else None, "quant": r.plan.ftype.name if r else None,
+        "kv_cache_type": c.kv_type if c else None, "quality": c.quality.score if c else None,
+        "command": r.verdict.server_command if r else None, "names": [g.name for g in h.gpus],
+    }
+
+
+def buy_document(p: Purchase) -> dict[str, Any]:
+    n = p.needs
+    note = None if p.meets else (f"nothing{' within the budget' if n.budget_usd else ''} reaches {n.min_tps:g} "
+                                 "tok/s: these are the fastest options that fit")
+    return {
+        "schema": SCHEMA, "options": [option_json(o, i) for i, o in enumerate(p.ranked, 1)],
+        "models": list(p.models), "quant": p.quant, "meets_min_tps": p.meets, "note": note,
+        "needs": {"n_ctx": n.n_ctx, "min_tps": n.min_tps, "budget_usd": n.budget_usd, "max_gpus": n.max_gpus,
+                  "segments": list(n.segments), "used": n.used, "vision": n.vision},
+        "n_options": p.n_options, "n_unpriced": p.n_unpriced, "today": p.today,
+        "method": ("every priced card alone and up to --max-gpus of a kind, mixed pairs on one backend, and every "
+                   "priced unified-memory machine, checked with llama.cpp's automatic placement at the needed "
+                   "context keeping the margin free; ranked by price, then decode speed. Prices: hardware_db/prices "
+                   "(dated street price, launch MSRP under 3 years old, used with --used; sources in docs/prices.md);"
+                   " a card's price does not include the computer it goes in."),
+    }
