@@ -52,13 +52,15 @@ def read_prices_file(path: Path) -> dict[str, PriceEntry]:
 
 
 def current_price(entry: PriceEntry, today: date, used: bool = False) -> Price | None:
-    """The lowest price a buyer can pay: a street price, a launch MSRP of the last MSRP_MAX_AGE_YEARS years,
-    and with `used` a used price; None when there is none."""
-    options = []
+    """What a buyer pays: new, the most recently dated of the street price and a launch MSRP of the last
+    MSRP_MAX_AGE_YEARS years (a street price after a price rise replaces the MSRP); with `used`, the used price
+    where it is lower. None when there is none."""
+    new = []
     if entry.street is not None:
-        options.append(Price(entry.street.usd, entry.street.date, entry.street.source, "street"))
-    if entry.msrp is not None and int(entry.msrp.date[:4]) >= today.year - MSRP_MAX_AGE_YEARS:
-        options.append(Price(entry.msrp.usd, entry.msrp.date, entry.msrp.source, "msrp"))
+        new.append(Price(entry.street.usd, entry.street.date, entry.street.source, "street"))
+    if entry.msrp is not None and price_month(entry.msrp.date) >= f"{today.year - MSRP_MAX_AGE_YEARS}-{today:%m}":
+        new.append(Price(entry.msrp.usd, entry.msrp.date, entry.msrp.source, "msrp"))
+    options = [max(new, key=lambda p: (price_month(p.date), p.kind == "street"))] if new else []
     if used and entry.used is not None:
         options.append(Price(entry.used.usd, entry.used.date, entry.used.source, "used"))
-    return min(options, key=lambda p: (p.usd, p.kind), default=None)
+    return min(options, key=lambda p: p.usd, default=None)

@@ -60,6 +60,7 @@ class HardwareOption:
     prices: tuple[Price, ...]  # one per distinct part
     covers: str  # "cards" (the host not included) or "machine"
     tdp_w: float | None
+    machine: str | None = None  # what the price buys, for a unified-memory machine
 
     @property
     def key(self) -> str:
@@ -108,7 +109,7 @@ def hardware_options(needs: BuyNeeds, today: date, hardware_dirs: tuple[Path, ..
     table = price_table(hardware_dirs, prices_file)
     gpus = load_gpus(hardware_dirs)
     entries = load_gpu_entries(hardware_dirs)
-    priced: list[tuple[GPUSpec, Price, str]] = []
+    priced: list[tuple[GPUSpec, Price, str | None]] = []
     unpriced = 0
     for gid, entry in table.items():
         spec = gpus.get(gid)
@@ -118,16 +119,16 @@ def hardware_options(needs: BuyNeeds, today: date, hardware_dirs: tuple[Path, ..
         if price is None:
             unpriced += 1
             continue
-        priced.append((spec, price, "machine" if spec.unified_memory else "cards"))
+        priced.append((spec, price, (entry.machine or spec.name) if spec.unified_memory else None))
     out: list[HardwareOption] = []
-    for spec, price, covers in priced:
+    for spec, price, machine in priced:
         power = _power(table, spec)
         counts = [1] if spec.unified_memory else range(1, needs.max_gpus + 1)
         for n in counts:
-            out.append(HardwareOption((spec,) * n, price.usd * n, (price,), covers,
-                                      power * n if power is not None else None))
+            out.append(HardwareOption((spec,) * n, price.usd * n, (price,), "machine" if machine else "cards",
+                                      power * n if power is not None else None, machine))
     if needs.max_gpus >= 2:
-        cards = [(s, p) for s, p, c in priced if c == "cards"]
+        cards = [(s, p) for s, p, m in priced if m is None]
         for (a, pa), (b, pb) in combinations(cards, 2):
             if a.backend == b.backend:
                 pw = [_power(table, a), _power(table, b)]
@@ -213,6 +214,7 @@ def option_json(o: BuyOption, rank: int) -> dict[str, Any]:
         "model": r.resolved.spec.id if r else None, "quant": r.plan.ftype.name if r else None,
         "kv_cache_type": c.kv_type if c else None, "quality": c.quality.score if c else None,
         "command": r.verdict.server_command if r else None, "names": [g.name for g in h.gpus],
+        "machine": h.machine,
     }
 
 

@@ -54,7 +54,7 @@ def render_buy(out: Console, doc: dict[str, Any]) -> None:
     for o in doc["options"]:
         names = " + ".join(o["names"]) if len(set(o["names"])) > 1 else (
             f"{len(o['names'])} x {o['names'][0]}" if len(o["names"]) > 1 else o["names"][0])
-        table.add_row(str(o["rank"]), names + (" (machine)" if o["price_covers"] == "machine" else ""),
+        table.add_row(str(o["rank"]), o["machine"] or names,
                       f"{o['price_usd']:,.0f} ({o['price_kind']})", o["price_date"], f"{o['decode_tokens_per_s']:.1f}",
                       f"{o['tokens_per_s_per_1000_usd']:.1f}" if o["tokens_per_s_per_1000_usd"] else "-",
                       f"{o['tdp_w']:.0f}" if o["tdp_w"] else "-",
