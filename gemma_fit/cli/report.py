@@ -295,4 +295,26 @@ def write_check_html(doc: dict[str, Any], resolved: ResolvedModel, quant: str, s
         table = load_gpus(hardware_dirs)
         gpus = [table[g] for g in doc.get("hardware", {}).get("gpus", []) if g in table]
     ranking = gpu_ranking(resolved, quant, settings, hardware_dirs)
-    write_html(Path(path), render_check_html(doc, ranking, sources([resolved], gpus, hardware_dirs)))
+    rec, purchase = answers(resolved, quant, settings, hardware)
+    write_html(Path(path), render_check_html(doc, ranking, sources([resolved], gpus, hardware_dirs), rec, purchase))
+
+
+def answers(resolved: ResolvedModel, quant: str, settings: RunSettings, hardware: Hardware | None,
+            ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """What a pre-purchase page opens with: the best Gemma for this hardware at this context, and the cheapest
+    hardware for this model, quant and context. Either is left out (None) when it cannot be answered."""
+    from gemma_fit.base.errors import GemmaFitError
+    from gemma_fit.jobs.buy import BuyNeeds, buy, buy_document
+    from gemma_fit.jobs.recommend import Needs, recommend, recommend_document
+
+    n_ctx = settings.n_ctx or resolved.spec.n_ctx_train
+    rec = purchase = None
+    try:
+        if hardware is not None:
+            rec = recommend_document(recommend(hardware, Needs(n_ctx=n_ctx, top=3), settings,
+                                               model_dirs=state.model_dirs()))
+        purchase = buy_document(buy([resolved], quant, BuyNeeds(n_ctx=n_ctx, top=3), settings,
+                                    hardware_dirs=state.hardware_dirs()))
+    except GemmaFitError:
+        pass  # the page still has the check; the answer section says nothing it cannot back
+    return rec, purchase

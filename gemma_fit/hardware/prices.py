@@ -51,6 +51,14 @@ def read_prices_file(path: Path) -> dict[str, PriceEntry]:
     return {e.id: e for e in parsed.prices}
 
 
+def prices_as_of(table: dict[str, PriceEntry]) -> date:
+    """The date the prices speak for: the month of the newest price in the table (not the clock, so that an
+    answer does not change with the day it is asked; a --prices file with newer prices moves it)."""
+    months = [price_month(p.date) for e in table.values() for p in (e.msrp, e.street, e.used) if p is not None]
+    newest = max(months, default="2026-12")
+    return date(int(newest[:4]), int(newest[5:7]), 1)
+
+
 def current_price(entry: PriceEntry, today: date, used: bool = False) -> Price | None:
     """What a buyer pays: new, the most recently dated of the street price and a launch MSRP of the last
     MSRP_MAX_AGE_YEARS years (a street price after a price rise replaces the MSRP); with `used`, the used price

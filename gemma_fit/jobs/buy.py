@@ -21,7 +21,7 @@ from typing import Any
 
 from gemma_fit.base.errors import BadInput, GemmaFitError
 from gemma_fit.hardware.catalog import load_gpu_entries, load_gpus
-from gemma_fit.hardware.prices import Price, current_price, price_table
+from gemma_fit.hardware.prices import Price, current_price, price_table, prices_as_of
 from gemma_fit.hardware.select import Hardware, select_hardware
 from gemma_fit.hardware.spec import GPUSpec
 from gemma_fit.jobs.recommend import QUANT_LADDER, Candidate, Needs, _best_per_model, _try
@@ -180,7 +180,7 @@ def buy(models: Sequence[ResolvedModel], quant: str, needs: BuyNeeds, settings: 
     check_buy_needs(needs)
     if not models:
         raise BadInput("give at least one --model")
-    today = today or date.today()
+    today = today or prices_as_of(price_table(hardware_dirs, prices_file))
     base = replace(settings or RunSettings(), n_ctx=needs.n_ctx, n_gpu_layers=None)
     for m in models:
         validate(base, m.spec)
@@ -227,7 +227,7 @@ def buy_document(p: Purchase) -> dict[str, Any]:
         "models": list(p.models), "quant": p.quant, "meets_min_tps": p.meets, "note": note,
         "needs": {"n_ctx": n.n_ctx, "min_tps": n.min_tps, "budget_usd": n.budget_usd, "max_gpus": n.max_gpus,
                   "segments": list(n.segments), "used": n.used, "vision": n.vision},
-        "n_options": p.n_options, "n_unpriced": p.n_unpriced, "today": p.today,
+        "n_options": p.n_options, "n_unpriced": p.n_unpriced, "prices_as_of": p.today,
         "method": ("every priced card alone and up to --max-gpus of a kind, mixed pairs on one backend, and every "
                    "priced unified-memory machine, checked with llama.cpp's automatic placement at the needed "
                    "context keeping the margin free; ranked by price, then decode speed. Prices: hardware_db/prices "

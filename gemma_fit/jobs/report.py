@@ -25,6 +25,7 @@ from gemma_fit.engines.llamacpp import CheckResult, run_check
 from gemma_fit.gguf.types import CONTRACT_QUANTS, file_type
 from gemma_fit.hardware.catalog import GPUSpec, load_gpu_entries, load_gpus
 from gemma_fit.hardware.flags import MachineFlags, with_machine_flags
+from gemma_fit.hardware.prices import Price
 from gemma_fit.hardware.schema import DESCRIBED_BY_USER
 from gemma_fit.hardware.select import Hardware, select_hardware
 from gemma_fit.memory.settings import RunSettings, is_llama_cpp, validate
@@ -229,6 +230,21 @@ def sources(models: Sequence[ResolvedModel], gpus: Sequence[GPUSpec], extra_hw: 
     return out
 
 
+def _prices(extra_dirs: tuple[Path, ...]) -> dict[str, Price]:
+    """Each priced GPU's price today (hardware_db/prices), for the ranking's price columns."""
+    from gemma_fit.hardware.prices import current_price, price_table, prices_as_of
+
+    table = price_table(extra_dirs)
+    today = prices_as_of(table)
+    return {gid: p for gid, e in table.items() if (p := current_price(e, today)) is not None}
+
+
+def _price_columns(price: Price | None, decode: float | None, tdp_w: float | None) -> dict[str, Any]:
+    per_1000 = round(decode / price.usd * 1000, 2) if price and decode else None
+    return {"price_usd": price.usd if price else None, "price_date": price.date if price else None,
+            "price_kind": price.kind if price else None, "tokens_per_s_per_1000_usd": per_1000, "tdp_w": tdp_w}
+
+
 def gpu_ranking(resolved: ResolvedModel, quant: str, settings: RunSettings, extra_dirs: tuple[Path, ...] = (),
                 gpus: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """Every database GPU (or those named) on its own, for one model, quant and settings, with as many layers on
@@ -240,6 +256,7 @@ def gpu_ranking(resolved: ResolvedModel, quant: str, settings: RunSettings, extr
     else:
         specs = [select_hardware([g], None, tuple(extra_dirs)).gpus[0] for g in gpus]
     rows = []
+    prices = _prices(extra_dirs)
     for g in specs:
         hw = Hardware(g.name, (g,), None, None)
         result = run_check(resolved, quant, settings, hw)
@@ -251,6 +268,7 @@ def gpu_ranking(resolved: ResolvedModel, quant: str, settings: RunSettings, extr
             "verdict": figures["verdict"], "headroom_bytes": dev.headroom_bytes, "max_ctx_fit": figures["max_ctx_fit"],
             "n_gpu_layers": figures["n_gpu_layers"], "n_layers_total": figures["n_layers_total"],
             "decode_tokens_per_s": figures["decode_tokens_per_s"], "source": g.source,
+            **_price_columns(prices.get(g.id), figures["decode_tokens_per_s"], g.tdp_w),
         })
 
     def key(r: dict[str, Any]) -> tuple[Any, ...]:
@@ -316,6 +334,9 @@ def run_report(models: Sequence[str], quants: Sequence[str], gpus: Sequence[Sequ
         "sources": sources(resolved, all_gpus, hardware_dirs),
     }
     report["engine"] = engine
+    from gemma_fit.jobs.report_answer import report_answer
+
+    report["answer"] = report_answer(report, hardware_dirs)
     if not full:
         report["check_documents"] = (f"compact: {total:,} cells, more than {FULL_CHECK_MAX_CELLS:,}; each cell's "
                                      "check keeps its schema, server command and assumptions (gemma-fit check "

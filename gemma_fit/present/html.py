@@ -176,8 +176,11 @@ def _pool_bar(memory: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def render_check_html(doc: dict[str, Any], ranking: list[dict[str, Any]],
-                      doc_sources: list[dict[str, Any]]) -> str:
-    """One self-contained HTML page for a `gemma-fit.check/1` document and a GPU ranking (gpu_ranking)."""
+                      doc_sources: list[dict[str, Any]], recommendation: dict[str, Any] | None = None,
+                      purchase: dict[str, Any] | None = None) -> str:
+    """One self-contained HTML page for a `gemma-fit.check/1` document and a GPU ranking (gpu_ranking); it opens
+    with the answer: the best configurations for the hardware (gemma-fit.recommend/1) and the cheapest hardware
+    for the model (gemma-fit.buy/1), where given."""
     srcs = doc_sources
     perf = doc.get("performance")
     view = {
@@ -190,6 +193,7 @@ def render_check_html(doc: dict[str, Any], ranking: list[dict[str, Any]],
         "ranking_sort": RANKING_SORT,
         "sources": srcs,
         "assumptions": list(doc.get("assumptions") or []),
+        "recommendation": recommendation, "purchase": purchase,
     }
     return _env().get_template("check.html.j2").render(**view)
 
