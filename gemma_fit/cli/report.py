@@ -151,6 +151,31 @@ def report_tables(report: dict[str, Any]) -> Iterator[Text | None]:
         yield body
 
 
+ANSWER_ROWS = 10  # the ranked answer shows this many hardware configs; the tables below have them all
+
+
+def print_report_answer(out: Console, report: dict[str, Any]) -> None:
+    """The report's answer first: hardware configs ranked by their best cell (quality, then speed), and each
+    model's cheapest configuration of the report that holds it on the GPU."""
+    ans = report.get("answer") or {}
+    best = sorted(ans.get("best_per_hardware", []),
+                  key=lambda b: (-(b["quality"] if b["quality"] is not None else -1), -(b["decode_tokens_per_s"] or 0)))
+    if best:
+        out.print("[bold]The best of this report per hardware[/bold] (quality: MMLU-Pro x the quant's retention):")
+        for i, b in enumerate(best[:ANSWER_ROWS], 1):
+            price = (ans.get("prices") or {}).get(b["key"])
+            q = f"quality {b['quality']:.1f}, " if b["quality"] is not None else ""
+            out.print(printable(f"  {i}. {b['key']}: {b['model']} {b['quant']} at {b['ctx']:,}, {b['verdict']}, {q}"
+                                f"{_tps(b['decode_tokens_per_s'])} tok/s" + (f", {price:,.0f} USD" if price else ""),
+                                2000), markup=False)
+        if len(best) > ANSWER_ROWS:
+            out.print(f"  ... and {len(best) - ANSWER_ROWS} more in the tables below")
+    for c in ans.get("cheapest_per_model", [])[:ANSWER_ROWS]:
+        out.print(printable(f"  cheapest for {c['model']} {c['quant']} at {c['ctx']:,} on the GPU: {c['hardware']}, "
+                            f"{c['price_usd']:,.0f} USD ({c['price_date']}), {_tps(c['decode_tokens_per_s'])} tok/s",
+                            2000), markup=False)
+
+
 def print_report_tables(out: Console, report: dict[str, Any]) -> None:
     for piece in report_tables(report):
         if piece is None:
@@ -266,6 +291,7 @@ def report_command(
                   f"{report['llama_cpp']}; headroom is the smallest over the devices, tok/s the estimated decode "
                   "speed, prefill the prompt tokens/s",
                   soft_wrap=True)
+        print_report_answer(out, report)
         print_report_tables(out, report)
         out.print(_summary_line(report))
         for c in report["cells"]:
