@@ -79,3 +79,15 @@ def test_synth_cli_writes_file(tmp_path: Path) -> None:
     proc = run("synth", str(out), "--model", "270m", "--quant", "q8_0")
     assert proc.returncode == 0, proc.stderr
     assert out.stat().st_size > 200 * 2**20
+
+
+def test_an_unset_context_is_the_engines_own_default() -> None:
+    ollama = json.loads(run("check", "--gpu", "rtx-3090", "--model", "gemma-3-27b", "--engine", "ollama",
+                            "--json").stdout)
+    assert ollama["settings"]["n_ctx"] == 32768  # Ollama's rule for 24 GB, not gemma-fit's 4096
+    assert any("num_ctx 32768 (by VRAM)" in r for r in ollama["reasons"])
+    vllm = json.loads(run("check", "--gpu", "h100-sxm", "--model", "gemma-3-27b", "--engine", "vllm", "--quant",
+                          "fp8", "--json").stdout)
+    assert "--max-model-len 131072" in vllm["command"]  # vLLM's: the model's full context
+    llama = json.loads(run("check", "--gpu", "rtx-3090", "--model", "gemma-3-27b", "--json").stdout)
+    assert llama["settings"]["n_ctx"] == 4096

@@ -295,3 +295,48 @@ def test_report_with_an_engine_runs_every_cell() -> None:
                      RunSettings(), engine="vllm")
     assert rep["engine"] == "vllm" and len(rep["cells"]) == 8
     assert all(c["verdict"] in ("go", "tight", "offload", "no-go") for c in rep["cells"])
+
+
+@pytest.mark.parametrize("quant", ["bf16", "fp16", "fp8", "awq-int4", "gptq-int4", "bnb-8bit", "bnb-4bit"])
+def test_every_transformers_snippet_is_valid_python(quant: str) -> None:
+    res = estimate(resolve_model("gemma-3-12b"), EngineSettings(engine="transformers", quant=quant),
+                   FakeHardware(80.0))
+    compile(res.extras["python"], f"<transformers {quant}>", "exec")  # a SyntaxError fails the test
+
+
+def test_vllm_serves_a_published_pre_quantized_checkpoint_and_says_when_there_is_none() -> None:
+    awq = estimate(resolve_model("gemma-3-27b"), EngineSettings(engine="vllm", quant="awq-int4"), FakeHardware(24.0))
+    assert awq.command.startswith("vllm serve gaunernst/gemma-3-27b-it-qat-autoawq ")
+    assert "--quantization" not in awq.command  # the checkpoint carries its config
+    none = estimate(resolve_model("gemma-2-2b"), EngineSettings(engine="vllm", quant="awq-int4"), FakeHardware(24.0))
+    assert any("none is known for gemma-2-2b" in r for r in none.reasons)
+    fp8 = estimate(resolve_model("gemma-2-2b"), EngineSettings(engine="vllm", quant="fp8"), FakeHardware(24.0))
+    assert "--quantization fp8" in fp8.command
+
+
+def test_vllm_says_when_it_turns_vision_off() -> None:
+    r = estimate(resolve_model("gemma-3-27b"), EngineSettings(engine="vllm", quant="fp8"), FakeHardware(48.0))
+    assert "--limit-mm-per-prompt '{\"image\": 0}'" in r.command
+    assert any(x.startswith("vision off:") for x in r.reasons)
+
+
+@pytest.mark.parametrize(("model_id", "quant", "tag"), [
+    ("gemma-3-27b", "Q4_K_M", "ollama run gemma3:27b;"), ("gemma-3-27b", "Q8_0", "ollama run gemma3:27b-it-q8_0;"),
+    ("gemma-3-27b", "QAT_Q4_0", "ollama run gemma3:27b-it-qat;"),
+    ("gemma-2-9b", "Q5_K_M", "ollama run gemma2:9b-instruct-q5_K_M;"),
+    ("gemma-4-26B-A4B", "Q8_0", "ollama run gemma4:26b-a4b-it-q8_0;"),
+    ("gemma-3-12b", "Q5_K_M", "ollama create gemma-3-12b-q5_k_m -f Modelfile"),
+])
+def test_ollama_runs_the_tag_that_is_the_quant_or_imports_the_gguf(model_id: str, quant: str, tag: str) -> None:
+    r = estimate(resolve_model(model_id), EngineSettings(engine="ollama", quant=quant), FakeHardware(48.0))
+    assert tag in r.command
+
+
+def test_ollama_text_and_table_give_one_set_of_numbers() -> None:
+    r = estimate(resolve_model("gemma-3-27b"), EngineSettings(engine="ollama", quant="Q4_K_M"), FakeHardware(24.0))
+    d = r.devices[0]
+    line = next(x for x in r.reasons if x.startswith(f"{d.name}: needs"))
+    from gemma_fit.base.units import fmt_bytes
+
+    assert f"needs {fmt_bytes(d.total_bytes)} of {fmt_bytes(d.capacity_bytes)}" in line
+    assert f"overhead {fmt_bytes(d.overhead_bytes)}" in line

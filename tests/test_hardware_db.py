@@ -20,13 +20,13 @@ from gemma_fit.hardware.catalog import (
     load_gpu_entries,
     load_gpus,
     load_hardware_db,
-    load_machine,
     match_device,
     name_key,
     pcie_link,
     resolve_gpu,
     storage_class,
 )
+from gemma_fit.hardware.machine_file import load_machine
 
 GIB = 1024**3
 MIB = 1024**2

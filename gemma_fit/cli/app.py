@@ -34,6 +34,7 @@ from gemma_fit.cli.options import (
     CtvOpt,
     CtxOpt,
     DiskOpt,
+    EngineCtxOpt,
     EngineOpt,
     FlashOpt,
     GpuOpt,
@@ -147,7 +148,7 @@ def check(
     quant: Annotated[str | None, typer.Option("--quant", "-q", help="File type (Q4_K_M) or, for vLLM and "
                                               "transformers, bf16/fp16/fp8/awq/gptq/nvfp4/bnb-8bit/bnb-4bit.")] = None,
     gguf: Annotated[Path | None, typer.Option("--gguf", help="Estimate from a real GGUF file's header.")] = None,
-    ctx: CtxOpt = CTX,
+    ctx: EngineCtxOpt = None,
     ubatch: UbatchOpt = UBATCH,
     batch: BatchOpt = BATCH,
     parallel: ParallelOpt = PARALLEL,
@@ -193,7 +194,9 @@ def check(
                           disk=disk, reserve=reserve, cpu=cpu)
     hw = with_machine_flags(with_backend(select_hardware(gpu or [], hardware, state.hardware_dirs()), backend),
                             flags, state.hardware_dirs())
-    settings = run_settings(ctx=ctx, batch=batch, ubatch=ubatch, parallel=parallel, kv_unified=kv_unified,
+    # Unset, the context is llama-server's 4096 here and the engine's own default elsewhere (0 asks for it).
+    n_ctx = ctx if ctx is not None else CTX if is_llama_cpp(engine) else 0
+    settings = run_settings(ctx=n_ctx, batch=batch, ubatch=ubatch, parallel=parallel, kv_unified=kv_unified,
                             flash_attn=flash_attn, cache_type_k=cache_type_k, cache_type_v=cache_type_v,
                             n_gpu_layers=n_gpu_layers, swa_full=swa_full)
     settings = with_overrides(settings, override_tensor=override_tensor, cpu_moe=cpu_moe, n_cpu_moe=n_cpu_moe)

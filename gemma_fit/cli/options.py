@@ -22,6 +22,9 @@ QuantOpt = Annotated[str, typer.Option("--quant", "-q", help="llama.cpp file typ
 GpuOpt = Annotated[list[str] | None, typer.Option("--gpu", "-g", help="GPU id (repeat for several), 'local' or 'cpu'.")]
 HardwareOpt = Annotated[Path | None, typer.Option("--hardware", help="Machine file (YAML): GPUs, RAM, disk.")]
 CtxOpt = Annotated[int, typer.Option("--ctx", "-c", help="Context size; 0 = the model's trained context.")]
+EngineCtxOpt = Annotated[int | None, typer.Option(
+    "--ctx", "-c", help="Context size; 0 = the model's trained context (default 4096 for llama.cpp; the engine's "
+                        "own default for Ollama and vLLM).")]
 UbatchOpt = Annotated[int, typer.Option("--ubatch", "-ub", help="Physical batch (n_ubatch).")]
 BatchOpt = Annotated[int, typer.Option("--batch", "-b", help="Logical batch (n_batch).")]
 ParallelOpt = Annotated[int, typer.Option("--parallel", "-np", help="Parallel sequences (slots).")]

@@ -4,6 +4,7 @@ the checks of the numbers a user gives. The engines themselves are pure function
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 from gemma_fit.base.errors import BadInput
@@ -195,6 +196,22 @@ def vision_activation_bytes(resolved: ResolvedModel, images: int, act_bytes: int
 def kv_layers(spec: ModelSpec) -> list[LayerSpec]:
     """Layers that own a KV cache (Gemma 3n/4 KV-shared layers read an earlier layer's cache)."""
     return [layer for layer in spec.layers if layer.has_kv]
+
+
+PRE_QUANTIZED = ("awq-int4", "gptq-int4", "nvfp4")  # formats no engine quantizes at load time
+
+
+@cache
+def _checkpoints() -> dict[str, dict[str, dict[str, str]]]:
+    from gemma_fit.db.files import packaged_dir, read_yaml
+
+    return dict(read_yaml(packaged_dir("model_db") / "engines" / "checkpoints.yaml")["checkpoints"])
+
+
+def checkpoint(resolved: ResolvedModel, quant: str) -> str | None:
+    """A published pre-quantized checkpoint of this model in this format (model_db/engines/checkpoints.yaml)."""
+    row = _checkpoints().get(resolved.spec.id, {}).get(quant)
+    return row["repo"] if row else None
 
 
 def hf_repo(resolved: ResolvedModel) -> str:

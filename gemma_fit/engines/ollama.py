@@ -35,6 +35,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gemma_fit.base.errors import BadInput
+from gemma_fit.base.units import fmt_bytes
 from gemma_fit.base.version import LLAMA_CPP_COMMIT
 from gemma_fit.engines.base import (
     GIB,
@@ -46,7 +47,7 @@ from gemma_fit.engines.base import (
     vision_activation_bytes,
 )
 from gemma_fit.engines.llamacpp import run_check
-from gemma_fit.gguf.types import file_types
+from gemma_fit.gguf.types import file_type
 from gemma_fit.hardware.select import Hardware
 from gemma_fit.memory.settings import RunSettings
 from gemma_fit.model.catalog import ResolvedModel
@@ -90,25 +91,45 @@ def _reserve(backend: str, gpu_overhead: int) -> int:
 
 
 def _command(resolved: ResolvedModel, quant: str, num_ctx: int, parallel: int, fa: bool, kv: str) -> str:
+    """`ollama serve` with the settings, then `ollama run` of the library tag that is this quant, or the
+    Modelfile import of the GGUF where the library has no such tag."""
+    from gemma_fit.model.ollama_tags import quant_tag
+
     env = [f"OLLAMA_CONTEXT_LENGTH={num_ctx}", f"OLLAMA_NUM_PARALLEL={parallel}",
            f"OLLAMA_FLASH_ATTENTION={1 if fa else 0}"]
     if kv != "f16":
         env.append(f"OLLAMA_KV_CACHE_TYPE={kv}")
     entry = resolved.entry
-    size = (entry.size_label.lower() if entry else "").replace("-", "")
-    gen = entry.generation if entry else ""
-    tag = f"gemma{gen}:{size}" if gen not in ("1", "") else f"gemma:{size}"
-    return (f"{' '.join(env)} ollama serve   # then: ollama run {tag}  (quant {quant}; "
-            f"per request: /set parameter num_ctx {num_ctx})")
+    tag = quant_tag(resolved.spec.id, entry.generation, entry.size_label, quant) if entry else None
+    if tag is not None:
+        run = f"ollama run {tag}"
+    else:
+        name = f"{resolved.spec.id}-{quant}".lower()
+        run = (f"printf 'FROM ./{resolved.spec.id}-{quant}.gguf\\n' > Modelfile && ollama create {name} -f Modelfile "
+               f"&& ollama run {name}   (the library has no {quant} tag of {resolved.spec.id})")
+    return f"{' '.join(env)} ollama serve   # then: {run}; per request: /set parameter num_ctx {num_ctx}"
+
+
+def _device_line(reason: str, devices: tuple[EngineDevice, ...]) -> str:
+    """llama.cpp's per-device line, in the table's terms: the whole capacity, Ollama's reserve in the overhead
+    (the check it comes from saw each GPU less that reserve)."""
+    for d in devices:
+        if reason.startswith(f"{d.name}: needs "):
+            fits = "fits" if d.headroom_bytes >= 0 else "does not fit"
+            return (f"{d.name}: needs {fmt_bytes(d.total_bytes)} of {fmt_bytes(d.capacity_bytes)} ({fits}; weights "
+                    f"{fmt_bytes(d.weights_bytes)}, KV {fmt_bytes(d.kv_cache_bytes)}, compute "
+                    f"{fmt_bytes(d.activation_bytes)}, overhead {fmt_bytes(d.overhead_bytes)} with Ollama's reserve)")
+    return reason
 
 
 def estimate_ollama(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSettings,
                     hardware: Hardware) -> EngineResult:
     s = settings
-    quant = s.quant.strip().upper()
-    if quant not in file_types():
+    try:
+        quant = file_type(s.quant).name  # llama-quantize's names, the published recipes and their aliases
+    except BadInput:
         raise BadInput(f"--quant {s.quant} is not a GGUF file type Ollama loads (e.g. Q4_K_M, Q8_0, BF16); "
-                       "AWQ/GPTQ/FP8/NVFP4/bnb checkpoints need --engine vllm or --engine transformers")
+                       "AWQ/GPTQ/FP8/NVFP4/bnb checkpoints need --engine vllm or --engine transformers") from None
     if s.tensor_parallel_size != 1:
         raise BadInput("--tensor-parallel-size is not an Ollama option (it splits layers across GPUs itself)")
     kv = "f16" if s.kv_cache_dtype in ("auto", "") else s.kv_cache_dtype.lower()
@@ -151,7 +172,7 @@ def estimate_ollama(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSe
     verdict = r.verdict.verdict
     if verdict in ("go", "tight") and any(d.headroom_bytes < 0 for d in out_devices):
         verdict = "offload"  # the projector did not fit next to all layers
-    reasons = list(r.verdict.reasons) + reasons
+    reasons = [_device_line(x, out_devices) for x in r.verdict.reasons] + reasons
     reasons.append(f"Ollama defaults: num_ctx {num_ctx} ({'set' if s.max_model_len else 'by VRAM'}), "
                    f"OLLAMA_NUM_PARALLEL {parallel}{'' if s.max_num_seqs else ' (assumed default)'}, flash "
                    f"attention {'on' if fa else 'off'}{'' if s.flash_attention is not None else ' (model default)'}, "

@@ -33,10 +33,12 @@ from __future__ import annotations
 from gemma_fit.base.errors import BadInput
 from gemma_fit.engines.base import (
     GIB,
+    PRE_QUANTIZED,
     EngineDevice,
     EngineResult,
     EngineSettings,
     canonical_hf_quant,
+    checkpoint,
     fits_verdict,
     hf_repo,
     hf_weight_bytes,
@@ -91,7 +93,8 @@ def full_logits_bytes(spec: ModelSpec, batch: int, tokens: int) -> int:
 
 
 def _snippet(resolved: ResolvedModel, quant: str, s: EngineSettings, multi_gpu: bool) -> str:
-    repo = hf_repo(resolved)
+    repo = checkpoint(resolved, quant) if quant in PRE_QUANTIZED else None
+    repo = repo or hf_repo(resolved)
     lines = ["import torch", "from transformers import AutoModelForCausalLM, AutoTokenizer"]
     device_map = '"auto"' if multi_gpu else '"cuda"'
     kwargs = [f'"{repo}"', f"device_map={device_map}"]
@@ -106,7 +109,9 @@ def _snippet(resolved: ResolvedModel, quant: str, s: EngineSettings, multi_gpu: 
         lines[-1] = "from transformers import AutoModelForCausalLM, AutoTokenizer, FineGrainedFP8Config"
         kwargs.append("quantization_config=FineGrainedFP8Config()")
     else:
-        kwargs.append("dtype=torch.bfloat16  # a pre-quantized AWQ/GPTQ checkpoint carries its own config")
+        lines.append("# a pre-quantized checkpoint carries its own quantization config" if repo != hf_repo(resolved)
+                     else f"# no pre-quantized {quant} checkpoint of this model is known: this loads it in bfloat16")
+        kwargs.append("dtype=torch.bfloat16")
     lines += [f'tok = AutoTokenizer.from_pretrained("{repo}")',
               f"model = AutoModelForCausalLM.from_pretrained({', '.join(kwargs)})",
               f'inputs = tok(["..."] * {s.batch_size}, return_tensors="pt").to(model.device)',

@@ -55,10 +55,12 @@ from gemma_fit.base.errors import BadInput
 from gemma_fit.engines.base import (
     GIB,
     MIB,
+    PRE_QUANTIZED,
     EngineDevice,
     EngineResult,
     EngineSettings,
     canonical_hf_quant,
+    checkpoint,
     hf_repo,
     hf_weight_bytes,
     kv_layers,
@@ -188,15 +190,14 @@ def activation_peak(spec: ModelSpec, tokens: int, seqs: int, tp: int, act_bytes:
 
 def _command(resolved: ResolvedModel, s: EngineSettings, quant: str, max_model_len: int, tokens: int,
              seqs: int) -> str:
-    parts = [f"vllm serve {hf_repo(resolved)}", f"--max-model-len {max_model_len}",
+    repo = checkpoint(resolved, quant)  # a pre-quantized checkpoint carries its own quantization config
+    parts = [f"vllm serve {repo or hf_repo(resolved)}", f"--max-model-len {max_model_len}",
              f"--gpu-memory-utilization {s.gpu_memory_utilization:g}", f"--max-num-seqs {seqs}",
              f"--max-num-batched-tokens {tokens}"]
     if quant in ("fp16",):
         parts.append("--dtype float16")
-    if quant in QUANT_FLAG and quant != "fp8":
-        parts.append(f"--quantization {QUANT_FLAG[quant]}")
-    elif quant == "fp8":
-        parts.append("--quantization fp8")
+    if repo is None and quant == "fp8":
+        parts.append("--quantization fp8")  # BF16 weights quantized at load
     if s.tensor_parallel_size > 1:
         parts.append(f"--tensor-parallel-size {s.tensor_parallel_size}")
     if s.kv_cache_dtype != "auto":
@@ -292,8 +293,14 @@ def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSett
     if shared:
         reasons.append(f"{shared} KV-shared layers own no cache")
     reasons.append(budgets)
-    if quant in ("awq-int4", "gptq-int4", "nvfp4"):
-        reasons.append(f"{quant} needs a pre-quantized checkpoint; vLLM does not quantize these at load time")
+    repo = checkpoint(resolved, quant)
+    if quant in PRE_QUANTIZED:
+        reasons.append(f"{quant} loads the pre-quantized checkpoint {repo} (vLLM does not quantize {quant} at "
+                       "load time)" if repo else f"{quant} needs a pre-quantized checkpoint, and none is known for "
+                       f"{resolved.spec.id}: the command names the base repo, which vLLM serves unquantized")
+    if not s.mmproj and s.images_per_prompt == 0 and tower_params(resolved):
+        reasons.append("vision off: --limit-mm-per-prompt '{\"image\": 0}' keeps the vision tower out of memory "
+                       "(give --images N to serve images)")
 
     p = param_breakdown(spec)
     extras = {

@@ -45,3 +45,26 @@ def ollama_tag(name: str) -> OllamaTag | None:
     """The tag `name` is (gemma3:27b, gemma3, gemma4:latest), or None."""
     key = name.strip().lower()
     return ollama_tags().get(key) or ollama_tags().get(key.removeprefix("library/"))
+
+
+def _quant_spelling(quant: str) -> str:
+    """How a tag spells a file type: q5_K_M, q8_0, fp16, bf16, qat."""
+    if quant == "QAT_Q4_0":
+        return "qat"
+    if quant in ("F16", "BF16"):
+        return "fp16" if quant == "F16" else "bf16"
+    return "q" + quant[1:].replace("_K", "_K").replace("_S", "_S").replace("_M", "_M").replace("_L", "_L")
+
+
+def quant_tag(model_id: str, generation: str, size_label: str, quant: str) -> str | None:
+    """The library tag that pulls `model_id` at `quant`, or None where the library has none."""
+    data = read_packaged_yaml("llamacpp/ollama_tags.yaml")["quant_tags"]
+    family = data["families"].get(generation)
+    if family is None or quant not in family["quants"]:
+        return None
+    size = data["sizes"].get(model_id, size_label.lower())
+    if quant == "Q4_K_M":
+        bare = f"{family['name']}:{size.split('-')[0]}"
+        if bare in ollama_tags():
+            return bare
+    return f"{family['name']}:{size}-{family['infix']}-{_quant_spelling(quant)}"
