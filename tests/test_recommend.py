@@ -143,3 +143,14 @@ def test_the_cli_prints_the_contracts_document() -> None:
     assert all(keys <= set(c) for c in doc["candidates"])
     bad = run_cli("recommend", "--gpu", "rtx-3090", "--ctx", "-5")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
+
+
+def test_ollama_recommendations_run_library_tags_and_count_the_vision_tower() -> None:
+    rec = recommend(hardware_of("rtx-3090"), Needs(n_ctx=8192, top=3), engine="ollama")
+    doc = recommend_document(rec)
+    assert doc["engine"] == "ollama"
+    for c, row in zip(rec.ranked, doc["candidates"], strict=True):
+        assert "ollama run gemma4:" in row["command"] and row["command"].startswith("OLLAMA_CONTEXT_LENGTH=8192 ")
+        assert c.result.settings.mmproj_bytes > 0  # Ollama loads the projector in the blob
+    with pytest.raises(BadInput, match="--engine vllm is not ranked yet"):
+        recommend(hardware_of("rtx-3090"), Needs(), engine="vllm")

@@ -79,6 +79,7 @@ class Recommendation:
     meets_min_tps: bool  # False: no plan reaches min_tps; `ranked` holds the fastest instead
     n_checked: int
     skipped: tuple[str, ...]  # models left out, with why
+    engine: str = "llama.cpp"  # or "ollama": the same llama.cpp plans, run through Ollama
 
 
 def check_needs(needs: Needs) -> None:
@@ -113,12 +114,14 @@ def _fits_with_margin(r: CheckResult, margin: int) -> bool:
 
 
 def _try(model: ResolvedModel, quant: str, kv: str, base: RunSettings, hw: Hardware, needs: Needs,
-         margin: int) -> Candidate | None:
+         margin: int, tower: bool = False) -> Candidate | None:
+    """The plan of one model, quant and KV cache type if it fits with the margin; `tower`: the vision projector
+    is loaded (and room for one image kept) even when no image is asked for, as Ollama does."""
     from gemma_fit.jobs.check import with_projector
 
     s = replace(base, cache_type_k=kv, cache_type_v=kv)
     try:
-        s = with_projector(model, s, 1 if needs.vision else None, None)
+        s = with_projector(model, s, 1 if needs.vision or tower else None, None)
         r = run_check(model, quant, s, hw, margin_bytes=margin)
     except GemmaFitError:  # a recipe not published for this model, a tower not modelled: not a candidate
         return None
@@ -136,6 +139,24 @@ def _order(c: Candidate, prefer: str) -> tuple[float, ...]:
     q, speed, ctx = c.axes()
     key = {"quality": (q, speed, ctx), "speed": (speed, q, ctx), "context": (ctx, q, speed)}[prefer]
     return tuple(-x for x in key)
+
+
+def _ollama_tower(model: ResolvedModel) -> bool:
+    """Ollama loads the vision projector of Gemma 3 (4B-27B) and Gemma 4 whenever it is in the blob, which it
+    always is; its converter drops Gemma 3n's towers (docs/engines.md, Ollama's rules)."""
+    e = model.entry
+    return bool(e and e.towers and e.towers.vision and e.generation != "3n")
+
+
+def _ladder(model: ResolvedModel, engine: str) -> tuple[str, ...]:
+    """The file types tried: for Ollama, those its library has a tag of (where it has any for the model)."""
+    if engine != "ollama" or model.entry is None:
+        return QUANT_LADDER
+    from gemma_fit.model.ollama_tags import quant_tag
+
+    e = model.entry
+    tagged = tuple(q for q in QUANT_LADDER if quant_tag(model.spec.id, e.generation, e.size_label, q))
+    return tagged or QUANT_LADDER
 
 
 def _best_per_model(pool: Sequence[Candidate], prefer: str) -> list[Candidate]:
@@ -157,14 +178,16 @@ def _best_per_model(pool: Sequence[Candidate], prefer: str) -> list[Candidate]:
 
 def recommend(hw: Hardware, needs: Needs, settings: RunSettings | None = None, engine: str = "llama.cpp",
               model_dirs: tuple[Path, ...] = ()) -> Recommendation:
-    """The ranked configurations of `hw` for `needs`. Raises BadInput for impossible needs or an engine
-    other than llama.cpp (its plans are what is ranked)."""
+    """The ranked configurations of `hw` for `needs`. Raises BadInput for impossible needs or an engine whose
+    plans are not llama.cpp's: Ollama runs llama.cpp's llama-server on the same GGUF files since v0.30.0
+    (docs/engines.md), so its plans are these with Ollama's commands."""
     from gemma_fit.memory.fit import SAFETY_MARGIN_BYTES
 
     check_needs(needs)
-    if not is_llama_cpp(engine):
-        raise BadInput(f"recommend ranks llama.cpp plans (Ollama runs the same files: its tags are in the "
-                       f"commands); --engine {engine} is not ranked yet")
+    engine = "ollama" if engine.strip().lower() == "ollama" else engine
+    if not is_llama_cpp(engine) and engine != "ollama":
+        raise BadInput(f"recommend ranks llama.cpp plans (and Ollama's, which are llama.cpp's); --engine {engine} "
+                       "is not ranked yet: use gemma-fit check --engine " + engine.strip().lower())
     margin = SAFETY_MARGIN_BYTES if needs.margin_bytes is None else needs.margin_bytes
     base = replace(settings or RunSettings(), n_ctx=needs.n_ctx, n_parallel=needs.n_parallel, n_gpu_layers=None)
     models, skipped = _models(needs, model_dirs)
@@ -173,10 +196,10 @@ def recommend(hw: Hardware, needs: Needs, settings: RunSettings | None = None, e
     found: list[Candidate] = []
     checked = 0
     for m in models:
-        for quant in QUANT_LADDER:
+        for quant in _ladder(m, engine):
             for kv in KV_CACHE_TYPES:
                 checked += 1
-                c = _try(m, quant, kv, base, hw, needs, margin)
+                c = _try(m, quant, kv, base, hw, needs, margin, engine == "ollama" and _ollama_tower(m))
                 if c is not None:
                     found.append(c)
                     break  # q8_0 only where f16 does not fit: the same plan, its cache halved
@@ -187,7 +210,8 @@ def recommend(hw: Hardware, needs: Needs, settings: RunSettings | None = None, e
     best = _best_per_model(pool, needs.prefer)
     front = [c for c in best if not _dominated(c, best)]
     ranked = sorted(front, key=lambda c: _order(c, needs.prefer))[: needs.top]
-    return Recommendation(hw, needs, min_tps, tuple(ranked), meets, checked, tuple(skipped))
+    return Recommendation(hw, needs, min_tps, tuple(ranked), meets, checked, tuple(skipped),
+                          "ollama" if engine == "ollama" else "llama.cpp")
 
 
 def why(c: Candidate, rank: int, rec: Recommendation) -> str:
@@ -203,15 +227,23 @@ def why(c: Candidate, rank: int, rec: Recommendation) -> str:
     return "; ".join(parts)
 
 
-def _ollama_run(c: Candidate) -> str | None:
-    """`ollama run TAG` where an Ollama library tag is this model and quant (at the default f16 cache)."""
-    from gemma_fit.model.ollama_tags import ollama_tags
+def _ollama_run(c: Candidate, n_parallel: int) -> str:
+    """The plan through Ollama: its settings as environment, then the library tag that is this quant, or the
+    Modelfile import of the GGUF where the library has none."""
+    from gemma_fit.model.ollama_tags import quant_tag
 
-    tag = next((t.tag for t in ollama_tags().values()
-                if t.model == c.result.resolved.spec.id and t.quant == c.result.plan.ftype.name), None)
-    if tag is None or c.kv_type != "f16":
-        return None
-    return f"OLLAMA_CONTEXT_LENGTH={c.result.verdict.estimate.n_ctx} ollama run {tag}"
+    r = c.result
+    entry = r.resolved.entry
+    env = [f"OLLAMA_CONTEXT_LENGTH={r.verdict.estimate.n_ctx}", f"OLLAMA_NUM_PARALLEL={n_parallel}"]
+    if c.kv_type != "f16":
+        env += ["OLLAMA_FLASH_ATTENTION=1", f"OLLAMA_KV_CACHE_TYPE={c.kv_type}"]  # a quantized V cache needs FA
+    quant = r.plan.ftype.name
+    tag = quant_tag(r.resolved.spec.id, entry.generation, entry.size_label, quant) if entry else None
+    if tag is None:
+        name = f"{r.resolved.spec.id}-{quant}".lower()
+        return (f"{' '.join(env)} ollama serve & sleep 3; printf 'FROM ./{r.resolved.spec.id}-{quant}.gguf\\n' > "
+                f"Modelfile && ollama create {name} -f Modelfile && ollama run {name}")
+    return f"{' '.join(env)} ollama serve & sleep 3; ollama run {tag}"
 
 
 def candidate_json(c: Candidate, rank: int, rec: Recommendation) -> dict[str, Any]:
@@ -220,7 +252,8 @@ def candidate_json(c: Candidate, rank: int, rec: Recommendation) -> dict[str, An
     return {
         "rank": rank, "model": r.resolved.spec.id, "quant": r.plan.ftype.name, "n_ctx": est.n_ctx,
         "verdict": r.verdict.verdict, "decode_tokens_per_s": round(c.decode, 1) if p else None,
-        "quality": c.quality.score, "command": r.verdict.server_command, "why": why(c, rank, rec),
+        "quality": c.quality.score, "why": why(c, rank, rec),
+        "command": _ollama_run(c, rec.needs.n_parallel) if rec.engine == "ollama" else r.verdict.server_command,
         "kv_cache_type": c.kv_type, "max_ctx_fit": c.max_ctx, "n_gpu_layers": r.verdict.n_gpu_layers,
         "n_cpu_moe": r.verdict.auto_n_cpu_moe, "prefill_tokens_per_s": round(p.prefill_tokens_per_s, 1) if p else None,
         "file_size_bytes": r.file_size_bytes,
@@ -229,7 +262,7 @@ def candidate_json(c: Candidate, rank: int, rec: Recommendation) -> dict[str, An
                            "benchmark_value": c.quality.benchmark.value if c.quality.benchmark else None,
                            "benchmark_source": c.quality.benchmark.source if c.quality.benchmark else None,
                            "retention": round(c.quality.retention, 4), "retention_how": c.quality.retention_how},
-        "ollama_command": _ollama_run(c),
+        "llama_server_command": r.verdict.server_command, "ollama_command": _ollama_run(c, rec.needs.n_parallel),
     }
 
 
@@ -238,7 +271,7 @@ def recommend_document(rec: Recommendation) -> dict[str, Any]:
     note = None if rec.meets_min_tps else (
         f"no configuration reaches {rec.min_tps:g} tok/s on this hardware: these are the fastest that fit")
     return {
-        "schema": SCHEMA, "hardware": rec.hardware.label,
+        "schema": SCHEMA, "hardware": rec.hardware.label, "engine": rec.engine,
         "candidates": [candidate_json(c, i, rec) for i, c in enumerate(rec.ranked, 1)],
         "needs": {"n_ctx": n.n_ctx, "min_tps": rec.min_tps, "vision": n.vision, "n_parallel": n.n_parallel,
                   "prefer": n.prefer, "top": n.top},

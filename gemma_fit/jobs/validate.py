@@ -17,7 +17,7 @@ from gemma_fit.hardware.catalog import FILE_KINDS
 from gemma_fit.jobs.validate_common import Doc, Problem, Report, Seen
 from gemma_fit.jobs.validate_hardware import check_list_file, check_machine
 from gemma_fit.jobs.validate_model import check_model
-from gemma_fit.jobs.validate_quality import check_quality
+from gemma_fit.jobs.validate_quality import check_checkpoints, check_quality
 
 __all__ = ["Problem", "Report", "validate", "validate_paths"]
 
@@ -54,6 +54,8 @@ def _kind(doc: Doc) -> str | None:
         return "llamacpp"
     if doc.path.parent.name == "quality":
         return "quality"
+    if doc.path.parent.name == "engines" and doc.path.parent.parent.name in ("model_db", "_data"):
+        return "engines"
     if not isinstance(data, dict):
         return None
     if "name" in data and any(k in data for k in ("gpus", "ram_gb", "disk", "ram_type")):
@@ -98,6 +100,8 @@ def validate(paths: list[Path] | None = None) -> Report:
             check_machine(doc, report)
         elif kind == "quality":
             check_quality(doc, report, seen)
+        elif kind == "engines":
+            check_checkpoints(doc, report)
         elif kind is None:
             report.add(doc, (), "(top level)", "cannot tell what this file is: expected a hardware_db file "
                        "(gpus:, cpus:, interconnects:, memory: or storage:), a model_db entry or a machine file")

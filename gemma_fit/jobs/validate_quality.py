@@ -4,6 +4,8 @@ type llama.cpp (or a published recipe) has, with a score in range."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from gemma_fit.jobs.validate_common import Doc, Report, Seen, validate_with
@@ -49,6 +51,29 @@ class KLDTable(_Strict):
     source: str = Field(min_length=10)
     measured_on: str
     types: dict[str, KLDRow]
+
+
+class Checkpoint(_Strict):
+    repo: str = Field(pattern=r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # a Hugging Face owner/name
+    evidence: str = Field(min_length=8)
+
+
+class CheckpointsFile(_Strict):
+    checkpoints: dict[str, dict[Literal["awq-int4", "gptq-int4", "nvfp4", "fp8"], Checkpoint]]
+
+
+def check_checkpoints(doc: Doc, report: Report) -> None:
+    """model_db/engines/checkpoints.yaml: a Hugging Face repo with its evidence per model and format."""
+    parsed = validate_with(doc, report, CheckpointsFile, doc.data, (), [CheckpointsFile, Checkpoint])
+    if parsed is None:
+        return
+    from gemma_fit.model.catalog import load_model_db
+
+    known = set(load_model_db())
+    for model in parsed.checkpoints:
+        if model.lower() not in known:
+            report.add(doc, ("checkpoints", model), model, "not a model in model_db")
+    report.counts["checkpoints"] = sum(len(v) for v in parsed.checkpoints.values())
 
 
 class QuantsFile(_Strict):
