@@ -191,7 +191,8 @@ def check(model: str | ResolvedModel | None, hardware: Hardware | str | Sequence
     present.documents.check_document(result)."""
     check_model_source(model, gguf)
     hw = hardware_of(hardware, backend, hardware_dirs, machine)
-    settings = settings or RunSettings()
+    # Without settings, the context is llama-server's 4096 for llama.cpp and the engine's own default elsewhere.
+    settings = settings or RunSettings(n_ctx=RunSettings().n_ctx if is_llama_cpp(engine) else 0)
     tag = ollama_tag(model) if isinstance(model, str) else None
     if tag is not None:
         model, quant = tag.model, tag_quant(tag, quant)
