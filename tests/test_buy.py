@@ -116,3 +116,10 @@ def test_the_cli_prints_the_contracts_document() -> None:
     assert doc["options"] and all(keys <= set(o) for o in doc["options"])
     bad = subprocess.run([*CLI, "buy", "--ctx", "8192"], capture_output=True, text=True, timeout=60, check=False)
     assert bad.returncode == 2 and "--model is required" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_too_many_models_is_one_line_not_a_long_wait() -> None:
+    from gemma_fit.jobs.report import expand_models
+
+    with pytest.raises(BadInput, match="at most 4 models"):
+        buy(expand_models(["all"]), "Q4_K_M", BuyNeeds(), today=TODAY)

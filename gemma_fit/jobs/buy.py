@@ -31,6 +31,7 @@ from gemma_fit.model.catalog import ResolvedModel
 
 SCHEMA = "gemma-fit.buy/1"
 SEGMENTS = ("consumer", "workstation", "datacenter", "apple", "embedded")
+MAX_MODELS = 4  # each option is checked for every model and quant: 4 keep a buy under a minute
 MAX_GPUS = 4  # llama.cpp splits a model over at most this many here (more is a server, priced as one)
 # A purchase aims above reading speed (5 to 10 tokens/s) with room for longer prompts: the default target.
 DEFAULT_MIN_TPS = 20.0
@@ -180,6 +181,9 @@ def buy(models: Sequence[ResolvedModel], quant: str, needs: BuyNeeds, settings: 
     check_buy_needs(needs)
     if not models:
         raise BadInput("give at least one --model")
+    if len(models) > MAX_MODELS:
+        raise BadInput(f"buy compares hardware for at most {MAX_MODELS} models at once ({len(models)} given): "
+                       "name the ones you would run")
     today = today or prices_as_of(price_table(hardware_dirs, prices_file))
     base = replace(settings or RunSettings(), n_ctx=needs.n_ctx, n_gpu_layers=None)
     for m in models:
