@@ -93,20 +93,15 @@ def _reserve(backend: str, gpu_overhead: int) -> int:
 def _command(resolved: ResolvedModel, quant: str, num_ctx: int, parallel: int, fa: bool, kv: str) -> str:
     """`ollama serve` with the settings, then `ollama run` of the library tag that is this quant, or the
     Modelfile import of the GGUF where the library has no such tag."""
-    from gemma_fit.model.ollama_tags import quant_tag
+    from gemma_fit.model.ollama_tags import ollama_run
 
     env = [f"OLLAMA_CONTEXT_LENGTH={num_ctx}", f"OLLAMA_NUM_PARALLEL={parallel}",
            f"OLLAMA_FLASH_ATTENTION={1 if fa else 0}"]
     if kv != "f16":
         env.append(f"OLLAMA_KV_CACHE_TYPE={kv}")
-    entry = resolved.entry
-    tag = quant_tag(resolved.spec.id, entry.generation, entry.size_label, quant) if entry else None
-    if tag is not None:
-        run = f"ollama run {tag}"
-    else:
-        name = f"{resolved.spec.id}-{quant}".lower()
-        run = (f"printf 'FROM ./{resolved.spec.id}-{quant}.gguf\\n' > Modelfile && ollama create {name} -f Modelfile "
-               f"&& ollama run {name}   (the library has no {quant} tag of {resolved.spec.id})")
+    run, tagged = ollama_run(resolved, quant)
+    if not tagged:
+        run += f"   (the library has no {quant} tag of {resolved.spec.id})"
     return f"{' '.join(env)} ollama serve   # then: {run}; per request: /set parameter num_ctx {num_ctx}"
 
 

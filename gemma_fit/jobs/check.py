@@ -130,8 +130,7 @@ def with_projector(resolved: ResolvedModel, settings: RunSettings, images: int |
                        mmproj_path=str(mmproj), images=images or 0, image_tokens=IMAGE_TOKENS_UNKNOWN)
     if not images:
         return settings
-    entry = resolved.entry
-    vision = entry.towers.vision.type if entry and entry.towers and entry.towers.vision else None
+    vision = vision_type(resolved)
     if vision is None:
         raise BadInput(f"--images {images}: {resolved.spec.id} has no vision tower (a text-only model)")
     tower = tower_for(vision, resolved.spec.id)
@@ -145,6 +144,14 @@ def with_projector(resolved: ResolvedModel, settings: RunSettings, images: int |
 
 
 MAX_IMAGES = 1024
+
+
+def vision_type(resolved: ResolvedModel) -> str | None:
+    """The model's vision tower type in the database (towers.vision.type), or None."""
+    entry = resolved.entry
+    return entry.towers.vision.type if entry and entry.towers and entry.towers.vision else None
+
+
 IMAGE_TOKENS_UNKNOWN = 0  # a file's projector: tokens per image not read from it
 
 
@@ -239,9 +246,7 @@ def tag_unmodelled(tag: OllamaTag, resolved: ResolvedModel, plan: TensorPlan, se
     from gemma_fit.gguf.projector import projector_plan, tower_for
 
     text = estimated_file_bytes(plan)
-    entry = resolved.entry
-    vision = entry.towers.vision.type if entry and entry.towers and entry.towers.vision else None
-    tower = tower_for(vision, resolved.spec.id)
+    tower = tower_for(vision_type(resolved), resolved.spec.id)
     modelled = projector_plan(tower, resolved.spec.n_embd).tensor_data_bytes if tower else 0
     rest = tag.blob_bytes - text
     rest = max(modelled, rest if rest > tag.rounding_bytes else 0)

@@ -144,8 +144,9 @@ def _order(c: Candidate, prefer: str) -> tuple[float, ...]:
 def _ollama_tower(model: ResolvedModel) -> bool:
     """Ollama loads the vision projector of Gemma 3 (4B-27B) and Gemma 4 whenever it is in the blob, which it
     always is; its converter drops Gemma 3n's towers (docs/engines.md, Ollama's rules)."""
-    e = model.entry
-    return bool(e and e.towers and e.towers.vision and e.generation != "3n")
+    from gemma_fit.jobs.check import vision_type
+
+    return vision_type(model) is not None and model.entry is not None and model.entry.generation != "3n"
 
 
 def _ladder(model: ResolvedModel, engine: str) -> tuple[str, ...]:
@@ -230,20 +231,14 @@ def why(c: Candidate, rank: int, rec: Recommendation) -> str:
 def _ollama_run(c: Candidate, n_parallel: int) -> str:
     """The plan through Ollama: its settings as environment, then the library tag that is this quant, or the
     Modelfile import of the GGUF where the library has none."""
-    from gemma_fit.model.ollama_tags import quant_tag
+    from gemma_fit.model.ollama_tags import ollama_run
 
     r = c.result
-    entry = r.resolved.entry
     env = [f"OLLAMA_CONTEXT_LENGTH={r.verdict.estimate.n_ctx}", f"OLLAMA_NUM_PARALLEL={n_parallel}"]
     if c.kv_type != "f16":
         env += ["OLLAMA_FLASH_ATTENTION=1", f"OLLAMA_KV_CACHE_TYPE={c.kv_type}"]  # a quantized V cache needs FA
-    quant = r.plan.ftype.name
-    tag = quant_tag(r.resolved.spec.id, entry.generation, entry.size_label, quant) if entry else None
-    if tag is None:
-        name = f"{r.resolved.spec.id}-{quant}".lower()
-        return (f"{' '.join(env)} ollama serve & sleep 3; printf 'FROM ./{r.resolved.spec.id}-{quant}.gguf\\n' > "
-                f"Modelfile && ollama create {name} -f Modelfile && ollama run {name}")
-    return f"{' '.join(env)} ollama serve & sleep 3; ollama run {tag}"
+    run, _ = ollama_run(r.resolved, r.plan.ftype.name)
+    return f"{' '.join(env)} ollama serve & sleep 3; {run}"
 
 
 def candidate_json(c: Candidate, rank: int, rec: Recommendation) -> dict[str, Any]:

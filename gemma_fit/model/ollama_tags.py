@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from gemma_fit.db.rules import read_packaged_yaml
+from gemma_fit.model.catalog import ResolvedModel
 
 _UNITS = {"MB": 10**6, "GB": 10**9}
 
@@ -68,3 +69,15 @@ def quant_tag(model_id: str, generation: str, size_label: str, quant: str) -> st
         if bare in ollama_tags():
             return bare
     return f"{family['name']}:{size}-{family['infix']}-{_quant_spelling(quant)}"
+
+
+def ollama_run(resolved: ResolvedModel, quant: str) -> tuple[str, bool]:
+    """The step that gets the model at `quant` into Ollama and runs it: `ollama run TAG` of the library tag that
+    is this quant, or the Modelfile import of its GGUF where the library has none (then False)."""
+    entry, model_id = resolved.entry, resolved.spec.id
+    tag = quant_tag(model_id, entry.generation, entry.size_label, quant) if entry else None
+    if tag is not None:
+        return f"ollama run {tag}", True
+    name = f"{model_id}-{quant}".lower()
+    return (f"printf 'FROM ./{model_id}-{quant}.gguf\\n' > Modelfile && ollama create {name} -f Modelfile "
+            f"&& ollama run {name}"), False
