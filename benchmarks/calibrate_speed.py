@@ -41,7 +41,8 @@ from gemma_fit.speed.calibration import (  # noqa: E402
 )
 from gemma_fit.speed.graph import llama_graph_nodes  # noqa: E402
 from gemma_fit.speed.links import default_attachment, host_link  # noqa: E402
-from gemma_fit.speed.predict import _attention_tflops, _matmul_tops, elementwise_bytes  # noqa: E402
+from gemma_fit.speed.predict import elementwise_bytes  # noqa: E402
+from gemma_fit.speed.rates import attention_tflops, matmul_tops  # noqa: E402
 
 DATA = REPO / "benchmarks" / "data" / "llamabench_calibration.csv"
 OUT = REPO / "model_db" / "llamacpp" / "speed_calibration.yaml"
@@ -132,7 +133,7 @@ def prefill_parts(p: dict, decode_fits: dict) -> tuple[float, float] | None:
     u = int(row["test"][2:])
     params = float(row["params_b"]) * 1e9 - m["n_embd"] * m["n_vocab"] * (1 if m["tied"] else 2)
     quantized = row["quant"] not in ("F16", "BF16", "F32")
-    tops = _matmul_tops(gpu, quantized)
+    tops = matmul_tops(gpu, quantized)
     fit = decode_fits.get(gpu.backend)
     if not tops or not gpu.memory_bandwidth_gbps or fit is None:
         return None
@@ -143,7 +144,7 @@ def prefill_parts(p: dict, decode_fits: dict) -> tuple[float, float] | None:
     fixed = elementwise_bytes(nodes.kernels, nodes.matmul_nodes, layers * m["n_ff"], m["n_embd"], u) / bw \
         + nodes.kernels * tau
     attn = 4.0 * m["n_embd"] * u * u * layers  # n_head x head_dim = n_embd
-    rated = (2 * params * u / tops + attn / (_attention_tflops(gpu) or tops)) / 1e12
+    rated = (2 * params * u / tops + attn / (attention_tflops(gpu) or tops)) / 1e12
     return rated, fixed
 
 

@@ -22,9 +22,10 @@ from gemma_fit.jobs.inspect import inspect
 from gemma_fit.jobs.report import run_report
 from gemma_fit.memory.settings import RunSettings
 from gemma_fit.present.documents import check_document, inspect_json
+from gemma_fit.speed.traffic import Traffic
 
 __all__ = ["BadInput", "CheckResult", "EngineResult", "GemmaFitError", "InspectResult", "MachineFlags", "RunSettings",
-           "check", "inspect", "report", "to_json"]
+           "Traffic", "check", "inspect", "report", "to_json"]
 
 
 def report(models: str | Sequence[str], gpus: str | Sequence[str] = (), *, quants: Sequence[str] = ("Q4_K_M",),

@@ -46,6 +46,7 @@ from gemma_fit.cli.options import (
     ModelOpt,
     NCpuMoeOpt,
     NglOpt,
+    OutputOpt,
     OverrideOpt,
     ParallelOpt,
     PromptOpt,
@@ -53,6 +54,7 @@ from gemma_fit.cli.options import (
     RamChannelsOpt,
     RamOpt,
     RamTypeOpt,
+    RateOpt,
     ReserveOpt,
     SwaOpt,
     ThreadsOpt,
@@ -70,6 +72,7 @@ from gemma_fit.hardware.flags import with_machine_flags
 from gemma_fit.hardware.select import select_hardware, with_backend
 from gemma_fit.jobs import check as checking
 from gemma_fit.memory.settings import is_llama_cpp
+from gemma_fit.speed.traffic import Traffic
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -165,6 +168,8 @@ def check(
     hardware: HardwareOpt = None,
     mmproj: MmprojOpt = None,
     prompt_tokens: PromptOpt = PROMPT_TOKENS,
+    output_tokens: OutputOpt = None,
+    rate: RateOpt = None,
     as_json: JsonOpt = False,
     html: HtmlOpt = None,
     engine: EngineOpt = "llama.cpp",
@@ -207,7 +212,7 @@ def check(
         cache_implementation=cache_implementation)
     result = checking.check(model, hw, quant=quant, gguf=gguf, settings=settings, engine=engine,
                             prompt_tokens=prompt_tokens, mmproj=mmproj, model_dirs=state.model_dirs(),
-                            margin_gib=margin, images=images, **engine_options)
+                            margin_gib=margin, images=images, traffic=Traffic(output_tokens, rate), **engine_options)
     if isinstance(result, CheckResult):
         _print_check(result, as_json, html)
         return

@@ -35,6 +35,10 @@ NglOpt = Annotated[str, typer.Option("--n-gpu-layers", "-ngl", help="Number or '
 SwaOpt = Annotated[bool, typer.Option("--swa-full", help="Full-size sliding-window cache.")]
 UnifiedOpt = Annotated[bool, typer.Option("--kv-unified", help="One KV pool shared by all sequences.")]
 PromptOpt = Annotated[int, typer.Option("--prompt-tokens", help="Prompt length for speed and TTFT.")]
+OutputOpt = Annotated[int | None, typer.Option("--output-tokens", help="Output tokens per request: the aggregate "
+                                                 "then includes each request's prefill.")]
+RateOpt = Annotated[float | None, typer.Option("--rate", help="Requests per second (Poisson): does the server hold "
+                                               "it, TTFT p50/p95, replicas.")]
 MmprojOpt = Annotated[Path | None, typer.Option("--mmproj", help="Multimodal projector GGUF loaded beside it.")]
 NCpuMoeOpt = Annotated[int, typer.Option("--n-cpu-moe", "-ncmoe", help="Routed experts of the first N layers "
                                                                     "in system memory (llama.cpp's).")]

@@ -11,6 +11,7 @@ from gemma_fit.base.errors import BadInput
 from gemma_fit.gguf.tensors import raw_tensors
 from gemma_fit.model.catalog import ResolvedModel
 from gemma_fit.model.spec import LayerSpec, ModelSpec
+from gemma_fit.speed.predict import Performance
 
 GIB = 1024**3
 MIB = 1024**2
@@ -76,6 +77,8 @@ class EngineSettings:
     mmproj: bool = False  # load the vision/audio towers
     flash_attention: bool | None = None  # Ollama OLLAMA_FLASH_ATTENTION (None = its default)
     gpu_overhead_bytes: int = 0  # Ollama OLLAMA_GPU_OVERHEAD
+    output_tokens: int | None = None  # per request (serving): None = decode throughput only
+    request_rate: float | None = None  # requests per second (serving): None = closed loop at --parallel
 
 
 @dataclass(frozen=True)
@@ -119,6 +122,7 @@ class EngineResult:
     host: dict[str, Any] | None = None
     extras: dict[str, Any] = field(default_factory=dict)
     sources: tuple[str, ...] = ()
+    performance: Performance | None = None  # None: no speed model for this hardware
 
 
 @dataclass(frozen=True)

@@ -11,13 +11,14 @@ from gemma_fit.gguf.layout import estimated_file_bytes
 from gemma_fit.gguf.tensors import TensorPlan, build_plan
 from gemma_fit.gguf.unsloth import unpublished_mix
 from gemma_fit.hardware.select import Hardware
-from gemma_fit.memory.estimate import runtime_overhead
+from gemma_fit.memory.estimate import MemoryEstimate, runtime_overhead
 from gemma_fit.memory.fit import SAFETY_MARGIN_BYTES, Verdict, decide, with_parallel_outputs
 from gemma_fit.memory.llamacpp_fit import FitChoice
 from gemma_fit.memory.settings import RunSettings, validate
 from gemma_fit.model.catalog import ResolvedModel
 from gemma_fit.model.spec import ModelSpec
 from gemma_fit.speed.predict import Performance, SpeedInputError, predict_performance
+from gemma_fit.speed.serve_llamacpp import llamacpp_serving
 
 if TYPE_CHECKING:
     from gemma_fit.gguf.reader import GGUFHeader
@@ -75,7 +76,8 @@ class CheckResult:
 def run_check(resolved: ResolvedModel, quant: str, settings: RunSettings, hardware: Hardware,
               prompt_tokens: int = 512, with_speed: bool = True, plan: TensorPlan | None = None,
               gguf_path: Path | str | None = None, margin_bytes: int = SAFETY_MARGIN_BYTES,
-              unmodelled: Unmodelled | None = None) -> CheckResult:
+              unmodelled: Unmodelled | None = None, output_tokens: int | None = None,
+              request_rate: float | None = None) -> CheckResult:
     """`plan` replaces the database plan when the tensors come from a real GGUF header; `gguf_path` is
     that file as the user gave it (the llama-server command then runs it, not a made-up file name).
     What the plan cannot place (an Unsloth UD file's unpublished mix, `unmodelled`) is kept free on top of
@@ -94,11 +96,19 @@ def run_check(resolved: ResolvedModel, quant: str, settings: RunSettings, hardwa
     perf, speed_error = None, None
     if with_speed and verdict.verdict != "no-go":
         try:
-            perf = predict_performance(plan, verdict.estimate, hardware, prompt_tokens)
+            perf = speed_of(plan, verdict.estimate, hardware, prompt_tokens, output_tokens, request_rate)
         except SpeedInputError as exc:
             speed_error = str(exc)
     return CheckResult(resolved, plan, hardware, s, verdict, estimated_file_bytes(plan), perf, speed_error,
                        margin_bytes=margin_bytes, unmodelled=unmodelled)
+
+
+def speed_of(plan: TensorPlan, est: MemoryEstimate, hardware: Hardware, prompt_tokens: int,
+             output_tokens: int | None = None, request_rate: float | None = None) -> Performance:
+    """Single-stream speed and the serving answer at the plan's -np slots (raises SpeedInputError)."""
+    perf = predict_performance(plan, est, hardware, prompt_tokens)
+    return replace(perf, serving=llamacpp_serving(plan, est, hardware, perf.prefill_tokens_per_s, prompt_tokens,
+                                                  output_tokens, request_rate))
 
 
 @dataclass(frozen=True)

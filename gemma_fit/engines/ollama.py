@@ -46,12 +46,13 @@ from gemma_fit.engines.base import (
     tower_params,
     vision_activation_bytes,
 )
-from gemma_fit.engines.llamacpp import run_check
+from gemma_fit.engines.llamacpp import run_check, speed_of
 from gemma_fit.gguf.types import file_type
 from gemma_fit.hardware.select import Hardware
 from gemma_fit.memory.settings import RunSettings
 from gemma_fit.model.catalog import ResolvedModel
 from gemma_fit.model.spec import ModelSpec
+from gemma_fit.speed.predict import SpeedInputError
 
 VERSION = ("Ollama (ollama/ollama server/routes.go @00188139, llm/server.go @5dbb81b7, ml/device.go @02725d3d, "
            "fs/ggml/ggml.go @c664d9c1, api/types.go @b8761ab0)")
@@ -155,6 +156,12 @@ def estimate_ollama(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSe
         for d in devices))
     r = run_check(resolved, quant, run, reserved, with_speed=False)
     est = r.verdict.estimate
+    perf = None
+    if r.verdict.verdict != "no-go":
+        try:  # Ollama runs llama-server: llama.cpp's speed at Ollama's settings, on the real GPUs
+            perf = speed_of(r.plan, est, hardware, min(s.prompt_tokens, num_ctx), s.output_tokens, s.request_rate)
+        except SpeedInputError as exc:
+            reasons.append(f"speed not predicted: {exc}")
     towers = tower_params(resolved) if (s.mmproj or s.images_per_prompt) else 0
     vis_act = vision_activation_bytes(resolved, s.images_per_prompt)
     out = []
@@ -201,4 +208,5 @@ def estimate_ollama(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSe
         max_ctx_fit=r.verdict.max_ctx_fit // parallel,
         n_ctx=num_ctx, hardware_label=hardware.label, host=host, extras=extras,
         sources=(VERSION, f"llama.cpp {LLAMA_CPP_COMMIT} (gemma_fit.check) for weights, KV cache and compute buffer"),
+        performance=perf,
     )

@@ -47,6 +47,7 @@ from gemma_fit.engines.base import (
     tower_params,
     vision_activation_bytes,
 )
+from gemma_fit.engines.hf_speed import HFLayout, Requests, hf_model_work, hf_performance
 from gemma_fit.hardware.select import Hardware
 from gemma_fit.memory.estimate import runtime_overhead
 from gemma_fit.memory.search import largest_fitting
@@ -191,6 +192,15 @@ def estimate_transformers(resolved: ResolvedModel, spec: ModelSpec, settings: En
     reasons.append(f"a plain forward over {n_tokens} tokens without logits_to_keep would add "
                    f"{full_logits_bytes(spec, s.batch_size, n_tokens) / GIB:.1f} GiB of logits")
 
+    perf = None
+    if verdict != "no-go" and all(d.memory_bandwidth_gbps for d in devices):
+        # device_map="auto" runs the GPUs one after another (layers in turn), one static batch of batch_size
+        req = Requests(prompt, s.output_tokens or s.max_new_tokens or None, None, s.batch_size, s.batch_size,
+                       s.batch_size)
+        perf = hf_performance("transformers", hf_model_work(spec), HFLayout(devices[:1], quant, chunk=prompt), req,
+                              weights,
+                              extra_notes=("generate() runs one static batch: no continuous batching, so a request "
+                                           "rate is not modelled (use vLLM for serving)",))
     p = param_breakdown(spec)
     extras = {
         "transformers_version": VERSION,
@@ -213,4 +223,5 @@ def estimate_transformers(resolved: ResolvedModel, spec: ModelSpec, settings: En
         sources=(f"{VERSION} src/transformers/cache_utils.py DynamicSlidingWindowLayer, StaticSlidingWindowLayer",
                  f"{VERSION} src/transformers/generation/utils.py logits_to_keep",
                  f"{VERSION} src/transformers/integrations/bitsandbytes.py"),
+        performance=perf,
     )

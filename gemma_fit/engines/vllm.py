@@ -68,10 +68,15 @@ from gemma_fit.engines.base import (
     tower_params,
     vision_activation_bytes,
 )
+from gemma_fit.engines.hf_speed import HFLayout, Requests, hf_model_work, hf_performance
 from gemma_fit.hardware.select import Hardware
+from gemma_fit.hardware.spec import GPUSpec
 from gemma_fit.memory.search import largest_fitting
 from gemma_fit.model.catalog import ResolvedModel
 from gemma_fit.model.spec import ModelSpec
+from gemma_fit.speed.calibration import split_terms
+from gemma_fit.speed.links import default_attachment, peer_link
+from gemma_fit.speed.predict import Performance
 
 VERSION = "vLLM 0.33.0"
 # BUDGET, not a vLLM value: non-torch memory allocated after the start-up snapshot (attention-backend and
@@ -302,6 +307,8 @@ def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSett
         reasons.append("vision off: --limit-mm-per-prompt '{\"image\": 0}' keeps the vision tower out of memory "
                        "(give --images N to serve images)")
 
+    perf = _performance(spec, s, quant, devices, budget, dtype_bytes, tokens, seqs, max_model_len, weights * tp) \
+        if verdict != "no-go" else None
     p = param_breakdown(spec)
     extras = {
         "vllm_version": VERSION,
@@ -337,4 +344,27 @@ def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSett
                  f"{VERSION} vllm/engine/arg_utils.py get_batch_defaults",
                  f"{VERSION} vllm/utils/mem_utils.py memory_profiling, vllm/v1/worker/gpu_model_runner.py "
                  "profile_cudagraph_memory (measured at start-up; budgets here)"),
+        performance=perf,
     )
+
+
+def _performance(spec: ModelSpec, s: EngineSettings, quant: str, devices: tuple[GPUSpec, ...], budget: int,
+                 dtype_bytes: int, tokens: int, seqs: int, max_model_len: int,
+                 weights_bytes: int) -> Performance | None:
+    """Speed at --parallel N concurrent requests (max_num_seqs); the KV pool caps how many of prompt + output
+    tokens run at once (vLLM queues the rest)."""
+    if any(not d.memory_bandwidth_gbps for d in devices):
+        return None
+    tp = s.tensor_parallel_size
+    need = min(max_model_len, s.prompt_tokens + (s.output_tokens or 0))
+    held = int(kv_plan(spec, budget, max(need, 1), s.block_size, dtype_bytes, tp, tokens).concurrency)
+    n = s.max_num_seqs or 1
+    link_gbps = link_latency = 0.0
+    if tp > 1:
+        link = peer_link(devices, tuple(default_attachment(d) for d in devices))
+        if link is not None:
+            link_gbps, link_latency = link.per_direction_gbps, split_terms()["tensor_allreduce_s"]
+    notes = (f"the KV pool holds {held} requests of {need} tokens at once (max_num_seqs {seqs})",)
+    layout = HFLayout(devices, quant, tp, 1, tokens, link_gbps, link_latency)
+    req = Requests(s.prompt_tokens, s.output_tokens, s.request_rate, n, min(seqs, max(1, held)), held)
+    return hf_performance("vllm", hf_model_work(spec, dtype_bytes), layout, req, weights_bytes, extra_notes=notes)

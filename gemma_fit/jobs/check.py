@@ -41,6 +41,7 @@ from gemma_fit.memory.fit import SAFETY_MARGIN_BYTES
 from gemma_fit.memory.settings import MAX_CTX, RunSettings, is_llama_cpp, validate
 from gemma_fit.model.catalog import ResolvedModel, resolve_model
 from gemma_fit.model.ollama_tags import OllamaTag, ollama_tag
+from gemma_fit.speed.traffic import Traffic
 
 _OPTION_NAMES = {f.name for f in fields(EngineSettings)} - {"engine", "quant"}
 
@@ -181,6 +182,18 @@ def check_model_source(model: object, gguf: Path | None) -> None:
         raise BadInput("give --model ID (with --quant) or --gguf FILE")
 
 
+MAX_RATE = 1e6  # requests per second: past any one deployment's traffic, certainly a typo
+
+
+def check_traffic(output_tokens: int | None, request_rate: float | None) -> None:
+    """--output-tokens and --rate: one line for impossible values (NaN fails both comparisons)."""
+    if output_tokens is not None and not 1 <= output_tokens <= MAX_CTX:
+        raise BadInput(f"--output-tokens {output_tokens} is impossible (must be between 1 and {MAX_CTX:,})")
+    if request_rate is not None and not 0 < request_rate <= MAX_RATE:
+        raise BadInput(f"--rate {request_rate} is impossible (requests per second, more than 0 and at most "
+                       f"{MAX_RATE:,.0f})")
+
+
 def check_prompt_tokens(prompt_tokens: int) -> None:
     if not 1 <= prompt_tokens <= MAX_CTX:
         raise BadInput(f"--prompt-tokens {prompt_tokens} is impossible (must be between 1 and {MAX_CTX:,})")
@@ -191,12 +204,14 @@ def check(model: str | ResolvedModel | None, hardware: Hardware | str | Sequence
           engine: str = "llama.cpp", prompt_tokens: int = 512, mmproj: Path | None = None,
           backend: str | None = None, model_dirs: tuple[Path, ...] = (), hardware_dirs: tuple[Path, ...] = (),
           machine: MachineFlags | None = None, margin_gib: float | None = None, images: int | None = None,
-          **engine_options: Any) -> CheckResult | EngineResult:
+          traffic: Traffic | None = None, **engine_options: Any) -> CheckResult | EngineResult:
     """Will `model` (an id, alias, config.json path, or a real GGUF as `gguf`) run on `hardware` (a GPU id,
     several, a machine file, or a Hardware) with these settings, and how well. Raises BadInput (a
     GemmaFitError) for input llama.cpp or the engine would refuse. The result's JSON is
     present.documents.check_document(result)."""
     check_model_source(model, gguf)
+    traffic = traffic or Traffic()
+    check_traffic(traffic.output_tokens, traffic.rate_per_s)
     hw = hardware_of(hardware, backend, hardware_dirs, machine)
     # Without settings, the context is llama-server's 4096 for llama.cpp and the engine's own default elsewhere.
     settings = settings or RunSettings(n_ctx=RunSettings().n_ctx if is_llama_cpp(engine) else 0)
@@ -210,7 +225,8 @@ def check(model: str | ResolvedModel | None, hardware: Hardware | str | Sequence
             raise BadInput("--gguf works with --engine llama.cpp (or ollama via --model)")
         resolved = model if isinstance(model, ResolvedModel) else resolve_model(model or "", model_dirs)
         return run_engine_check(engine, resolved, quant, settings, hw, mmproj=mmproj is not None,
-                                prompt_tokens=prompt_tokens, **engine_options)
+                                prompt_tokens=prompt_tokens, output_tokens=traffic.output_tokens,
+                                request_rate=traffic.rate_per_s, **engine_options)
     if gguf is not None:
         resolved, plan = gguf_model(gguf)
     else:
@@ -220,7 +236,8 @@ def check(model: str | ResolvedModel | None, hardware: Hardware | str | Sequence
     check_prompt_tokens(prompt_tokens)
     result = run_check(resolved, plan.ftype.name, settings, hw, prompt_tokens=prompt_tokens, plan=plan,
                        gguf_path=gguf, margin_bytes=margin_bytes(margin_gib),
-                       unmodelled=tag_unmodelled(tag, resolved, plan, settings) if tag else None)
+                       unmodelled=tag_unmodelled(tag, resolved, plan, settings) if tag else None,
+                       output_tokens=traffic.output_tokens, request_rate=traffic.rate_per_s)
     from gemma_fit.jobs.advice import advise
     from gemma_fit.memory.llamacpp_fit import llamacpp_fit
 

@@ -17,7 +17,7 @@ from gemma_fit.hardware.catalog import FILE_KINDS
 from gemma_fit.jobs.validate_common import Doc, Problem, Report, Seen
 from gemma_fit.jobs.validate_hardware import check_list_file, check_machine
 from gemma_fit.jobs.validate_model import check_model
-from gemma_fit.jobs.validate_quality import check_checkpoints, check_quality
+from gemma_fit.jobs.validate_quality import check_engines_file, check_quality
 
 __all__ = ["Problem", "Report", "validate", "validate_paths"]
 
@@ -101,7 +101,7 @@ def validate(paths: list[Path] | None = None) -> Report:
         elif kind == "quality":
             check_quality(doc, report, seen)
         elif kind == "engines":
-            check_checkpoints(doc, report)
+            check_engines_file(doc, report)
         elif kind is None:
             report.add(doc, (), "(top level)", "cannot tell what this file is: expected a hardware_db file "
                        "(gpus:, cpus:, interconnects:, memory: or storage:), a model_db entry or a machine file")

@@ -62,6 +62,44 @@ class CheckpointsFile(_Strict):
     checkpoints: dict[str, dict[Literal["awq-int4", "gptq-int4", "nvfp4", "fp8"], Checkpoint]]
 
 
+class SpeedTerms(_Strict):
+    """One engine's speed terms (gemma_fit/engines/hf_speed.py): shares of datasheet rates and fixed seconds."""
+
+    bandwidth_efficiency: float = Field(gt=0, le=1)
+    compute_efficiency: float = Field(gt=0, le=1)
+    prefill_efficiency: float = Field(gt=0, le=1)
+    step_overhead_s: float = Field(ge=0, lt=1)
+    per_layer_s: float = Field(ge=0, lt=0.1)
+
+
+class PartialSpeedTerms(_Strict):
+    bandwidth_efficiency: float | None = Field(default=None, gt=0, le=1)
+    compute_efficiency: float | None = Field(default=None, gt=0, le=1)
+    prefill_efficiency: float | None = Field(default=None, gt=0, le=1)
+    step_overhead_s: float | None = Field(default=None, ge=0, lt=1)
+    per_layer_s: float | None = Field(default=None, ge=0, lt=0.1)
+
+
+class EngineSpeed(_Strict):
+    default: SpeedTerms
+    formats: dict[str, PartialSpeedTerms] = {}
+    startup_s_budget: float = Field(default=0.0, ge=0, lt=3600)
+
+
+class SpeedFile(_Strict):
+    vllm: EngineSpeed
+    transformers: EngineSpeed
+
+
+def check_engines_file(doc: Doc, report: Report) -> None:
+    """model_db/engines/: checkpoints.yaml (pre-quantized repos) or speed.yaml (the HF engines' speed terms)."""
+    if doc.path.name == "speed.yaml":
+        if validate_with(doc, report, SpeedFile, doc.data, (), [SpeedFile, EngineSpeed, SpeedTerms]) is not None:
+            report.counts["engine speed terms"] = 2
+        return
+    check_checkpoints(doc, report)
+
+
 def check_checkpoints(doc: Doc, report: Report) -> None:
     """model_db/engines/checkpoints.yaml: a Hugging Face repo with its evidence per model and format."""
     parsed = validate_with(doc, report, CheckpointsFile, doc.data, (), [CheckpointsFile, Checkpoint])

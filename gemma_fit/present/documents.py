@@ -17,6 +17,7 @@ from gemma_fit.memory.compute_buffer import flash_attention_on
 from gemma_fit.memory.estimate import DeviceMemory, HostMemory
 from gemma_fit.memory.unified import UnifiedPool
 from gemma_fit.speed.predict import Performance
+from gemma_fit.speed.traffic import HEADROOM, Serving
 
 SCHEMA = "gemma-fit.check/1"
 INSPECT_SCHEMA = "gemma-fit.inspect/1"
@@ -69,7 +70,7 @@ def engine_check_json(r: EngineResult) -> dict[str, Any]:
         "verdict": r.verdict,
         "reasons": list(r.reasons),
         "max_ctx_fit": r.max_ctx_fit,
-        "performance": None,
+        "performance": performance_json(r.performance),
         "command": r.command,
         r.engine: specific,
         "sources": list(r.sources),
@@ -88,11 +89,38 @@ def _rates(p: Performance | None) -> dict[str, float | None]:
             "prefill_tokens_per_s": round(p.prefill_tokens_per_s, 1), "ttft_s": round(p.ttft_s, 3)}
 
 
-def _performance_json(r: CheckResult) -> dict[str, Any] | None:
-    p = r.performance
+def serving_json(sv: Serving | None) -> dict[str, Any] | None:
+    """performance.serving: N concurrent requests, the KV-limited concurrency, and the traffic answer."""
+    if sv is None:
+        return None
+    out: dict[str, Any] = {
+        "n_parallel": sv.n_parallel, "aggregate_tokens_per_s": round(sv.aggregate_tokens_per_s, 1),
+        "per_user_tokens_per_s": round(sv.per_user_tokens_per_s, 2), "bound": sv.bound,
+        "prompt_tokens": sv.prompt_tokens, "output_tokens": sv.output_tokens,
+        "max_concurrency": sv.max_concurrency,
+        "includes_prefill": sv.output_tokens is not None,
+        "scaling": [{"concurrency": b, "aggregate_tokens_per_s": round(a, 1), "per_user_tokens_per_s": round(u, 2)}
+                    for b, a, u in sv.scaling],
+    }
+    if sv.closed is not None:
+        out["closed_loop"] = {"ttft_s": round(sv.closed.ttft_s, 3), "request_s": round(sv.closed.request_s, 2),
+                              "decode_tokens_per_s": round(sv.closed.decode_tokens_per_s, 1)}
+    if sv.open is not None:
+        o = sv.open
+        out["traffic"] = {"rate_per_s": o.rate_per_s, "holds": o.holds, "utilisation": round(o.utilisation, 3),
+                          "capacity_per_s": round(o.capacity_per_s, 3), "batch": o.batch,
+                          "ttft_p50_s": _rounded(o.ttft_p50_s, 3), "ttft_p95_s": _rounded(o.ttft_p95_s, 3),
+                          "per_user_tokens_per_s": round(o.per_user_tokens_per_s, 2),
+                          "aggregate_tokens_per_s": round(o.aggregate_tokens_per_s, 1), "replicas": o.replicas,
+                          "headroom": HEADROOM, "reason": o.reason}
+    return out
+
+
+def performance_json(p: Performance | None) -> dict[str, Any] | None:
     if p is None:
         return None
     return {**_rates(p), "load_s": round(p.load_s, 2),
+            "aggregate_tokens_per_s": round(p.aggregate_tokens_per_s, 2),
             "bottleneck": p.bottleneck,
             "prompt_tokens": p.prompt_tokens,
             "decode_time_by_device_s": {k: round(v, 6) for k, v in p.decode_time_by_device_s.items()},
@@ -102,7 +130,12 @@ def _performance_json(r: CheckResult) -> dict[str, Any] | None:
             "load_bottleneck": p.load_bottleneck,
             "split_modes_decode_tokens_per_s": {k: round(v, 2)
                                                 for k, v in (p.split_modes_decode_tokens_per_s or {}).items()},
+            "serving": serving_json(p.serving),
             "notes": list(p.notes)}
+
+
+def _performance_json(r: CheckResult) -> dict[str, Any] | None:
+    return performance_json(r.performance)
 
 
 def _llama_device_json(d: DeviceMemory) -> dict[str, Any]:

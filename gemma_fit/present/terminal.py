@@ -89,11 +89,7 @@ def render_check(out: Console, doc: dict[str, Any]) -> None:
         out.print(f"  largest context that fits entirely: {doc['max_ctx_fit']:,} tokens{limit}")
     perf = doc.get("performance")
     if perf:
-        warm = f" ({perf['load_warm_s']:.1f} s from the page cache)" if perf.get("load_warm_s") is not None else ""
-        out.print(f"  speed: decode {perf['decode_tokens_per_s']:.1f} tok/s, "
-                  f"prefill {perf['prefill_tokens_per_s']:.0f} tok/s, time to first token {perf['ttft_s']:.2f} s "
-                  f"({perf['prompt_tokens']:,}-token prompt), load {perf['load_s']:.1f} s{warm}")
-        out.print(f"  bottleneck: {perf['bottleneck']}")
+        _render_speed(out, perf)
         if perf.get("load_bottleneck"):
             out.print(f"  load: {perf['load_bottleneck']}")
         if perf.get("per_offloaded_layer_ms") and doc["settings"]["n_gpu_layers"] < doc["settings"]["n_layers_total"]:
@@ -107,6 +103,32 @@ def render_check(out: Console, doc: dict[str, Any]) -> None:
     if fit:
         out.print(f"  llama.cpp's own fit (the same command without -c and -ngl) {fit['summary']}")
     _render_advice(out, doc.get("advice") or [])
+
+
+def _render_speed(out: Console, perf: dict[str, Any]) -> None:
+    """The speed lines every engine shares: one stream, then many requests at once."""
+    warm = f" ({perf['load_warm_s']:.1f} s from the page cache)" if perf.get("load_warm_s") is not None else ""
+    out.print(f"  speed: decode {perf['decode_tokens_per_s']:.1f} tok/s, "
+              f"prefill {perf['prefill_tokens_per_s']:.0f} tok/s, time to first token {perf['ttft_s']:.2f} s "
+              f"({perf['prompt_tokens']:,}-token prompt), load {perf['load_s']:.1f} s{warm}")
+    out.print(f"  bottleneck: {perf['bottleneck']}")
+    sv = perf.get("serving")
+    if not sv:
+        return
+    if sv["n_parallel"] > 1 or sv.get("output_tokens"):
+        what = "prefill included" if sv["includes_prefill"] else "decode only"
+        held = f"; the KV cache holds {sv['max_concurrency']} such requests at once" \
+            if sv.get("max_concurrency") is not None else ""
+        out.print(f"  {sv['n_parallel']} concurrent requests: {sv['aggregate_tokens_per_s']:.1f} tok/s together "
+                  f"({what}), {sv['per_user_tokens_per_s']:.1f} tok/s each, {sv['bound']}-bound{held}")
+    t = sv.get("traffic")
+    if t:
+        ttft = (f", time to first token p50 {t['ttft_p50_s']:.2f} s / p95 {t['ttft_p95_s']:.2f} s"
+                if t.get("ttft_p50_s") is not None else "")
+        verdict = "holds" if t["holds"] else "does NOT hold"
+        user = f", {t['per_user_tokens_per_s']:.1f} tok/s per user" if t["holds"] else ""
+        out.print(f"  at {t['rate_per_s']:g} requests/s: {verdict} ({t['reason']}){ttft}{user}; "
+                  f"servers like this needed: {t['replicas']}")
 
 
 def _render_advice(out: Console, advice: list[dict[str, Any]]) -> None:
@@ -171,6 +193,8 @@ def render_engine(out: Console, doc: dict[str, Any]) -> None:
         out.print(memory_table({"memory": {"devices": doc["memory"]["devices"], "host": doc["memory"]["host"]}}))
     for reason in doc["reasons"][1:]:
         out.print(f"  - {reason}")
+    if doc.get("performance"):
+        _render_speed(out, doc["performance"])
     command = doc.get("command")
     if command:
         out.print(f"  run it: [bold]{command}[/bold]")

@@ -13,11 +13,9 @@ hidden state across each boundary (gemma_fit/links.py).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
 
 from gemma_fit.gguf.tensors import TensorPlan
 from gemma_fit.hardware.select import Hardware
-from gemma_fit.hardware.snapshot import known_hardware
 from gemma_fit.hardware.spec import GPUAttachment, GPUSpec
 from gemma_fit.memory.estimate import MemoryEstimate
 from gemma_fit.memory.placement import CPU
@@ -42,6 +40,8 @@ from gemma_fit.speed.cpu import (
 )
 from gemma_fit.speed.graph import graph_nodes
 from gemma_fit.speed.links import Link, default_attachment, host_link, peer_link
+from gemma_fit.speed.rates import attention_tflops, matmul_tops
+from gemma_fit.speed.traffic import Serving
 from gemma_fit.speed.work import DeviceWork, LayerWork, device_work, token_work
 
 # Assumed when the user gives no machine file (flagged in the output): a typical desktop.
@@ -68,6 +68,12 @@ class Performance:
     interconnect: str | None = None  # the GPU-to-GPU link of a multi-GPU split
     split_modes_decode_tokens_per_s: dict[str, float] | None = None  # layer / row / tensor split, several GPUs
     load_bottleneck: str = ""  # what bounds the cold load, and what would move it
+    serving: Serving | None = None  # many requests at once (speed.traffic): aggregate tokens/s and the traffic
+
+    @property
+    def aggregate_tokens_per_s(self) -> float:
+        """All sequences together at --parallel N (one sequence: the decode speed)."""
+        return self.serving.aggregate_tokens_per_s if self.serving else self.decode_tokens_per_s
 
 
 class SpeedInputError(ValueError):
@@ -228,7 +234,7 @@ class _PrefillRates:
 def _prefill_rates(g: GPUSpec, quantized: bool) -> _PrefillRates:
     eff, _ = efficiency_for_group("prefill", prefill_group(g, quantized))
     dm = decode_model(g)
-    return _PrefillRates(_matmul_tops(g, quantized) * 1e12 * eff, _attention_tflops(g) * 1e12 * eff,
+    return _PrefillRates(matmul_tops(g, quantized) * 1e12 * eff, attention_tflops(g) * 1e12 * eff,
                          (g.memory_bandwidth_gbps or 0) * 1e9 * dm.efficiency, dm.seconds_per_node)
 
 
@@ -249,43 +255,6 @@ def elementwise_bytes(kernels: float, matmul_nodes: float, ffn_elements: float, 
     """Activation traffic of one ubatch through the non-matmul kernels: each streams the hidden state
     (n_embd wide), and the gated feed-forward activation streams its own, wider, width."""
     return ACTIVATION_BYTES_PER_ELEMENT * u * (max(0.0, kernels - matmul_nodes) * n_embd + ffn_elements)
-
-
-def _matmul_tops(g: GPUSpec, quantized: bool) -> float:
-    """Dense throughput llama.cpp's prompt matmuls run at: INT8 tensor cores for quantized weights
-    (MMQ), FP16 tensor cores otherwise. Without tensor cores, from the shader FP32 rate: x4 for
-    quantized weights where a 4-way int8 dot product exists (CUDA DP4A from compute capability 6.1,
-    AMD's dot4 on RDNA), which MMQ uses; x2 on GP100 (compute capability 6.0), which has no DP4A and
-    runs FP16 at twice its FP32 rate through cuBLAS."""
-    if quantized and g.int8_tensor_tops:
-        return g.int8_tensor_tops
-    if g.fp16_tensor_tflops:
-        return g.fp16_tensor_tflops
-    fp32 = g.fp32_tflops or _apple_fp32_from_cores(g)
-    if g.backend == "cuda" and g.compute_capability == "6.0":
-        return 2 * fp32
-    dot4 = quantized and g.backend in ("cuda", "rocm")
-    return fp32 * (4 if dot4 else 1)
-
-
-@cache
-def _apple_tflops_per_core() -> float:
-    """FP32 TFLOPS per Apple GPU core where the database has both figures (the M2 family: 128 ALUs x 2
-    x 1398 MHz). Apple publishes no GPU clock for M3/M4 and secondary figures disagree, so those
-    entries carry core counts only and take this rate: a floor, as their clocks are reported at or
-    above the M2's; the prefill calibration over M3/M4 runs absorbs the difference."""
-    rates = sorted(g.fp32_tflops / g.gpu_cores for g in known_hardware().gpus.values()
-                   if g.backend == "metal" and g.fp32_tflops and g.gpu_cores)
-    return rates[len(rates) // 2] if rates else 0.0
-
-
-def _apple_fp32_from_cores(g: GPUSpec) -> float:
-    return g.gpu_cores * _apple_tflops_per_core() if g.backend == "metal" and g.gpu_cores else 0.0
-
-
-def _attention_tflops(g: GPUSpec) -> float:
-    """Attention runs in FP16 on the tensor cores (flash attention's MMA kernels or cuBLAS)."""
-    return g.fp16_tensor_tflops or g.fp32_tflops or _apple_fp32_from_cores(g)
 
 
 def _ubatches(prompt_tokens: int, n_ubatch: int) -> list[tuple[int, int]]:

@@ -108,9 +108,13 @@ def kv_read_per_token(model: ModelSpec, est: MemoryEstimate, position: int) -> d
     for layer in model.layers:
         if layer.index not in est.kv.layer_bytes:
             continue
-        cells = est.kv.swa_cells if layer.is_swa and model.has_swa else est.kv.base_cells
+        swa = layer.is_swa and model.has_swa
+        cells = est.kv.swa_cells if swa else est.kv.base_cells
         per_cell = est.kv.layer_bytes[layer.index] / (cells * est.kv.n_streams)
-        out[layer.index] = per_cell * min(position, cells)
+        attended = min(position, cells)
+        if swa and est.settings.n_parallel > 1:  # a unified cache holds every slot's window; each reads its own
+            attended = min(attended, model.n_swa + est.settings.ubatch)
+        out[layer.index] = per_cell * attended
     return out
 
 

@@ -1,0 +1,173 @@
+"""Fit and check the serving model (aggregate throughput at N concurrent requests) on published runs.
+
+    python benchmarks/fit_serving.py            # print each run's prediction and the errors
+    python benchmarks/fit_serving.py --write    # also write the fitted terms into the packaged YAML
+
+Runs: benchmarks/data/serving_runs.csv (each row with its source URL). `use` = fit (fitted on), check (predicted,
+never fitted: too few or too uncertain), kv-limited (the server preempted for KV space) and variable-length
+(ShareGPT bursts whose duration is the longest output): printed, not scored.
+- vLLM (gemma_fit/engines/hf_speed.py): bandwidth efficiency, matrix efficiency (prefill the same) and a fixed
+  cost per step, by grid search for the least median |log error|; non-Gemma models are described from their
+  config.json (benchmarks/data/serving_archs.yaml). Written to model_db/engines/speed.yaml.
+- llama.cpp (gemma_fit/speed/serve_llamacpp.py): the share of the prefill's matrix rate batched decode
+  reaches, on llama-batched-bench runs. Written to model_db/llamacpp/batched_decode.yaml.
+Each setup is also predicted from a fit without it (leave-one-setup-out), which is the error to expect.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import sys
+from functools import cache
+from itertools import product
+from pathlib import Path
+from statistics import median
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import yaml  # noqa: E402
+
+from gemma_fit.engines.hf_speed import HFModelWork, hf_model_work, hf_pipeline, hf_prefill_tps  # noqa: E402
+from gemma_fit.engines.vllm import batch_defaults  # noqa: E402
+from gemma_fit.engines.llamacpp import run_check  # noqa: E402
+from gemma_fit.hardware.select import select_hardware  # noqa: E402
+from gemma_fit.memory.settings import RunSettings  # noqa: E402
+from gemma_fit.model.catalog import resolve_model  # noqa: E402
+from gemma_fit.speed.calibration import split_terms  # noqa: E402
+from gemma_fit.speed.links import default_attachment, peer_link  # noqa: E402
+from gemma_fit.speed.serve_llamacpp import llamacpp_pipeline  # noqa: E402
+from gemma_fit.speed.traffic import Workload, closed_loop  # noqa: E402
+
+RUNS = ROOT / "benchmarks" / "data" / "serving_runs.csv"
+ARCHS = ROOT / "benchmarks" / "data" / "serving_archs.yaml"
+VLLM_YAML = ROOT / "model_db" / "engines" / "speed.yaml"
+LLAMA_YAML = ROOT / "model_db" / "llamacpp" / "batched_decode.yaml"
+
+
+def runs() -> list[dict[str, str]]:
+    with RUNS.open() as f:
+        return list(csv.DictReader(f))
+
+
+@cache
+def arch_work(arch: str) -> HFModelWork:
+    if arch.startswith("gemma"):
+        return hf_model_work(resolve_model(arch, []).spec)
+    a = yaml.safe_load(ARCHS.read_text())[arch]
+    hd = a["hidden"] // a["heads"]
+    attn = a["hidden"] * hd * (2 * a["heads"] + 2 * a["kv_heads"])
+    linear = a["layers"] * (attn + 3 * a["hidden"] * a["ffn"])
+    if not a["tied"]:
+        linear += a["vocab"] * a["hidden"]  # an untied lm_head is a plain matrix the format applies to
+    kv = a["layers"] * 2 * a["kv_heads"] * hd * 2
+    return HFModelWork(linear, 0, 0.0, a["vocab"] * a["hidden"] if a["tied"] else 0, 0.0, a["layers"], a["hidden"],
+                       kv, 0.0, 0, a["layers"] * 4.0 * a["heads"] * hd, 0.0)
+
+
+@cache
+def _gpu(gpu_id: str):  # noqa: ANN202 - a GPUSpec
+    return select_hardware([gpu_id], None, []).gpus[0]
+
+
+def predict_vllm(r: dict[str, str], terms: dict[str, float]) -> float:
+    g = _gpu(r["gpu"])
+    tp = int(r["tp"])
+    w = arch_work(r["arch"])
+    p, o, n = int(r["input_len"]), int(r["output_len"]), int(r["concurrency"])
+    gpus = (g,) * tp
+    link = peer_link(gpus, tuple(default_attachment(x) for x in gpus)) if tp > 1 else None
+    tokens, seqs = batch_defaults(g.usable_memory_bytes, g.name)
+    pipe = hf_pipeline(w, gpus, r["quant"], "vllm", p + o // 2, tp,
+                       link_gbps=link.per_direction_gbps if link else 0.0,
+                       link_latency_s=split_terms()["tensor_allreduce_s"] if link else 0.0, terms=terms)
+    prefill = hf_prefill_tps(w, g, r["quant"], "vllm", p, tokens, tp, terms=terms)
+    return closed_loop(pipe, prefill, Workload(p, o, min(n, seqs))).aggregate_tokens_per_s
+
+
+@cache
+def _llama_check(gpu: str, arch: str, quant: str, n: int, n_ctx: int):  # noqa: ANN202
+    hw = select_hardware([gpu], None, [])
+    s = RunSettings(n_ctx=n_ctx, n_parallel=n, kv_unified=True, n_batch=2048, n_ubatch=2048, flash_attn="on")
+    return hw, run_check(resolve_model(arch, []), quant, s, hw, with_speed=False)
+
+
+def predict_llamacpp(r: dict[str, str], fraction: float) -> float:
+    p, o, n = int(r["input_len"]), int(r["output_len"]), int(r["concurrency"])
+    hw, c = _llama_check(r["gpu"], r["arch"], r["quant"], n, n * (p + o))
+    return llamacpp_pipeline(c.plan, c.verdict.estimate, hw, p + o // 2, fraction).aggregate_tokens_per_s(n)
+
+
+def _err(pred: float, meas: float) -> float:
+    return abs(math.log(pred / meas))
+
+
+VLLM_GRID = {"bandwidth_efficiency": [x / 100 for x in range(50, 100, 5)],
+             "compute_efficiency": [x / 100 for x in range(20, 85, 10)],
+             "step_overhead_s": [x / 1000 for x in range(0, 7)]}
+
+
+def fit_vllm(rows: list[dict[str, str]]) -> dict[str, float]:
+    best, best_terms = float("inf"), {}
+    for bw, ce, ov in product(*VLLM_GRID.values()):
+        terms = {"bandwidth_efficiency": bw, "compute_efficiency": ce, "prefill_efficiency": ce,
+                 "step_overhead_s": ov, "per_layer_s": 0.0}
+        e = median(_err(predict_vllm(r, terms), float(r["aggregate_tps"])) for r in rows)
+        if e < best:
+            best, best_terms = e, terms
+    return best_terms
+
+
+def fit_llamacpp(rows: list[dict[str, str]]) -> float:
+    grid = [x / 100 for x in range(5, 101, 5)]
+    preds = {f: median(_err(predict_llamacpp(r, f), float(r["aggregate_tps"])) for r in rows) for f in grid}
+    return min(preds, key=lambda f: preds[f])
+
+
+def _report(name: str, rows: list[dict[str, str]], predict, fit) -> object:  # noqa: ANN001
+    fitted = [r for r in rows if r["use"] == "fit"]
+    terms = fit(fitted)
+    print(f"\n{name}: fitted on {len(fitted)} runs of {len({r['setup'] for r in fitted})} setups: {terms}")
+    errs, loso = [], []
+    for setup in sorted({r["setup"] for r in rows}):
+        mine = [r for r in rows if r["setup"] == setup]
+        others = [r for r in fitted if r["setup"] != setup]
+        held = fit(others) if mine[0]["use"] == "fit" and others else terms
+        for r in mine:
+            meas = float(r["aggregate_tps"])
+            pred, pred_out = predict(r, terms), predict(r, held)
+            e = (pred / meas - 1) * 100
+            print(f"  {setup:48s} N={int(r['concurrency']):4d}  measured {meas:8.1f}  predicted {pred:8.1f} ({e:+6.1f}%)"
+                  f"  left out {pred_out:8.1f} ({(pred_out / meas - 1) * 100:+6.1f}%)  [{r['use']}]")
+            if r["use"] in ("fit", "check"):
+                errs.append(abs(e))
+                loso.append(abs(pred_out / meas - 1) * 100)
+    within = sum(1 for x in loso if x <= 25) / len(loso) * 100
+    print(f"  {name} |error|: median {median(errs):.1f}% (fit); leave-one-setup-out median {median(loso):.1f}%, "
+          f"{within:.0f}% within 25%, worst {max(loso):.1f}% over {len(loso)} runs")
+    return terms
+
+
+def main() -> None:
+    all_runs = runs()
+    vllm_terms = _report("vLLM", [r for r in all_runs if r["engine"] == "vllm"], predict_vllm, fit_vllm)
+    fraction = _report("llama.cpp", [r for r in all_runs if r["engine"] == "llama.cpp"], predict_llamacpp,
+                       fit_llamacpp)
+    if "--write" in sys.argv:
+        doc = yaml.safe_load(VLLM_YAML.read_text())
+        doc["vllm"]["default"] = {k: round(float(v), 4) for k, v in vllm_terms.items()}  # type: ignore[union-attr]
+        _write(VLLM_YAML, doc)
+        doc = yaml.safe_load(LLAMA_YAML.read_text())
+        doc["terms"]["matmul_fraction_of_prefill"] = float(fraction)  # type: ignore[arg-type]
+        _write(LLAMA_YAML, doc)
+
+
+def _write(path: Path, doc: dict) -> None:
+    head = "".join(line for line in path.read_text().splitlines(keepends=True) if line.startswith("#"))
+    path.write_text(head + yaml.safe_dump(doc, sort_keys=False))
+    print(f"wrote {path.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+"""Decode with many sequences at once: the time of one batched step, for every engine.
+
+One decode step generates one token for each of B sequences. Per device (or pipeline stage):
+- the weight matrices are read once for all B (for a mixture of experts, the experts the B tokens route
+  to: with k of n experts per token, a share 1 - (1 - k/n)^B of them);
+- the matrix products cost B x 2 x parameters FLOPs. With vLLM's GEMMs a device is bound by whichever of
+  the two is slower (a roofline: memory-bound at small B, compute-bound past the device's ridge point);
+  llama.cpp's quantized kernels dequantize the weights again for every column (mmvq up to 8, then MMQ
+  tiles), so there the two add (measured: llama-batched-bench on a DGX Spark grows ~0.8 ms per sequence
+  from the second one on, benchmarks/data/serving_runs.csv);
+- attention reads each sequence's own KV cache, so that part grows with B whatever the batch;
+- a fixed cost per step (kernel launches, the engine's scheduler) does not grow with B;
+- tensor-parallel ranks all-reduce the hidden state of every token twice per layer.
+Aggregate throughput = B / step seconds; each user sees 1 / step seconds. The engines supply the rates
+(llama.cpp's, vLLM's or transformers' kernels); this module only adds them up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class StageWork:
+    """One device's share of a decode step (a tensor-parallel rank's share when tp > 1), in bytes and FLOPs,
+    and the rates that device reaches with this engine."""
+
+    name: str
+    shared_bytes: float  # weights every step reads once, whatever the batch (dense matrices, norms, output)
+    expert_bytes: float  # all routed-expert bytes here; a step reads those its tokens route to
+    expert_share: float  # n_expert_used / n_expert (0: a dense model)
+    kv_bytes_per_seq: float  # KV cache one sequence's token reads
+    flops_per_token: float  # matrix FLOPs per generated token
+    bytes_s: float  # memory bandwidth the engine's kernels reach
+    flops_s: float  # matrix FLOP/s the engine's kernels reach on a large batch
+    fixed_s: float  # per step: kernel launches, the engine's own overhead
+    allreduce_per_step: int = 0  # tensor parallel: all-reduces per step (two per layer)
+    allreduce_latency_s: float = 0.0
+    allreduce_bytes_per_seq: float = 0.0  # bytes each rank sends per sequence per all-reduce
+    link_bytes_s: float = 0.0
+    overlap: bool = True  # reading and multiplying overlap (a roofline); False: each sequence past the first adds
+    # its arithmetic to the read (llama.cpp's kernels)
+
+
+def experts_touched(share: float, batch: int) -> float:
+    """Expected share of a layer's experts that `batch` independent tokens route to."""
+    return 1.0 - (1.0 - share) ** batch if share else 0.0
+
+
+def stage_step_s(w: StageWork, batch: int) -> float:
+    """Seconds one device spends on a step of `batch` sequences."""
+    weights = w.shared_bytes + w.expert_bytes * experts_touched(w.expert_share, batch)
+    memory = weights / w.bytes_s if w.bytes_s else float("inf")
+    compute = batch * w.flops_per_token / w.flops_s if w.flops_s else 0.0
+    attention = batch * w.kv_bytes_per_seq / w.bytes_s if w.bytes_s else float("inf")
+    comm = 0.0
+    if w.allreduce_per_step:
+        move = batch * w.allreduce_bytes_per_seq / w.link_bytes_s if w.link_bytes_s else 0.0
+        comm = w.allreduce_per_step * (w.allreduce_latency_s + move)
+    # llama.cpp: the single-stream calibration already holds one column's arithmetic; each further one adds
+    matmul = max(memory, compute) if w.overlap else memory + compute * (batch - 1) / batch
+    return matmul + attention + w.fixed_s + comm
+
+
+def bound_of(w: StageWork, batch: int) -> str:
+    """memory | compute: which side of the roofline this device is on at `batch`."""
+    weights = w.shared_bytes + w.expert_bytes * experts_touched(w.expert_share, batch)
+    compute = batch * w.flops_per_token / w.flops_s if w.flops_s else 0.0
+    if not w.overlap:
+        compute = compute * (batch - 1) / batch
+    return "compute" if w.bytes_s and compute > weights / w.bytes_s else "memory"
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """The devices one request's token passes through. Without pipeline parallelism (pp = 1) the stages take
+    turns (llama.cpp's layer split, a hybrid GPU + CPU run, llama.cpp RPC) and their times add. With pp > 1
+    (vLLM's pipeline parallel) the batch is cut into pp micro-batches that keep every stage busy: a token still
+    crosses every stage, but the throughput is set by the slowest stage and one hand-over."""
+
+    stages: tuple[StageWork, ...]
+    pp: int = 1
+    handover_fixed_s: float = 0.0  # per step, every boundary's latency together (and the logits copy's)
+    handover_s_per_seq: float = 0.0  # per step and sequence: its hidden state (and logits) across every boundary
+    split_s: float = 0.0  # per step: fixed synchronisation a split costs (llama.cpp's GPU/CPU experts)
+
+    def _handover(self, seqs: int) -> float:
+        return self.handover_fixed_s + seqs * self.handover_s_per_seq
+
+    def step_s(self, batch: int) -> float:
+        """Seconds between two tokens of one sequence (time per output token) at `batch` sequences."""
+        if self.pp <= 1:
+            return sum(stage_step_s(w, batch) for w in self.stages) + self._handover(batch) + self.split_s
+        micro = max(1, -(-batch // self.pp))
+        hop = self._handover(micro) / max(1, self.pp - 1)  # one boundary per period
+        period = max(stage_step_s(w, micro) for w in self.stages) + hop + self.split_s
+        return period * self.pp
+
+    def aggregate_tokens_per_s(self, batch: int) -> float:
+        """Tokens/s of all `batch` sequences together; with pp > 1 the micro-batches overlap."""
+        return batch / self.step_s(batch) if batch > 0 else 0.0
+
+    def bound(self, batch: int) -> str:
+        micro = max(1, -(-batch // self.pp)) if self.pp > 1 else batch
+        slowest = max(self.stages, key=lambda w: stage_step_s(w, micro))
+        return bound_of(slowest, micro)

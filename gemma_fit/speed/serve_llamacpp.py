@@ -1,0 +1,122 @@
+"""llama.cpp (llama-server -np N, Ollama's runner) as a batched decoder: the stages of batch.Pipeline built from
+the same tensor plan, placement and calibration as the single-stream prediction (speed.predict), so one
+sequence gives the same seconds per token.
+
+With several sequences llama-server decodes every busy slot in one batch per step. Batches of up to 8 go
+through the quantized matrix-vector kernels (ggml-cuda mmvq.cu), larger ones through MMQ, whose rate is the
+prefill's calibrated matrix throughput; attention reads each slot's own KV cells; the logits of every
+sequence (n_vocab float32) come back to the host.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from gemma_fit.db.rules import read_packaged_yaml
+from gemma_fit.gguf.tensors import TensorPlan
+from gemma_fit.hardware.select import Hardware
+from gemma_fit.hardware.spec import GPUSpec
+from gemma_fit.memory.estimate import MemoryEstimate
+from gemma_fit.memory.placement import CPU
+from gemma_fit.speed.batch import Pipeline, StageWork
+from gemma_fit.speed.calibration import decode_model, efficiency_for_group, prefill_group
+from gemma_fit.speed.cpu import (
+    cpu_of,
+    decode_bandwidth_gbps,
+    hybrid_split_s,
+    prefill_gflops_per_thread,
+    system_bandwidth_gbps,
+)
+from gemma_fit.speed.links import default_attachment, host_link, peer_link
+from gemma_fit.speed.rates import matmul_tops
+from gemma_fit.speed.traffic import Serving, serve
+from gemma_fit.speed.work import DeviceWork, LayerWork, device_work
+
+
+@cache
+def batched_terms() -> dict[str, float]:
+    """model_db/llamacpp/batched_decode.yaml (benchmarks/fit_serving.py --write): the share of the prefill's
+    calibrated matrix rate that batched decode reaches, fitted on published llama-batched-bench runs."""
+    return {k: float(v) for k, v in read_packaged_yaml("llamacpp/batched_decode.yaml")["terms"].items()}
+
+
+def _output_flops(plan: TensorPlan) -> float:
+    """The logits of one token: 2 x n_vocab x n_embd (prefill skips them for all but the last token)."""
+    return 2.0 * plan.model.n_vocab * plan.model.n_embd
+
+
+def _stage(name: str, w: LayerWork, kv: float, flops: float, bytes_s: float, flops_s: float, fixed_s: float,
+           share: float) -> StageWork:
+    routed = w.expert_bytes * share
+    return StageWork(name, w.read_bytes - routed, w.expert_bytes, share, kv, flops, bytes_s, flops_s, fixed_s,
+                     overlap=False)
+
+
+def _gpu_stage(g: GPUSpec, i: int, work: DeviceWork, plan: TensorPlan, est: MemoryEstimate, share: float,
+               fraction: float) -> StageWork:
+    m = decode_model(g)
+    eff, _ = efficiency_for_group("prefill", prefill_group(g, plan.ftype.default_type.is_quantized))
+    w = work.work[i]
+    flops = w.dense_flops + w.expert_flops + (_output_flops(plan) if est.placement.output_device == i else 0.0)
+    return _stage(g.id, w, work.kv_read[i], flops, (g.memory_bandwidth_gbps or 0) * 1e9 * m.efficiency,
+                  matmul_tops(g, plan.ftype.default_type.is_quantized) * 1e12 * eff * fraction,
+                  work.nodes[i] * m.seconds_per_node, share)
+
+
+def llamacpp_pipeline(plan: TensorPlan, est: MemoryEstimate, hardware: Hardware, position: int,
+                      matmul_fraction: float | None = None) -> Pipeline:
+    """The decode step of this plan, with each sequence at `position` tokens of context. `matmul_fraction`: the
+    share of the prefill's matrix rate batched decode reaches (None: the fitted one)."""
+    fraction = batched_terms()["matmul_fraction_of_prefill"] if matmul_fraction is None else matmul_fraction
+    gpus = hardware.gpus
+    model = plan.model
+    share = model.n_expert_used / model.n_expert if model.n_expert else 0.0
+    work = device_work(plan, est, len(gpus), max(1, min(position, est.n_ctx)))
+    stages = [_gpu_stage(g, i, work, plan, est, share, fraction) for i, g in enumerate(gpus)]
+    notes: list[str] = []
+    if work.read(CPU) > 0 or not gpus:
+        rates = cpu_of(hardware)
+        bw, _ = decode_bandwidth_gbps(system_bandwidth_gbps(hardware, rates, notes), rates)
+        per_thread, _ = prefill_gflops_per_thread(rates)
+        w = work.work[CPU]
+        flops = w.dense_flops + w.expert_flops + (_output_flops(plan) if est.placement.output_device == CPU else 0.0)
+        stages.append(_stage("cpu", w, work.kv_read[CPU], flops, bw * 1e9,
+                             per_thread * (rates.threads or 8) * 1e9, 0.0, share))  # the CPU runs prefill's kernels
+    if not gpus:
+        return Pipeline(tuple(stages))
+    attachments = hardware.machine.attachments if hardware.machine else tuple(default_attachment(g) for g in gpus)
+    peer = peer_link(gpus, attachments)
+    fixed, per_seq = 0.0, 0.0
+    hidden = 4.0 * model.n_embd
+    layer_device = list(est.placement.layer_device)
+    for a, b in zip(layer_device, layer_device[1:], strict=False):
+        if a != b:
+            link = host_link(attachments[0]) if CPU in (a, b) or peer is None else peer
+            fixed += link.latency_s
+            per_seq += hidden / (link.per_direction_gbps * 1e9)
+    out = est.placement.output_device
+    if out != CPU and not gpus[out].unified_memory:
+        link = host_link(attachments[out])
+        fixed += link.latency_s
+        per_seq += 4.0 * model.n_vocab / (link.per_direction_gbps * 1e9)
+    split = hybrid_split_s(sum(work.nodes[i] for i in range(len(gpus))), work.cpu_expert_layers)
+    return Pipeline(tuple(stages), handover_fixed_s=fixed, handover_s_per_seq=per_seq, split_s=split)
+
+
+def slots_holding(est: MemoryEstimate, tokens: int) -> int:
+    """Requests of `tokens` (prompt + output) the server's KV cache holds at once: each of -np N slots owns
+    n_ctx / N cells, or with --kv-unified they share all n_ctx."""
+    n = max(1, est.settings.n_parallel)
+    if est.settings.kv_unified:
+        return min(n, est.n_ctx // max(1, tokens))
+    return n if est.n_ctx // n >= tokens else 0
+
+
+def llamacpp_serving(plan: TensorPlan, est: MemoryEstimate, hardware: Hardware, prefill_tps: float,
+                     prompt_tokens: int, output_tokens: int | None, rate_per_s: float | None) -> Serving:
+    """llama-server with -np N slots: N concurrent requests at most; more wait for a free slot."""
+    need = prompt_tokens + (output_tokens or 0)
+    pipe = llamacpp_pipeline(plan, est, hardware, prompt_tokens + (output_tokens or 0) // 2)
+    held = slots_holding(est, need)
+    return serve(pipe, prefill_tps, est.settings.n_parallel, prompt_tokens, output_tokens, rate_per_s,
+                 max(1, held), held)

@@ -1,0 +1,200 @@
+"""Traffic a server holds: concurrent requests of P prompt and G output tokens, closed-loop or at a request rate.
+
+The engine is a batched decoder (batch.Pipeline: seconds per step at B sequences) plus a prefill rate
+(prompt tokens/s while prefilling). Both llama-server's slots and vLLM's continuous batching interleave
+new prompts with the running decode steps; the time a server spends prefilling is taken out of decoding:
+- closed loop (N users, each sending the next request when the last one is answered; `vllm bench serve
+  --max-concurrency N`, llama-server with -np N slots all busy): one round serves N requests in
+  N x P / prefill rate + G x step(N) seconds, so aggregate output tokens/s = N x G / that round;
+- open loop (requests arrive at R per second, Poisson): prefill takes a share f = R x P / prefill rate of the
+  server's time; the decode batch B grows until B / step(B) x (1 - f) = R x G (Little's law). The time to
+  first token waits for the prompts ahead of it: an M/D/1 queue whose server is the prefill, slowed by the
+  decode steps it shares the GPU with. Its waiting-time percentiles use the exponential tail of the
+  heavy-traffic approximation (P(wait > t) = rho x exp(-t / mean conditional wait)), an approximation the
+  notes name.
+A server "holds" a rate while it runs at most HEADROOM of its capacity: queues grow without bound at 100%,
+so that share is the margin. Past it, replicas = ceil(rate / (HEADROOM x capacity of one)).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from gemma_fit.speed.batch import Pipeline
+
+HEADROOM = 0.85  # the most of its capacity a server is planned to run at (the margin the answer keeps)
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """What a user asks of a server beyond one chat: output tokens per request and a request rate."""
+
+    output_tokens: int | None = None  # None: decode throughput only
+    rate_per_s: float | None = None  # None: closed loop at --parallel N
+
+
+@dataclass(frozen=True)
+class Workload:
+    prompt_tokens: int
+    output_tokens: int
+    concurrency: int = 1  # closed loop: requests in flight
+    rate_per_s: float | None = None  # open loop: requests per second (None: closed loop)
+
+
+@dataclass(frozen=True)
+class ClosedLoop:
+    concurrency: int
+    aggregate_tokens_per_s: float  # output tokens/s of all requests together, prefill included
+    decode_tokens_per_s: float  # all sequences together while only decoding (no prefill in between)
+    per_user_tokens_per_s: float  # one request's output tokens/s while it generates
+    ttft_s: float  # its own prefill, the prompts of the others in flight interleaved, and its first token
+    request_s: float  # one request, first token to last
+    bound: str  # memory | compute
+
+
+def closed_loop(pipe: Pipeline, prefill_tps: float, w: Workload) -> ClosedLoop:
+    n, p, g = max(1, w.concurrency), w.prompt_tokens, max(1, w.output_tokens)
+    step = pipe.step_s(n)
+    prefill_round = n * p / prefill_tps if prefill_tps else float("inf")
+    round_s = prefill_round + g * step
+    # A request's decode shares its round with the others' prompts: per user, G tokens in the round less
+    # its own prefill; its first token waits for its own prompt and, on average, half of the others'.
+    own = p / prefill_tps if prefill_tps else float("inf")
+    ttft = own + (n - 1) * own / 2 / max(1, g) + step
+    return ClosedLoop(n, n * g / round_s, n / step, g / max(round_s - own, step), ttft, round_s - own,
+                      pipe.bound(n))
+
+
+@dataclass(frozen=True)
+class OpenLoop:
+    rate_per_s: float
+    capacity_per_s: float  # the most requests/s one server completes (at its largest batch)
+    utilisation: float  # the share of the server's time the traffic takes
+    holds: bool  # utilisation within HEADROOM and the KV cache holds the batch it needs
+    batch: int  # sequences decoding at once
+    per_user_tokens_per_s: float
+    aggregate_tokens_per_s: float  # output tokens/s (= rate x G when it holds)
+    ttft_p50_s: float | None
+    ttft_p95_s: float | None
+    replicas: int  # servers like this one that hold the rate with the margin
+    reason: str
+
+
+def _prefill_share(rate: float, p: int, prefill_tps: float) -> float:
+    return rate * p / prefill_tps if prefill_tps else float("inf")
+
+
+def capacity_per_s(pipe: Pipeline, prefill_tps: float, w: Workload, max_batch: int) -> float:
+    """Requests/s one server completes when full: each costs its prefill and G steps' share at max_batch."""
+    b = max(1, max_batch)
+    per_request = w.prompt_tokens / prefill_tps + max(1, w.output_tokens) * pipe.step_s(b) / b
+    return 1.0 / per_request if per_request > 0 else 0.0
+
+
+def _wait_quantile(rho: float, service: float, q: float) -> float:
+    """M/D/1 waiting time at quantile q: no wait with probability 1 - rho, else an exponential tail whose mean
+    matches the Pollaczek-Khinchine mean (rho x service / (2 (1 - rho))) divided by rho."""
+    if rho <= 0 or 1 - q >= rho:
+        return 0.0
+    conditional_mean = service / (2 * (1 - rho))
+    return conditional_mean * math.log(rho / (1 - q))
+
+
+def open_loop(pipe: Pipeline, prefill_tps: float, w: Workload, max_batch: int) -> OpenLoop:
+    """A Poisson stream of w.rate_per_s requests against one server that batches up to max_batch sequences."""
+    rate = float(w.rate_per_s or 0.0)
+    p, g = w.prompt_tokens, max(1, w.output_tokens)
+    cap = capacity_per_s(pipe, prefill_tps, w, max_batch)
+    replicas = _replicas(pipe, prefill_tps, rate, p, g, max_batch, cap)
+    f = _prefill_share(rate, p, prefill_tps)
+    batch, decode_share = _decode_batch(pipe, rate * g, f, max_batch)
+    rho = f + decode_share
+    if batch is None or rho >= 1:
+        return OpenLoop(rate, cap, rho, False, max_batch, 0.0, cap * g, None, None, replicas,
+                        f"{rate:g} requests/s is past this server's capacity of {cap:.2f}/s (at {max_batch} "
+                        f"sequences): queues grow without bound; {replicas} replicas hold it")
+    step = pipe.step_s(batch)
+    service = (p / prefill_tps) / max(1e-9, 1 - decode_share)  # the prefill shares the GPU with decoding
+    prefill_rho = min(0.999, rate * service)
+    tpot = step / max(1e-9, 1 - f)
+    holds = rho <= HEADROOM
+    reason = (f"the server is {rho:.0%} busy; it completes at most {cap:.2f} requests/s at {max_batch} sequences"
+              + ("" if holds else f": past the {HEADROOM:.0%} planned, {replicas} replicas keep the margin"))
+    if not holds:
+        replicas = max(replicas, 2)
+    return OpenLoop(rate, cap, rho, holds, batch, 1.0 / tpot, rate * g,
+                    _wait_quantile(prefill_rho, service, 0.50) + service + step,
+                    _wait_quantile(prefill_rho, service, 0.95) + service + step, replicas, reason)
+
+
+def _utilisation(pipe: Pipeline, prefill_tps: float, rate: float, p: int, g: int, max_batch: int) -> float:
+    f = _prefill_share(rate, p, prefill_tps)
+    batch, share = _decode_batch(pipe, rate * g, f, max_batch)
+    return float("inf") if batch is None else f + share
+
+
+def _replicas(pipe: Pipeline, prefill_tps: float, rate: float, p: int, g: int, max_batch: int, cap: float) -> int:
+    """The fewest servers that each, given an equal share of the rate, run within HEADROOM."""
+    if cap <= 0:
+        return 0
+    k = max(1, math.ceil(rate / cap))  # fewer cannot even keep up
+    while k < 100_000 and _utilisation(pipe, prefill_tps, rate / k, p, g, max_batch) > HEADROOM:
+        k = max(k + 1, math.ceil(k * 1.05))
+    return k
+
+
+def _decode_batch(pipe: Pipeline, token_rate: float, prefill_share: float, max_batch: int) -> tuple[int | None, float]:
+    """The smallest batch whose decode keeps up with `token_rate` output tokens/s in the time prefill leaves,
+    and the share of the server's time that decode then takes. None: no batch up to max_batch keeps up."""
+    if prefill_share >= 1:
+        return None, 1.0
+    lo, hi = 1, max(1, max_batch)
+    if pipe.aggregate_tokens_per_s(hi) * (1 - prefill_share) < token_rate:
+        return None, 1.0
+    while lo < hi:  # aggregate throughput grows with the batch
+        mid = (lo + hi) // 2
+        if pipe.aggregate_tokens_per_s(mid) * (1 - prefill_share) >= token_rate:
+            hi = mid
+        else:
+            lo = mid + 1
+    share = token_rate * pipe.step_s(lo) / lo
+    return lo, share
+
+
+@dataclass(frozen=True)
+class Serving:
+    """Many requests at once on one server: what `performance.aggregate_tokens_per_s` and `serving` report."""
+
+    n_parallel: int  # concurrent requests (llama-server slots, vLLM max in flight, transformers' batch)
+    aggregate_tokens_per_s: float  # all of them together (prefill included when output tokens are given)
+    per_user_tokens_per_s: float
+    bound: str  # memory | compute, at n_parallel
+    max_concurrency: int | None  # requests of prompt + output tokens the KV cache holds at once (None: unknown)
+    prompt_tokens: int
+    output_tokens: int | None
+    closed: ClosedLoop | None
+    open: OpenLoop | None
+    scaling: tuple[tuple[int, float, float], ...]  # (concurrency, aggregate, per user) from 1 up, decode only
+
+
+SCALING_POINTS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+
+def serve(pipe: Pipeline, prefill_tps: float, n_parallel: int, prompt_tokens: int, output_tokens: int | None,
+          rate_per_s: float | None, max_batch: int, max_concurrency: int | None) -> Serving:
+    """The serving answer at n_parallel concurrent requests (closed loop when output_tokens is given, pure decode
+    otherwise) and, with a rate, the open-loop answer with the batch capped at max_batch."""
+    n = max(1, n_parallel)
+    closed = open_ = None
+    if output_tokens:
+        closed = closed_loop(pipe, prefill_tps, Workload(prompt_tokens, output_tokens, n))
+        aggregate, per_user = closed.aggregate_tokens_per_s, closed.per_user_tokens_per_s
+    else:
+        aggregate, per_user = pipe.aggregate_tokens_per_s(n), 1.0 / pipe.step_s(n)
+    if rate_per_s is not None:
+        open_ = open_loop(pipe, prefill_tps, Workload(prompt_tokens, output_tokens or 256, n, rate_per_s), max_batch)
+    points = tuple((b, pipe.aggregate_tokens_per_s(b), 1.0 / pipe.step_s(b))
+                   for b in SCALING_POINTS if b <= max(n, max_batch))
+    return Serving(n, aggregate, per_user, pipe.bound(n), max_concurrency, prompt_tokens, output_tokens, closed,
+                   open_, points)
