@@ -66,6 +66,7 @@ from gemma_fit.cli.options import (
 )
 from gemma_fit.cli.recommend import buy_command, recommend_command
 from gemma_fit.cli.report import report_command, write_check_html
+from gemma_fit.cli.serve import serve_plan_command
 from gemma_fit.cli.smoke import smoke_command
 from gemma_fit.engines.llamacpp import CheckResult
 from gemma_fit.hardware.flags import with_machine_flags
@@ -94,6 +95,8 @@ list_app.command("quants", help="The llama.cpp file types gemma-fit knows, with 
 app.command("smoke", help="Run llama.cpp and set measured memory and speed beside the estimate.")(smoke_command)
 app.command("recommend", help="The best Gemma configurations for this hardware, ranked.")(recommend_command)
 app.command("buy", help="The hardware to buy for a Gemma model, cheapest first.")(buy_command)
+app.command("serve-plan", help="Does this hardware (or a cluster file) hold N concurrent requests or a "
+            "request rate: tokens/s, TTFT, replicas; llama.cpp RPC and vLLM on Ray.")(serve_plan_command)
 
 EXIT_BY_VERDICT = {"go": EXIT_OK, "tight": EXIT_OK, "offload": EXIT_OFFLOAD, "no-go": EXIT_NO_GO}
 

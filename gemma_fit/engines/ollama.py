@@ -51,6 +51,7 @@ from gemma_fit.gguf.types import file_type
 from gemma_fit.hardware.select import Hardware
 from gemma_fit.memory.settings import RunSettings
 from gemma_fit.model.catalog import ResolvedModel
+from gemma_fit.model.ollama_tags import ollama_run
 from gemma_fit.model.spec import ModelSpec
 from gemma_fit.speed.predict import SpeedInputError
 
@@ -94,16 +95,13 @@ def _reserve(backend: str, gpu_overhead: int) -> int:
 def _command(resolved: ResolvedModel, quant: str, num_ctx: int, parallel: int, fa: bool, kv: str) -> str:
     """`ollama serve` with the settings, then `ollama run` of the library tag that is this quant, or the
     Modelfile import of the GGUF where the library has no such tag."""
-    from gemma_fit.model.ollama_tags import ollama_run
 
     env = [f"OLLAMA_CONTEXT_LENGTH={num_ctx}", f"OLLAMA_NUM_PARALLEL={parallel}",
            f"OLLAMA_FLASH_ATTENTION={1 if fa else 0}"]
     if kv != "f16":
         env.append(f"OLLAMA_KV_CACHE_TYPE={kv}")
-    run, tagged = ollama_run(resolved, quant)
-    if not tagged:
-        run += f"   (the library has no {quant} tag of {resolved.spec.id})"
-    return f"{' '.join(env)} ollama serve   # then: {run}; per request: /set parameter num_ctx {num_ctx}"
+    run, _ = ollama_run(resolved, quant)  # OLLAMA_CONTEXT_LENGTH is every request's num_ctx unless it sets one
+    return f"{' '.join(env)} ollama serve & sleep 3; {run}"
 
 
 def _device_line(reason: str, devices: tuple[EngineDevice, ...]) -> str:
@@ -175,6 +173,9 @@ def estimate_ollama(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSe
     if verdict in ("go", "tight") and any(d.headroom_bytes < 0 for d in out_devices):
         verdict = "offload"  # the projector did not fit next to all layers
     reasons = [_device_line(x, out_devices) for x in r.verdict.reasons] + reasons
+    if not ollama_run(resolved, quant)[1]:
+        reasons.append(f"the Ollama library has no {quant} tag of {resolved.spec.id}: the command imports the GGUF "
+                       "with a Modelfile")
     reasons.append(f"Ollama defaults: num_ctx {num_ctx} ({'set' if s.max_model_len else 'by VRAM'}), "
                    f"OLLAMA_NUM_PARALLEL {parallel}{'' if s.max_num_seqs else ' (assumed default)'}, flash "
                    f"attention {'on' if fa else 'off'}{'' if s.flash_attention is not None else ' (model default)'}, "

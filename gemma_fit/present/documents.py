@@ -234,4 +234,4 @@ def check_figures(result: CheckResult | EngineResult) -> dict[str, Any]:
                              host["total_bytes"])
     return {"n_ctx": result.n_ctx, "verdict": result.verdict, "min_headroom_bytes": headroom,
             "max_ctx_fit": result.max_ctx_fit, "n_gpu_layers": _settings_json(result)["n_gpu_layers"],
-            "n_layers_total": n_layers_total, **_rates(None)}
+            "n_layers_total": n_layers_total, **_rates(result.performance)}

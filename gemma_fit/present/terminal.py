@@ -89,7 +89,7 @@ def render_check(out: Console, doc: dict[str, Any]) -> None:
         out.print(f"  largest context that fits entirely: {doc['max_ctx_fit']:,} tokens{limit}")
     perf = doc.get("performance")
     if perf:
-        _render_speed(out, perf)
+        render_speed(out, perf)
         if perf.get("load_bottleneck"):
             out.print(f"  load: {perf['load_bottleneck']}")
         if perf.get("per_offloaded_layer_ms") and doc["settings"]["n_gpu_layers"] < doc["settings"]["n_layers_total"]:
@@ -105,7 +105,7 @@ def render_check(out: Console, doc: dict[str, Any]) -> None:
     _render_advice(out, doc.get("advice") or [])
 
 
-def _render_speed(out: Console, perf: dict[str, Any]) -> None:
+def render_speed(out: Console, perf: dict[str, Any]) -> None:
     """The speed lines every engine shares: one stream, then many requests at once."""
     warm = f" ({perf['load_warm_s']:.1f} s from the page cache)" if perf.get("load_warm_s") is not None else ""
     out.print(f"  speed: decode {perf['decode_tokens_per_s']:.1f} tok/s, "
@@ -194,7 +194,7 @@ def render_engine(out: Console, doc: dict[str, Any]) -> None:
     for reason in doc["reasons"][1:]:
         out.print(f"  - {reason}")
     if doc.get("performance"):
-        _render_speed(out, doc["performance"])
+        render_speed(out, doc["performance"])
     command = doc.get("command")
     if command:
         out.print(f"  run it: [bold]{command}[/bold]")

@@ -102,64 +102,43 @@ def _wait_quantile(rho: float, service: float, q: float) -> float:
 
 
 def open_loop(pipe: Pipeline, prefill_tps: float, w: Workload, max_batch: int) -> OpenLoop:
-    """A Poisson stream of w.rate_per_s requests against one server that batches up to max_batch sequences."""
+    """A Poisson stream of w.rate_per_s requests against one server that batches up to max_batch sequences.
+
+    The server's busy share is rho = R x (P / prefill rate + G / decode rate at max_batch), so it completes at most
+    1 / (P / prefill + G / decode) requests/s. Below that the decode batch settles where Little's law puts it,
+    B = R x G x time per output token(B); each token waits for the prefills interleaved with it."""
     rate = float(w.rate_per_s or 0.0)
     p, g = w.prompt_tokens, max(1, w.output_tokens)
     cap = capacity_per_s(pipe, prefill_tps, w, max_batch)
-    replicas = _replicas(pipe, prefill_tps, rate, p, g, max_batch, cap)
-    f = _prefill_share(rate, p, prefill_tps)
-    batch, decode_share = _decode_batch(pipe, rate * g, f, max_batch)
-    rho = f + decode_share
-    if batch is None or rho >= 1:
+    rho = rate / cap if cap > 0 else float("inf")
+    replicas = max(1, math.ceil(rate / (HEADROOM * cap))) if cap > 0 else 0
+    if rho >= 1:
         return OpenLoop(rate, cap, rho, False, max_batch, 0.0, cap * g, None, None, replicas,
                         f"{rate:g} requests/s is past this server's capacity of {cap:.2f}/s (at {max_batch} "
-                        f"sequences): queues grow without bound; {replicas} replicas hold it")
-    step = pipe.step_s(batch)
-    service = (p / prefill_tps) / max(1e-9, 1 - decode_share)  # the prefill shares the GPU with decoding
-    prefill_rho = min(0.999, rate * service)
-    tpot = step / max(1e-9, 1 - f)
+                        f"sequences): queues grow without bound; {replicas} servers hold it with the margin")
+    f = _prefill_share(rate, p, prefill_tps)
+    batch = _settled_batch(pipe, rate * g, f, max_batch)
+    tpot = pipe.step_s(batch) / max(1e-9, 1 - f)
+    service = p / prefill_tps
     holds = rho <= HEADROOM
     reason = (f"the server is {rho:.0%} busy; it completes at most {cap:.2f} requests/s at {max_batch} sequences"
-              + ("" if holds else f": past the {HEADROOM:.0%} planned, {replicas} replicas keep the margin"))
-    if not holds:
-        replicas = max(replicas, 2)
+              + ("" if holds else f": past the {HEADROOM:.0%} planned, {replicas} servers keep the margin"))
+    step = pipe.step_s(batch)
     return OpenLoop(rate, cap, rho, holds, batch, 1.0 / tpot, rate * g,
-                    _wait_quantile(prefill_rho, service, 0.50) + service + step,
-                    _wait_quantile(prefill_rho, service, 0.95) + service + step, replicas, reason)
+                    _wait_quantile(rho, service, 0.50) + service + step,
+                    _wait_quantile(rho, service, 0.95) + service + step, replicas, reason)
 
 
-def _utilisation(pipe: Pipeline, prefill_tps: float, rate: float, p: int, g: int, max_batch: int) -> float:
-    f = _prefill_share(rate, p, prefill_tps)
-    batch, share = _decode_batch(pipe, rate * g, f, max_batch)
-    return float("inf") if batch is None else f + share
-
-
-def _replicas(pipe: Pipeline, prefill_tps: float, rate: float, p: int, g: int, max_batch: int, cap: float) -> int:
-    """The fewest servers that each, given an equal share of the rate, run within HEADROOM."""
-    if cap <= 0:
-        return 0
-    k = max(1, math.ceil(rate / cap))  # fewer cannot even keep up
-    while k < 100_000 and _utilisation(pipe, prefill_tps, rate / k, p, g, max_batch) > HEADROOM:
-        k = max(k + 1, math.ceil(k * 1.05))
-    return k
-
-
-def _decode_batch(pipe: Pipeline, token_rate: float, prefill_share: float, max_batch: int) -> tuple[int | None, float]:
-    """The smallest batch whose decode keeps up with `token_rate` output tokens/s in the time prefill leaves,
-    and the share of the server's time that decode then takes. None: no batch up to max_batch keeps up."""
-    if prefill_share >= 1:
-        return None, 1.0
-    lo, hi = 1, max(1, max_batch)
-    if pipe.aggregate_tokens_per_s(hi) * (1 - prefill_share) < token_rate:
-        return None, 1.0
-    while lo < hi:  # aggregate throughput grows with the batch
-        mid = (lo + hi) // 2
-        if pipe.aggregate_tokens_per_s(mid) * (1 - prefill_share) >= token_rate:
-            hi = mid
-        else:
-            lo = mid + 1
-    share = token_rate * pipe.step_s(lo) / lo
-    return lo, share
+def _settled_batch(pipe: Pipeline, token_rate: float, prefill_share: float, max_batch: int) -> int:
+    """Sequences decoding at once in steady state: B = token rate x time per output token at B (Little's law),
+    by fixed-point iteration from one sequence; at most max_batch."""
+    b = 1.0
+    for _ in range(100):
+        nxt = min(float(max_batch), max(1.0, token_rate * pipe.step_s(math.ceil(b)) / max(1e-9, 1 - prefill_share)))
+        if abs(nxt - b) < 0.01:
+            break
+        b = nxt
+    return max(1, math.ceil(b))
 
 
 @dataclass(frozen=True)
@@ -186,6 +165,8 @@ def serve(pipe: Pipeline, prefill_tps: float, n_parallel: int, prompt_tokens: in
     """The serving answer at n_parallel concurrent requests (closed loop when output_tokens is given, pure decode
     otherwise) and, with a rate, the open-loop answer with the batch capped at max_batch."""
     n = max(1, n_parallel)
+    if max_concurrency is not None:  # past what the KV cache holds, requests wait their turn
+        n = max(1, min(n, max_concurrency))
     closed = open_ = None
     if output_tokens:
         closed = closed_loop(pipe, prefill_tps, Workload(prompt_tokens, output_tokens, n))
@@ -196,5 +177,5 @@ def serve(pipe: Pipeline, prefill_tps: float, n_parallel: int, prompt_tokens: in
         open_ = open_loop(pipe, prefill_tps, Workload(prompt_tokens, output_tokens or 256, n, rate_per_s), max_batch)
     points = tuple((b, pipe.aggregate_tokens_per_s(b), 1.0 / pipe.step_s(b))
                    for b in SCALING_POINTS if b <= max(n, max_batch))
-    return Serving(n, aggregate, per_user, pipe.bound(n), max_concurrency, prompt_tokens, output_tokens, closed,
-                   open_, points)
+    return Serving(max(1, n_parallel), aggregate, per_user, pipe.bound(n), max_concurrency, prompt_tokens,
+                   output_tokens, closed, open_, points)

@@ -1,0 +1,203 @@
+"""Plans beyond one machine, on the engines people run: llama.cpp RPC and vLLM on Ray.
+
+llama.cpp RPC: every node but the head runs `ggml-rpc-server` (built with -DGGML_RPC=ON), the head runs
+llama-server with `--rpc host:port,...`. llama.cpp puts the RPC devices at the front of its device list
+(src/llama.cpp: "add RPC servers at the front of the list to minimize network transfers"), so the remote GPUs
+take the first layers and the head's GPUs the last ones and the output; the layer split is llama.cpp's own,
+exactly as for the same GPUs in one machine. Per token each boundary between nodes carries the hidden state
+(n_embd float32 per sequence) and waits one network round trip (the scheduler fetches the remote result).
+
+vLLM on Ray: tensor parallel inside a node (all-reduces stay on NVLink/PCIe), pipeline parallel across nodes
+(vllm/distributed/utils.py get_pp_indices: layers split evenly, the remainder to the stages before the last;
+with tied embeddings the last stage holds its own copy of the embedding for the logits). Each stage's memory is
+vLLM's rule for its layers on its node; the KV pool serves as many requests as the smallest stage's holds. Per
+step each boundary carries the hidden state (bf16) one way.
+With an ideal network (infinite bandwidth, no latency) either plan equals the one-machine plan of its GPUs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from gemma_fit.base.errors import BadInput
+from gemma_fit.engines.base import EngineResult, EngineSettings
+from gemma_fit.engines.hf_speed import HFLayout, Requests, hf_model_work, hf_performance
+from gemma_fit.engines.llamacpp import CheckResult, run_check
+from gemma_fit.engines.vllm import estimate_vllm
+from gemma_fit.hardware.cluster import Cluster
+from gemma_fit.hardware.select import Hardware, select_hardware
+from gemma_fit.memory.placement import CPU
+from gemma_fit.memory.settings import RunSettings
+from gemma_fit.model.catalog import ResolvedModel
+from gemma_fit.model.spec import ModelSpec
+from gemma_fit.speed.batch import Pipeline
+from gemma_fit.speed.calibration import split_terms
+from gemma_fit.speed.links import default_attachment, peer_link
+from gemma_fit.speed.predict import Performance
+from gemma_fit.speed.serve_llamacpp import llamacpp_pipeline
+from gemma_fit.speed.traffic import Traffic, serve
+
+RPC_PORT = 50052  # ggml-rpc-server's default port (tools/rpc/rpc-server.cpp)
+RAY_PORT = 6379  # ray start --head's default GCS port
+
+
+@dataclass(frozen=True)
+class ClusterPlan:
+    engine: str
+    verdict: str
+    devices: tuple[dict[str, Any], ...]  # node, host, and the engine's memory keys per device
+    network: dict[str, Any]  # what crosses the network per token and what it costs
+    performance: Performance | None
+    commands: tuple[str, ...]
+    reasons: tuple[str, ...]
+    settings: dict[str, Any]
+
+
+def _hardware(ids: list[str], dirs: tuple) -> Hardware:  # noqa: ANN001
+    return select_hardware(ids, None, dirs)
+
+
+def rpc_plan(cluster: Cluster, resolved: ResolvedModel, quant: str, settings: RunSettings, prompt_tokens: int,
+             traffic: Traffic, model_path: str, hardware_dirs: tuple = ()) -> ClusterPlan:  # noqa: ANN001
+    remote = [g for n in cluster.nodes[1:] for g in n.gpus]
+    head = list(cluster.nodes[0].gpus)
+    owners = [n for n in cluster.nodes[1:] for _ in n.gpus] + [cluster.nodes[0]] * len(head)
+    hw = _hardware([g.id for g in remote + head], hardware_dirs)
+    r: CheckResult = run_check(resolved, quant, settings, hw, prompt_tokens=prompt_tokens,
+                               output_tokens=traffic.output_tokens, request_rate=traffic.rate_per_s)
+    est = r.verdict.estimate
+    crossings = _node_crossings(list(est.placement.layer_device), owners)
+    net = cluster.network
+    hidden = 4.0 * resolved.spec.n_embd
+    perf = r.performance
+    if perf is not None and perf.serving is not None:
+        def over_network(position: int) -> Pipeline:
+            p = llamacpp_pipeline(r.plan, est, hw, position)
+            return replace(p, handover_fixed_s=p.handover_fixed_s + crossings * 2 * net.latency_s,
+                           handover_s_per_seq=p.handover_s_per_seq + crossings * (net.seconds(hidden) - net.latency_s))
+
+        pipe = over_network(prompt_tokens + (traffic.output_tokens or 0) // 2)
+        ubatches = -(-prompt_tokens // est.settings.ubatch)
+        prefill_s = prompt_tokens / perf.prefill_tokens_per_s + ubatches * crossings * (
+            net.latency_s + net.seconds(hidden * est.settings.ubatch))
+        prefill = prompt_tokens / prefill_s
+        sv = serve(pipe, prefill, est.settings.n_parallel, prompt_tokens, traffic.output_tokens, traffic.rate_per_s,
+                   perf.serving.n_parallel, perf.serving.max_concurrency)
+        single = 1.0 / over_network(prompt_tokens).step_s(1)
+        perf = replace(perf, decode_tokens_per_s=single, prefill_tokens_per_s=prefill,
+                       ttft_s=prefill_s + 1.0 / single, serving=sv,
+                       notes=(*perf.notes, f"{crossings} layer boundaries cross the network per token"))
+    devices = tuple({"node": o.name, "host": o.host, "id": d.id, "name": d.name, "weights_bytes": d.weights_bytes,
+                     "kv_cache_bytes": d.kv_cache_bytes, "compute_bytes": d.compute_bytes,
+                     "overhead_bytes": d.overhead_bytes, "total_bytes": d.total_bytes,
+                     "capacity_bytes": d.capacity_bytes, "headroom_bytes": d.headroom_bytes}
+                    for o, d in zip(owners, est.devices, strict=True))
+    workers = [f"ssh {n.host} ggml-rpc-server -H 0.0.0.0 -p {RPC_PORT}" for n in cluster.nodes[1:]]
+    rpc = ",".join(f"{n.host}:{RPC_PORT}" for n in cluster.nodes[1:])
+    server = r.verdict.server_command.replace(f"-m {r.verdict.server_command.split(' -m ')[1].split(' ')[0]}",
+                                              f"-m {model_path}", 1) if model_path else r.verdict.server_command
+    commands = (*workers, f"{server} --rpc {rpc}" if rpc else server)
+    network = {"bandwidth_gbit": net.bytes_per_s * 8 / 1e9, "latency_us": net.latency_s * 1e6,
+               "boundaries_crossing_network": crossings,
+               "bytes_per_token_per_sequence": crossings * hidden,
+               "seconds_per_token": crossings * (2 * net.latency_s) + crossings * (net.seconds(hidden) - net.latency_s)}
+    reasons = (*r.verdict.reasons, "workers run ggml-rpc-server from a llama.cpp build with -DGGML_RPC=ON (the "
+               "head's llama-server needs it too); the GGUF stays on the head, which sends each RPC device its "
+               "share of the weights at load")
+    settings_doc = {"n_ctx": est.n_ctx, "n_parallel": est.settings.n_parallel, "n_gpu_layers": r.verdict.n_gpu_layers}
+    return ClusterPlan("llama.cpp", r.verdict.verdict, devices, network, perf, commands, reasons, settings_doc)
+
+
+def _node_crossings(layer_device: list[int], owners: list) -> int:  # noqa: ANN001
+    """Layer boundaries whose two devices sit in different nodes (CPU layers are on the head)."""
+    def node(d: int) -> str:
+        return owners[-1].host if d == CPU else owners[d].host
+
+    return sum(1 for a, b in zip(layer_device, layer_device[1:], strict=False) if node(a) != node(b))
+
+
+def _held(r: EngineResult, spec: ModelSpec, tokens: int) -> int:
+    """Requests of `tokens` one stage's KV pool holds at once (vLLM's concurrency at that length)."""
+    from gemma_fit.engines.vllm import kv_dtype_bytes, kv_plan
+
+    x = r.extras
+    plan = kv_plan(spec, int(x["kv_cache_budget_bytes"]), max(1, tokens), int(x["block_size"]),
+                   kv_dtype_bytes(str(x["kv_cache_dtype"]), r.quant), int(x["tensor_parallel_size"]),
+                   int(x["max_num_batched_tokens"]))
+    return int(plan.concurrency)
+
+
+def pp_partition(n_layers: int, pp: int) -> list[int]:
+    """vLLM's get_pp_indices: even shares, the remainder to the stages before the last."""
+    parts = [n_layers // pp] * pp
+    for i in range(2, n_layers % pp + 2):
+        parts[-i] += 1
+    return parts
+
+
+def stage_spec(spec: ModelSpec, start: int, count: int) -> ModelSpec:
+    layers = tuple(replace(layer, index=i) for i, layer in enumerate(spec.layers[start:start + count]))
+    return replace(spec, layers=layers)
+
+
+def ray_plan(cluster: Cluster, resolved: ResolvedModel, es: EngineSettings, hardware_dirs: tuple = (),
+             tp: int | None = None, pp: int | None = None) -> ClusterPlan:  # noqa: ANN001
+    counts = {len(n.gpus) for n in cluster.nodes}
+    tp = tp or min(counts)
+    pp = pp or len(cluster.nodes)
+    if pp > len(cluster.nodes) or any(len(n.gpus) < tp for n in cluster.nodes[:pp]):
+        raise BadInput(f"--tensor-parallel-size {tp} x --pipeline-parallel-size {pp} needs {tp} GPUs on each of "
+                       f"{pp} nodes")
+    spec = resolved.spec
+    parts = pp_partition(spec.n_layer, pp)
+    results: list[EngineResult] = []
+    stages: list[ModelSpec] = []
+    start = 0
+    for k, n_layers in enumerate(parts):
+        node = cluster.nodes[k]
+        sub = stage_spec(spec, start, n_layers)
+        stages.append(sub)
+        hw = _hardware([g.id for g in node.gpus[:tp]], hardware_dirs)
+        results.append(estimate_vllm(resolved, sub, replace(es, tensor_parallel_size=tp), hw))
+        start += n_layers
+    verdicts = [x.verdict for x in results]
+    verdict = "no-go" if "no-go" in verdicts else "tight" if "tight" in verdicts else "go"
+    need = min(results[0].n_ctx, es.prompt_tokens + (es.output_tokens or 0))
+    held = min(_held(x, sub_spec, need) for x, sub_spec in zip(results, stages, strict=True))
+    first = results[0]
+    gpus = tuple(g for n in cluster.nodes[:pp] for g in n.gpus[:tp])
+    link = peer_link(gpus[:tp], tuple(default_attachment(g) for g in gpus[:tp])) if tp > 1 else None
+    net = cluster.network
+    perf = None
+    if verdict != "no-go":
+        layout = HFLayout(gpus, first.quant, tp, pp, int(first.extras["max_num_batched_tokens"]),
+                          link.per_direction_gbps if link else 0.0,
+                          split_terms()["tensor_allreduce_s"] if link else 0.0, net.latency_s,
+                          net.bytes_per_s / 1e9 if net.bytes_per_s != float("inf") else 0.0)
+        req = Requests(es.prompt_tokens, es.output_tokens, es.request_rate, es.max_num_seqs or 1,
+                       min(int(first.extras["max_num_seqs"]), max(1, held)), held)
+        perf = hf_performance("vllm", hf_model_work(spec), layout, req, sum(x.weights_total_bytes for x in results))
+    devices = tuple({"node": cluster.nodes[k].name, "host": cluster.nodes[k].host, "stage": k,
+                     "layers": parts[k], "id": d.id, "name": d.name, "weights_bytes": d.weights_bytes,
+                     "kv_cache_bytes": d.kv_cache_bytes, "compute_bytes": d.activation_bytes,
+                     "overhead_bytes": d.overhead_bytes + d.cuda_graph_bytes, "total_bytes": d.total_bytes,
+                     "capacity_bytes": d.capacity_bytes, "headroom_bytes": d.headroom_bytes}
+                    for k, x in enumerate(results) for d in x.devices)
+    head = cluster.nodes[0].host
+    serve_cmd = first.command.replace(f"--tensor-parallel-size {tp} ", "")
+    serve_cmd += f" --tensor-parallel-size {tp} --pipeline-parallel-size {pp} --distributed-executor-backend ray"
+    commands = (f"ray start --head --port {RAY_PORT}",
+                *(f"ssh {n.host} ray start --address {head}:{RAY_PORT}" for n in cluster.nodes[1:pp]),
+                serve_cmd)
+    hidden = 2.0 * spec.n_embd
+    network = {"bandwidth_gbit": net.bytes_per_s * 8 / 1e9, "latency_us": net.latency_s * 1e6,
+               "boundaries_crossing_network": pp - 1, "bytes_per_token_per_sequence": (pp - 1) * hidden,
+               "seconds_per_token": (pp - 1) * net.seconds(hidden)}
+    reasons = (f"{pp} pipeline stages of {', '.join(map(str, parts))} layers, tensor parallel {tp} in each node",
+               f"the KV pool of the smallest stage holds {held} requests of {need} tokens (prompt + output) at once",
+               *first.reasons[:1], "every node needs the same vLLM, the model files (or access to the Hub) and "
+               "a Ray version of its own; the head serves the API")
+    settings_doc = {"n_ctx": first.n_ctx, "tensor_parallel_size": tp, "pipeline_parallel_size": pp,
+                    "max_num_seqs": first.extras["max_num_seqs"], "n_parallel": es.max_num_seqs or 1}
+    return ClusterPlan("vllm", verdict, devices, network, perf, commands, reasons, settings_doc)

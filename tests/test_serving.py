@@ -1,0 +1,255 @@
+"""Many requests at once, traffic, clusters (llama.cpp RPC, vLLM on Ray) and the commands gemma-fit prints for them."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shlex
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from gemma_fit.api import RunSettings, Traffic, check, to_json
+from gemma_fit.base.errors import BadInput
+from gemma_fit.hardware.cluster import IDEAL, Cluster, Node, load_cluster
+from gemma_fit.hardware.select import select_hardware
+from gemma_fit.jobs.check import engine_settings
+from gemma_fit.jobs.cluster import pp_partition, ray_plan, rpc_plan
+from gemma_fit.model.catalog import resolve_model
+from gemma_fit.speed.batch import Pipeline, StageWork
+from gemma_fit.speed.traffic import HEADROOM, Workload, closed_loop, open_loop
+
+FLAGS = Path(__file__).parent / "data" / "engine_flags"
+
+
+def _flags(name: str) -> set[str]:
+    lines = (FLAGS / name).read_text().splitlines()
+    return {line.strip() for line in lines if line.strip() and not line.startswith("#")}
+
+
+def _stage(**kw: float) -> StageWork:
+    base = dict(name="g", shared_bytes=10e9, expert_bytes=0.0, expert_share=0.0, kv_bytes_per_seq=50e6,
+                flops_per_token=20e9, bytes_s=1e12, flops_s=200e12, fixed_s=1e-3)
+    base.update(kw)
+    return StageWork(**base)  # type: ignore[arg-type]
+
+
+def test_batched_decode_is_memory_bound_then_compute_bound() -> None:
+    pipe = Pipeline((_stage(),))
+    agg = [pipe.aggregate_tokens_per_s(b) for b in (1, 2, 4, 8, 16, 64, 256, 1024)]
+    assert all(b > a for a, b in zip(agg, agg[1:], strict=False))  # more sequences, more tokens together
+    per_user = [1 / pipe.step_s(b) for b in (1, 16, 256)]
+    assert per_user[0] > per_user[1] > per_user[2]
+    assert pipe.bound(1) == "memory" and pipe.bound(1024) == "compute"
+    # far past the ridge the throughput approaches the matrix rate / FLOPs per token, less the KV reads
+    assert agg[-1] < 200e12 / 20e9
+
+
+def test_experts_touched_grow_with_the_batch() -> None:
+    moe = Pipeline((_stage(shared_bytes=2e9, expert_bytes=16e9, expert_share=8 / 128),))
+    one, many = moe.step_s(1), moe.step_s(64)
+    assert many > one * 3  # 64 tokens route to most of the 128 experts: most expert bytes are read
+
+
+def test_pipeline_parallel_overlaps_micro_batches() -> None:
+    half = _stage(shared_bytes=5e9, flops_per_token=10e9, kv_bytes_per_seq=25e6)
+    serial, piped = Pipeline((half, half)), Pipeline((half, half), pp=2)
+    assert piped.step_s(1) == pytest.approx(serial.step_s(1))  # one sequence still crosses both stages
+    assert piped.aggregate_tokens_per_s(64) > serial.aggregate_tokens_per_s(64)
+
+
+def test_closed_loop_with_prefill_is_slower_than_decode_alone() -> None:
+    pipe = Pipeline((_stage(),))
+    c = closed_loop(pipe, 5000.0, Workload(1024, 256, 16))
+    assert c.aggregate_tokens_per_s < c.decode_tokens_per_s == pytest.approx(pipe.aggregate_tokens_per_s(16))
+
+
+def test_open_loop_holds_below_capacity_and_counts_replicas() -> None:
+    pipe = Pipeline((_stage(),))
+    light = open_loop(pipe, 5000.0, Workload(512, 256, 1, 0.1), 64)
+    assert light.holds and light.utilisation < HEADROOM and light.replicas == 1
+    assert light.ttft_p95_s >= light.ttft_p50_s > 0
+    heavy = open_loop(pipe, 5000.0, Workload(512, 256, 1, light.capacity_per_s * 3), 64)
+    assert not heavy.holds and heavy.replicas >= math.ceil(3 / HEADROOM)
+    # each replica then gets a share of the rate it holds with the margin
+    share = open_loop(pipe, 5000.0, Workload(512, 256, 1, heavy.rate_per_s / heavy.replicas), 64)
+    assert share.holds
+
+
+def test_aggregate_at_one_sequence_is_the_decode_speed() -> None:
+    for engine, quant in (("llama.cpp", "Q4_K_M"), ("vllm", "bf16"), ("ollama", "Q4_K_M"), ("transformers", "bf16")):
+        r = check("gemma-3-4b", "rtx-4090", quant=quant, engine=engine, settings=RunSettings(n_ctx=8192))
+        perf = to_json(r)["performance"]
+        assert perf is not None, engine
+        assert perf["aggregate_tokens_per_s"] == pytest.approx(perf["decode_tokens_per_s"], rel=0.01), engine
+
+
+@pytest.mark.parametrize("engine,quant", [("llama.cpp", "Q4_K_M"), ("vllm", "bf16"), ("ollama", "Q4_K_M")])
+def test_parallel_requests_raise_the_aggregate(engine: str, quant: str) -> None:
+    one = check("gemma-3-4b", "rtx-4090", quant=quant, engine=engine, settings=RunSettings(n_ctx=16384))
+    many = check("gemma-3-4b", "rtx-4090", quant=quant, engine=engine,
+                 settings=RunSettings(n_ctx=16384, n_parallel=8))
+    a, b = to_json(one)["performance"], to_json(many)["performance"]
+    assert b["aggregate_tokens_per_s"] > 3 * a["aggregate_tokens_per_s"]
+    assert b["serving"]["per_user_tokens_per_s"] < a["serving"]["per_user_tokens_per_s"]
+
+
+def test_traffic_answer_in_check_json() -> None:
+    r = check("gemma-3-12b", "rtx-4090", quant="Q4_K_M", settings=RunSettings(n_ctx=32768, n_parallel=8),
+              traffic=Traffic(256, 0.5))
+    sv = to_json(r)["performance"]["serving"]
+    assert sv["includes_prefill"] and sv["max_concurrency"] == 8
+    t = sv["traffic"]
+    assert t["holds"] == (t["utilisation"] <= HEADROOM) and t["replicas"] >= 1
+
+
+@pytest.mark.parametrize("bad", [Traffic(0, None), Traffic(None, 0.0), Traffic(None, float("nan")),
+                                 Traffic(None, -1.0), Traffic(10**9, None)])
+def test_bad_traffic_is_one_line(bad: Traffic) -> None:
+    with pytest.raises(BadInput):
+        check("gemma-3-4b", "rtx-4090", traffic=bad)
+
+
+def _cluster(net=IDEAL, per_node: int = 1, gpu: str = "rtx-3090", nodes: int = 2) -> Cluster:  # noqa: ANN001
+    g = select_hardware([gpu], None, []).gpus[0]
+    return Cluster("t", tuple(Node(f"n{i}", f"10.0.0.{i + 1}", (g,) * per_node, None) for i in range(nodes)), net)
+
+
+def test_rpc_plan_with_an_ideal_network_equals_one_machine() -> None:
+    resolved = resolve_model("gemma-3-27b", [])
+    settings = RunSettings(n_ctx=16384, n_parallel=2)
+    plan = rpc_plan(_cluster(), resolved, "Q4_K_M", settings, 512, Traffic(128, None), "")
+    local = check(resolved, ["rtx-3090", "rtx-3090"], quant="Q4_K_M", settings=settings, traffic=Traffic(128, None))
+    doc = to_json(local)
+    assert [d["total_bytes"] for d in plan.devices] == [d["total_bytes"] for d in doc["memory"]["devices"]]
+    assert plan.performance is not None
+    assert plan.performance.decode_tokens_per_s == pytest.approx(doc["performance"]["decode_tokens_per_s"], rel=1e-3)
+    assert plan.performance.aggregate_tokens_per_s == pytest.approx(
+        doc["performance"]["aggregate_tokens_per_s"], rel=1e-3)
+    slow = rpc_plan(_cluster(replace(IDEAL, bytes_per_s=1.25e8, latency_s=100e-6)), resolved, "Q4_K_M", settings,
+                    512, Traffic(128, None), "")
+    assert slow.performance is not None and slow.performance.decode_tokens_per_s < plan.performance.decode_tokens_per_s
+    assert slow.network["boundaries_crossing_network"] == 1  # remote GPU first, head last: one boundary
+
+
+def test_rpc_network_term_is_the_hidden_state_and_a_round_trip() -> None:
+    resolved = resolve_model("gemma-3-27b", [])
+    net = replace(IDEAL, bytes_per_s=1.25e9, latency_s=50e-6)
+    plan = rpc_plan(_cluster(net), resolved, "Q4_K_M", RunSettings(n_ctx=8192), 512, Traffic(), "")
+    hidden = 4 * resolved.spec.n_embd
+    assert plan.network["bytes_per_token_per_sequence"] == hidden
+    assert plan.network["seconds_per_token"] == pytest.approx(2 * 50e-6 + hidden / 1.25e9)
+
+
+def test_vllm_ray_plan_memory_per_stage_and_ideal_network() -> None:
+    assert pp_partition(62, 2) == [31, 31] and pp_partition(34, 4) == [8, 9, 9, 8] and sum(pp_partition(35, 4)) == 35
+    resolved = resolve_model("gemma-3-27b", [])
+    es = engine_settings("vllm", "bf16", RunSettings(n_ctx=8192, n_parallel=8), prompt_tokens=512, output_tokens=128)
+    ideal = ray_plan(_cluster(per_node=2), resolved, es)
+    assert ideal.settings["tensor_parallel_size"] == 2 and ideal.settings["pipeline_parallel_size"] == 2
+    assert len(ideal.devices) == 4 and ideal.network["seconds_per_token"] == 0
+    slow = ray_plan(_cluster(replace(IDEAL, bytes_per_s=1.25e8, latency_s=1e-3), per_node=2), resolved, es)
+    assert [d["total_bytes"] for d in slow.devices] == [d["total_bytes"] for d in ideal.devices]  # memory: no network
+    assert ideal.performance is not None and slow.performance is not None
+    assert slow.performance.decode_tokens_per_s < ideal.performance.decode_tokens_per_s
+    assert ideal.commands[0].startswith("ray start --head") and "--address 10.0.0.1:6379" in ideal.commands[1]
+
+
+def test_cluster_file_is_read_strictly(tmp_path: Path) -> None:
+    good = tmp_path / "c.yaml"
+    good.write_text("name: x\nnetwork: {bandwidth_gbit: 10, latency_us: 50}\nnodes:\n"
+                    "  - {name: a, host: 10.0.0.1, gpus: [rtx-3090]}\n"
+                    "  - {name: b, host: 10.0.0.2, gpus: [rtx-3090]}\n")
+    c = load_cluster(good)
+    assert c is not None and c.network.bytes_per_s == 1.25e9 and c.network.latency_s == pytest.approx(50e-6)
+    net = "network: {bandwidth_gbit: 1, latency_us: 5}\n"
+    for text in ("network: {bandwidth_gbit: 10, latency_us: 50}\nnodes: []\n",
+                 "network: {bandwidth_gbit: 0, latency_us: 5}\nnodes: [{name: a, host: h, gpus: [rtx-3090]}]\n",
+                 "nodes: [{name: a, host: h, gpus: [rtx-3090]}]\n",
+                 net + "nodes: [{name: a, host: h, gpus: [rtx-3090], x: 1}]\n",
+                 net + "nodes: [{name: a, host: 'h; rm -rf /', gpus: [a4000]}]\n"):
+        bad = tmp_path / "bad.yaml"
+        bad.write_text(text)
+        with pytest.raises(BadInput):
+            load_cluster(bad)
+
+
+# --- every printed command, against the engines' own argument lists (tests/data/engine_flags) ---------------
+
+def _options(argv: list[str]) -> list[str]:
+    return [a for a in argv if a.startswith("-") and not re.fullmatch(r"-?\d+(\.\d+)?", a)]
+
+
+MATRIX = [("gemma-3-27b", "rtx-4090", {}), ("gemma-4-26b-a4b", "rtx-4060-ti-16gb", {"n_cpu_moe": 6}),
+          ("gemma-3-4b", "rtx-3060-12gb", {"n_parallel": 4, "kv_unified": True}), ("gemma-3n-e4b", "a4000", {}),
+          ("gemma-3-12b", "cpu", {}), ("gemma-2-9b", "rtx-3090", {"cache_type_k": "q8_0", "cache_type_v": "q8_0"})]
+
+
+@pytest.mark.parametrize("model,gpu,extra", MATRIX)
+def test_llama_server_commands_use_real_flags(model: str, gpu: str, extra: dict) -> None:
+    known = _flags("llama-server-0.3.36.txt")
+    r = check(model, gpu, quant="Q4_K_M", settings=RunSettings(n_ctx=8192, **extra))
+    doc = to_json(r)
+    commands = [doc["llama_server_command"]]
+    for command in commands:
+        argv = shlex.split(command)
+        unknown = [o for o in _options(argv) if o not in known]
+        assert unknown == [], command
+
+
+@pytest.mark.parametrize("model,quant,extra", [("gemma-3-27b", "bf16", {}), ("gemma-3-27b", "fp8", {}),
+                                               ("gemma-3-27b", "awq", {}), ("gemma-3-12b", "fp16", {}),
+                                               ("gemma-4-26b-a4b", "bf16", {"tensor_parallel_size": 2}),
+                                               ("gemma-3-4b", "bf16",
+                                                {"kv_cache_dtype": "fp8", "enforce_eager": True})])
+def test_vllm_commands_use_real_flags(model: str, quant: str, extra: dict) -> None:
+    known = _flags("vllm-serve-0.33.0.txt")
+    r = check(model, ["h100-sxm", "h100-sxm"], quant=quant, engine="vllm", settings=RunSettings(n_ctx=8192), **extra)
+    argv = shlex.split(to_json(r)["command"])
+    assert argv[:2] == ["vllm", "serve"] and re.fullmatch(r"[\w.-]+/[\w.-]+", argv[2])
+    assert [o for o in _options(argv) if o not in known] == []
+    if "--limit-mm-per-prompt" in argv:
+        json.loads(argv[argv.index("--limit-mm-per-prompt") + 1])
+
+
+def test_cluster_commands_use_real_flags() -> None:
+    resolved = resolve_model("gemma-3-27b", [])
+    ray_known, vllm_known = _flags("ray-start-2.60.0.txt"), _flags("vllm-serve-0.33.0.txt")
+    rpc_known, server_known = _flags("rpc-server-0.3.36.txt"), _flags("llama-server-0.3.36.txt")
+    es = engine_settings("vllm", "bf16", RunSettings(n_ctx=8192), prompt_tokens=512)
+    ray = ray_plan(_cluster(per_node=2), resolved, es)
+    for command in ray.commands:
+        argv = shlex.split(command.split(" ", 2)[2] if command.startswith("ssh ") else command)
+        known = ray_known if argv[0] == "ray" else vllm_known
+        assert [o for o in _options(argv) if o not in known] == [], command
+    rpc = rpc_plan(_cluster(), resolved, "Q4_K_M", RunSettings(n_ctx=8192), 512, Traffic(), "")
+    for command in rpc.commands:
+        argv = shlex.split(command.split(" ", 2)[2] if command.startswith("ssh ") else command)
+        assert argv[0] in ("ggml-rpc-server", "llama-server")
+        known = rpc_known if argv[0] == "ggml-rpc-server" else server_known
+        assert [o for o in _options(argv) if o not in known] == [], command
+    assert re.fullmatch(r"[\w.:,-]+", shlex.split(rpc.commands[-1])[-1])
+
+
+TAG = re.compile(r"[a-z0-9][a-z0-9._-]*:[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+@pytest.mark.parametrize("model,quant", [("gemma-3-27b", "Q4_K_M"), ("gemma-3-27b", "Q8_0"), ("gemma-2-9b", "Q5_K_M"),
+                                         ("gemma-3-12b", "Q3_K_S"), ("gemma-4-26b-a4b", "Q8_0")])
+def test_ollama_commands_are_one_runnable_line(model: str, quant: str) -> None:
+    r = check(model, "rtx-3090", quant=quant, engine="ollama")
+    command = to_json(r)["command"]
+    assert "#" not in command and "(" not in command
+    argv = shlex.split(command.replace(";", " ; ").replace("&", " & "))
+    env = [a for a in argv if re.fullmatch(r"OLLAMA_[A-Z_]+=\S+", a)]
+    assert env and argv[len(env):len(env) + 2] == ["ollama", "serve"]
+    runs = [argv[i + 1] for i, a in enumerate(argv) if a == "run" and argv[i - 1] == "ollama"]
+    assert runs and all(TAG.fullmatch(t) or re.fullmatch(r"[\w.-]+", t) for t in runs), command
+
+
+def test_transformers_snippets_compile() -> None:
+    for quant in ("bf16", "fp8", "bnb-4bit", "bnb-8bit", "awq"):
+        r = check("gemma-3-4b", "rtx-4090", quant=quant, engine="transformers")
+        compile(to_json(r)["command"], "<snippet>", "exec")
