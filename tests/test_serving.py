@@ -253,3 +253,75 @@ def test_transformers_snippets_compile() -> None:
     for quant in ("bf16", "fp8", "bnb-4bit", "bnb-8bit", "awq"):
         r = check("gemma-3-4b", "rtx-4090", quant=quant, engine="transformers")
         compile(to_json(r)["command"], "<snippet>", "exec")
+
+
+def test_llama_cpp_flag_lists_match_the_built_source(llama_bin: Path) -> None:
+    """The committed llama-server / ggml-rpc-server lists are what the llama.cpp the tests build registers."""
+    import subprocess
+    import sys
+
+    src = llama_bin.parent.parent / "src"
+    script = Path(__file__).resolve().parent.parent / "scripts" / "extract_engine_flags.py"
+    proc = subprocess.run([sys.executable, str(script), "--check", "llamacpp", str(src), "--label", "0.3.36"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def _commands_in(doc: object) -> list[str]:
+    """Every printed command in a JSON document: llama-server, vLLM, Ollama and recommend/buy commands."""
+    out: list[str] = []
+    if isinstance(doc, dict):
+        for key, value in doc.items():
+            if key in ("llama_server_command", "command", "ollama_command") and isinstance(value, str):
+                out.append(value)
+            elif key == "commands" and isinstance(value, list):
+                out.extend(v for v in value if isinstance(v, str))
+            else:
+                out.extend(_commands_in(value))
+    elif isinstance(doc, list):
+        for value in doc:
+            out.extend(_commands_in(value))
+    return out
+
+
+def _check_command(command: str, lists: dict[str, set[str]]) -> list[str]:
+    """Options a printed shell command gives its program that the program's own parser does not know."""
+    if command.lstrip().startswith(("from ", "import ")):  # a transformers snippet
+        compile(command, "<snippet>", "exec")
+        return []
+    bad: list[str] = []
+    for part in re.split(r"\s*(?:&&|;|&)\s*", command):
+        argv = shlex.split(part)
+        while argv and re.fullmatch(r"[A-Z_]+=\S*", argv[0]):
+            argv = argv[1:]
+        if argv[:1] == ["ssh"]:
+            argv = argv[2:]
+        if not argv:
+            continue
+        program = "vllm serve" if argv[:2] == ["vllm", "serve"] else "ray start" if argv[:2] == ["ray", "start"] \
+            else argv[0]
+        if program in lists:
+            bad += [f"{program}: {o}" for o in _options(argv) if o not in lists[program]]
+        elif program == "ollama":
+            assert argv[1] in ("serve", "run", "create", "pull"), command
+            if argv[1] in ("run", "pull"):
+                assert TAG.fullmatch(argv[2]) or re.fullmatch(r"[\w.-]+", argv[2]), command
+        else:
+            assert program in ("printf", "sleep"), f"unexpected program {program!r} in {command!r}"
+    return bad
+
+
+def test_every_command_in_the_golden_outputs_is_runnable() -> None:
+    """The whole golden matrix (check, report, recommend, buy, every engine): each printed command's options
+    exist in its program's argument list."""
+    lists = {"llama-server": _flags("llama-server-0.3.36.txt"), "vllm serve": _flags("vllm-serve-0.33.0.txt"),
+             "ray start": _flags("ray-start-2.60.0.txt"), "ggml-rpc-server": _flags("rpc-server-0.3.36.txt")}
+    golden = json.loads((Path(__file__).parent / "data" / "golden" / "outputs.json").read_text())
+    seen = 0
+    for case, out in golden.items():
+        if "--json" not in case or not out["stdout"].lstrip().startswith("{"):
+            continue
+        for command in _commands_in(json.loads(out["stdout"])):
+            seen += 1
+            assert _check_command(command, lists) == [], (case, command)
+    assert seen > 100

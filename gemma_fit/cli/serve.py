@@ -85,6 +85,14 @@ def _render(doc: dict[str, Any]) -> None:
         from gemma_fit.present.terminal import render_speed
 
         render_speed(out, perf)
+        traffic = (perf.get("serving") or {}).get("traffic")
+        if traffic and not traffic["holds"]:
+            more = doc.get("more_parallel")
+            if more:
+                out.print(f"  or on this hardware with --parallel {more['parallel']} ({more['verdict']}, time to first "
+                          f"token p95 {more['ttft_p95_s']:.2f} s, {more['per_user_tokens_per_s']:.1f} tok/s per "
+                          f"user): [bold]{more['commands'][0]}[/bold]")
+            out.print(f"  to hold it: {traffic['replicas']} servers like this one, {traffic['gpus_needed']} GPUs")
     for reason in doc["reasons"]:
         out.print(f"  - {reason}")
     for i, command in enumerate(doc["commands"], 1):

@@ -3,6 +3,7 @@ through jobs.cluster (llama.cpp RPC, vLLM on Ray)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,21 +34,67 @@ def plan_document(*, model: str, quant: str | None, gpus: list[str], hardware: P
         if not target:
             raise BadInput("give --gpu ID (repeat for several) or --hardware FILE (a machine or a cluster file)")
         options: dict[str, Any] = {} if llama or tp is None else {"tensor_parallel_size": tp}
-        result = check(model, target, quant=quant, settings=settings, engine=engine, prompt_tokens=prompt_tokens,
-                       traffic=traffic, model_dirs=model_dirs, hardware_dirs=hardware_dirs, **options)
-        return _one_machine(result)
+
+        def at(n: int) -> dict[str, Any]:
+            s = replace(settings, n_parallel=n, n_ctx=n * (prompt_tokens + (output_tokens or 0)) if llama and
+                        ctx is None else settings.n_ctx)
+            return _one_machine(check(model, target, quant=quant, settings=s, engine=engine,
+                                      prompt_tokens=prompt_tokens, traffic=traffic, model_dirs=model_dirs,
+                                      hardware_dirs=hardware_dirs, **options))
+
+        doc = at(parallel)
+        doc["more_parallel"] = _more_parallel(doc, parallel, at) if rate is not None else None
+        return doc
     return _cluster(cluster, model, quant, settings, engine, prompt_tokens, traffic, tp, pp, model_dirs,
                     hardware_dirs)
+
+
+MAX_PARALLEL_TRIED = 512
+
+
+def _holds(doc: dict[str, Any]) -> bool:
+    traffic = ((doc.get("performance") or {}).get("serving") or {}).get("traffic")
+    return bool(traffic and traffic["holds"])
+
+
+def _more_parallel(doc: dict[str, Any], parallel: int, at: Any) -> dict[str, Any] | None:
+    """When the rate is not held at --parallel N: the fewest concurrent requests (doubling N) with which the same
+    hardware holds it and still fits, or None."""
+    if _holds(doc):
+        return None
+    n = parallel * 2
+    while n <= MAX_PARALLEL_TRIED:
+        try:
+            trial = at(n)
+        except BadInput:
+            return None
+        if trial["verdict"] not in ("go", "tight"):
+            return None
+        if _holds(trial):
+            t = trial["performance"]["serving"]["traffic"]
+            return {"parallel": n, "verdict": trial["verdict"], "commands": trial["commands"],
+                    "ttft_p95_s": t["ttft_p95_s"], "per_user_tokens_per_s": t["per_user_tokens_per_s"]}
+        n *= 2
+    return None
+
+
+def _with_gpus_needed(doc: dict[str, Any]) -> dict[str, Any]:
+    """The traffic answer in GPUs too: replicas x the GPUs one server uses."""
+    traffic = ((doc.get("performance") or {}).get("serving") or {}).get("traffic")
+    if traffic is not None:
+        traffic["gpus_per_server"] = len(doc["devices"])
+        traffic["gpus_needed"] = traffic["replicas"] * len(doc["devices"])
+    return doc
 
 
 def _one_machine(result: CheckResult | EngineResult) -> dict[str, Any]:
     doc = check_document(result)
     command = doc.get("llama_server_command") or doc.get("command")
-    return {"schema": SCHEMA, "engine": doc.get("engine", "llama.cpp"), "model": doc["model"]["id"],
-            "quant": doc["model"]["quant"], "hardware": doc["hardware"]["name"], "verdict": doc["verdict"],
-            "settings": doc["settings"], "devices": doc["memory"]["devices"], "network": None,
-            "performance": doc["performance"], "commands": [command] if command else [],
-            "reasons": doc["reasons"]}
+    return _with_gpus_needed({
+        "schema": SCHEMA, "engine": doc.get("engine", "llama.cpp"), "model": doc["model"]["id"],
+        "quant": doc["model"]["quant"], "hardware": doc["hardware"]["name"], "verdict": doc["verdict"],
+        "settings": doc["settings"], "devices": doc["memory"]["devices"], "network": None,
+        "performance": doc["performance"], "commands": [command] if command else [], "reasons": doc["reasons"]})
 
 
 def _cluster(cluster: Cluster, model: str, quant: str | None, settings: RunSettings, engine: str,
@@ -68,8 +115,9 @@ def _cluster(cluster: Cluster, model: str, quant: str | None, settings: RunSetti
         plan = ray_plan(cluster, resolved, es, hardware_dirs, tp, pp)
     else:
         raise BadInput(f"a cluster file plans llama.cpp (RPC) or vLLM (Ray), not {engine}")
-    return {"schema": SCHEMA, "engine": plan.engine, "model": resolved.spec.id, "quant": quant or (
-        "Q4_K_M" if plan.engine == "llama.cpp" else "bf16"), "hardware": cluster.name, "verdict": plan.verdict,
-        "settings": plan.settings, "devices": list(plan.devices), "network": plan.network,
+    return _with_gpus_needed({
+        "schema": SCHEMA, "engine": plan.engine, "model": resolved.spec.id,
+        "quant": quant or ("Q4_K_M" if plan.engine == "llama.cpp" else "bf16"), "hardware": cluster.name,
+        "verdict": plan.verdict, "settings": plan.settings, "devices": list(plan.devices), "network": plan.network,
         "performance": performance_json(plan.performance), "commands": list(plan.commands),
-        "reasons": list(plan.reasons)}
+        "reasons": list(plan.reasons)})
