@@ -62,6 +62,9 @@ NUMERIC = [
     ["--engine", "vllm", "--prompt-tokens", "0"], ["--engine", "ollama", "--ctx", "-5"],
     ["--engine", "ollama", "--parallel", "0"], ["--engine", "transformers", "--batch-size", "0"],
     ["--engine", "transformers", "--max-new-tokens", "-1"], ["--engine", "transformers", "--quant", "q4_k_m"],
+    # traffic (issue 17)
+    ["--output-tokens", "0"], ["--output-tokens", "-3"], ["--output-tokens", str(10**12)], ["--rate", "0"],
+    ["--rate", "-1"], ["--rate", "nan"], ["--rate", "inf"], ["--rate", "abc"], ["--engine", "vllm", "--rate", "nan"],
 ]
 
 
@@ -75,6 +78,33 @@ REPORT = [
     ["--engine", "vllm", "--ctx", "-5"], ["--engine", "vllm", "--parallel", "0"], ["--quant", "Q7_K"],
     ["--n-gpu-layers", "-3"],
 ]
+
+
+SERVE = [["--rate", "0"], ["--output-tokens", "0"], ["--parallel", "0"], ["--engine", "tensorrt"],
+         ["--engine", "llama.cpp", "--tensor-parallel-size", "2"], ["--engine", "vllm", "--rate", "nan"]]
+
+
+@pytest.mark.parametrize("extra", SERVE, ids=[" ".join(a) for a in SERVE])
+def test_serve_plan_refuses_impossible_options(extra: list[str]) -> None:
+    assert_one_line_error(run(["serve-plan", "--gpu", "rtx-4090", "--model", "gemma-3-1b", *extra]))
+
+
+CLUSTERS = ["network: {bandwidth_gbit: 10}\nnodes: [{name: a, host: h, gpus: [rtx-3090]}]\n",
+            "network: {bandwidth_gbit: 10, latency_us: 5}\nnodes: [{name: a, host: h, gpus: [nosuch]}]\n",
+            "network: {bandwidth_gbit: 10, latency_us: 5}\nnodes: [{name: a, host: h, gpus: [rtx-3090]},"
+            " {name: b, host: h, gpus: [rtx-3090]}]\n",
+            "network: {bandwidth_gbit: -1, latency_us: 5}\nnodes: [{name: a, host: h, gpus: [rtx-3090]}]\n",
+            "network: {bandwidth_gbit: 10, latency_us: 5}\nnodes: [{name: a, host: \"\\e[2J\", gpus: [rtx-3090]}]\n",
+            "network: {bandwidth_gbit: 10, latency_us: 5}\nnodes: [{name: a, host: h, gpus: [rtx-3090]}]\nextra: 1\n"]
+
+
+@pytest.mark.parametrize("text", CLUSTERS, ids=[f"cluster{i}" for i in range(len(CLUSTERS))])
+def test_bad_cluster_files(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "cluster.yaml"
+    path.write_text(text)
+    assert_one_line_error(run(["serve-plan", "--hardware", str(path), "--model", "gemma-3-1b"]))
+    assert_one_line_error(run(["serve-plan", "--hardware", str(path), "--model", "gemma-3-1b", "--engine", "vllm"]))
+    assert_one_line_error(run(["check", "--hardware", str(path), "--model", "gemma-3-1b"]))
 
 
 @pytest.mark.parametrize("extra", REPORT, ids=[" ".join(a) for a in REPORT])

@@ -120,7 +120,7 @@ def _cluster(net=IDEAL, per_node: int = 1, gpu: str = "rtx-3090", nodes: int = 2
 def test_rpc_plan_with_an_ideal_network_equals_one_machine() -> None:
     resolved = resolve_model("gemma-3-27b", [])
     settings = RunSettings(n_ctx=16384, n_parallel=2)
-    plan = rpc_plan(_cluster(), resolved, "Q4_K_M", settings, 512, Traffic(128, None), "")
+    plan = rpc_plan(_cluster(), resolved, "Q4_K_M", settings, 512, Traffic(128, None))
     local = check(resolved, ["rtx-3090", "rtx-3090"], quant="Q4_K_M", settings=settings, traffic=Traffic(128, None))
     doc = to_json(local)
     assert [d["total_bytes"] for d in plan.devices] == [d["total_bytes"] for d in doc["memory"]["devices"]]
@@ -129,7 +129,7 @@ def test_rpc_plan_with_an_ideal_network_equals_one_machine() -> None:
     assert plan.performance.aggregate_tokens_per_s == pytest.approx(
         doc["performance"]["aggregate_tokens_per_s"], rel=1e-3)
     slow = rpc_plan(_cluster(replace(IDEAL, bytes_per_s=1.25e8, latency_s=100e-6)), resolved, "Q4_K_M", settings,
-                    512, Traffic(128, None), "")
+                    512, Traffic(128, None))
     assert slow.performance is not None and slow.performance.decode_tokens_per_s < plan.performance.decode_tokens_per_s
     assert slow.network["boundaries_crossing_network"] == 1  # remote GPU first, head last: one boundary
 
@@ -137,7 +137,7 @@ def test_rpc_plan_with_an_ideal_network_equals_one_machine() -> None:
 def test_rpc_network_term_is_the_hidden_state_and_a_round_trip() -> None:
     resolved = resolve_model("gemma-3-27b", [])
     net = replace(IDEAL, bytes_per_s=1.25e9, latency_s=50e-6)
-    plan = rpc_plan(_cluster(net), resolved, "Q4_K_M", RunSettings(n_ctx=8192), 512, Traffic(), "")
+    plan = rpc_plan(_cluster(net), resolved, "Q4_K_M", RunSettings(n_ctx=8192), 512, Traffic())
     hidden = 4 * resolved.spec.n_embd
     assert plan.network["bytes_per_token_per_sequence"] == hidden
     assert plan.network["seconds_per_token"] == pytest.approx(2 * 50e-6 + hidden / 1.25e9)
@@ -224,7 +224,7 @@ def test_cluster_commands_use_real_flags() -> None:
         argv = shlex.split(command.split(" ", 2)[2] if command.startswith("ssh ") else command)
         known = ray_known if argv[0] == "ray" else vllm_known
         assert [o for o in _options(argv) if o not in known] == [], command
-    rpc = rpc_plan(_cluster(), resolved, "Q4_K_M", RunSettings(n_ctx=8192), 512, Traffic(), "")
+    rpc = rpc_plan(_cluster(), resolved, "Q4_K_M", RunSettings(n_ctx=8192), 512, Traffic())
     for command in rpc.commands:
         argv = shlex.split(command.split(" ", 2)[2] if command.startswith("ssh ") else command)
         assert argv[0] in ("ggml-rpc-server", "llama-server")

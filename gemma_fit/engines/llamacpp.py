@@ -97,10 +97,21 @@ def run_check(resolved: ResolvedModel, quant: str, settings: RunSettings, hardwa
     if with_speed and verdict.verdict != "no-go":
         try:
             perf = speed_of(plan, verdict.estimate, hardware, prompt_tokens, output_tokens, request_rate)
+            if perf.serving is not None and perf.serving.max_concurrency == 0:
+                verdict = replace(verdict, reasons=(*verdict.reasons, _slot_too_small(s, verdict.estimate.n_ctx,
+                                                                                     prompt_tokens, output_tokens)))
         except SpeedInputError as exc:
             speed_error = str(exc)
     return CheckResult(resolved, plan, hardware, s, verdict, estimated_file_bytes(plan), perf, speed_error,
                        margin_bytes=margin_bytes, unmodelled=unmodelled)
+
+
+def _slot_too_small(s: RunSettings, n_ctx: int, prompt_tokens: int, output_tokens: int | None) -> str:
+    need = prompt_tokens + (output_tokens or 0)
+    slot = n_ctx if s.kv_unified else n_ctx // max(1, s.n_parallel)
+    return (f"each of the {s.n_parallel} slots holds {slot:,} tokens, fewer than one request's {need:,} (prompt"
+            f"{' + output' if output_tokens else ''}): llama-server rejects such requests; -c "
+            f"{s.n_parallel * need:,} gives every slot room (the speeds are for {s.n_parallel} full slots)")
 
 
 def speed_of(plan: TensorPlan, est: MemoryEstimate, hardware: Hardware, prompt_tokens: int,

@@ -13,6 +13,7 @@ join it). The network has no default: its speed is the user's to state, since it
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,7 +82,7 @@ def is_cluster_file(data: object) -> bool:
     return isinstance(data, dict) and "nodes" in data
 
 
-def parse_cluster(data: object, path: Path, gpu_of) -> Cluster:  # noqa: ANN001 - gpu_of: id -> GPUSpec
+def parse_cluster(data: object, path: Path, gpu_of: Callable[[str], GPUSpec]) -> Cluster:
     """The cluster a file describes; BadInput names the first problem."""
     try:
         entry = ClusterFile.model_validate(data)

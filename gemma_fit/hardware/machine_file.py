@@ -82,6 +82,9 @@ def _where(path: Path, root: Any, key: str) -> str:
 def _precheck(path: Path, data: dict[Any, Any], root: Any) -> None:
     """What must be refused before any work: more GPUs than llama.cpp can use (a file listing 100,000
     of them hung the estimate), and a machine with neither GPUs nor RAM (no capacity to check)."""
+    if "nodes" in data:
+        raise BadInput(f"{shown(path)}: a cluster file (nodes:), several machines: plan it with gemma-fit serve-plan "
+                       f"--hardware {shown(path)} (llama.cpp RPC, or --engine vllm on Ray)")
     raw_gpus = data.get("gpus")
     if isinstance(raw_gpus, list):
         n = sum(gpu_item_count(item) for item in raw_gpus[: MAX_GPUS + 1])

@@ -18,6 +18,7 @@ With an ideal network (infinite bandwidth, no latency) either plan equals the on
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from gemma_fit.base.errors import BadInput
@@ -25,7 +26,7 @@ from gemma_fit.engines.base import EngineResult, EngineSettings
 from gemma_fit.engines.hf_speed import HFLayout, Requests, hf_model_work, hf_performance
 from gemma_fit.engines.llamacpp import CheckResult, run_check
 from gemma_fit.engines.vllm import estimate_vllm
-from gemma_fit.hardware.cluster import Cluster
+from gemma_fit.hardware.cluster import Cluster, Node
 from gemma_fit.hardware.select import Hardware, select_hardware
 from gemma_fit.memory.placement import CPU
 from gemma_fit.memory.settings import RunSettings
@@ -54,12 +55,13 @@ class ClusterPlan:
     settings: dict[str, Any]
 
 
-def _hardware(ids: list[str], dirs: tuple) -> Hardware:  # noqa: ANN001
+def _hardware(ids: list[str], dirs: tuple[Path, ...]) -> Hardware:
     return select_hardware(ids, None, dirs)
 
 
 def rpc_plan(cluster: Cluster, resolved: ResolvedModel, quant: str, settings: RunSettings, prompt_tokens: int,
-             traffic: Traffic, model_path: str, hardware_dirs: tuple = ()) -> ClusterPlan:  # noqa: ANN001
+             traffic: Traffic, hardware_dirs: tuple[Path, ...] = ()) -> ClusterPlan:
+    """llama-server on the head with every other node's GPUs as RPC devices (in front of the head's own)."""
     remote = [g for n in cluster.nodes[1:] for g in n.gpus]
     head = list(cluster.nodes[0].gpus)
     owners = [n for n in cluster.nodes[1:] for _ in n.gpus] + [cluster.nodes[0]] * len(head)
@@ -95,8 +97,7 @@ def rpc_plan(cluster: Cluster, resolved: ResolvedModel, quant: str, settings: Ru
                     for o, d in zip(owners, est.devices, strict=True))
     workers = [f"ssh {n.host} ggml-rpc-server -H 0.0.0.0 -p {RPC_PORT}" for n in cluster.nodes[1:]]
     rpc = ",".join(f"{n.host}:{RPC_PORT}" for n in cluster.nodes[1:])
-    server = r.verdict.server_command.replace(f"-m {r.verdict.server_command.split(' -m ')[1].split(' ')[0]}",
-                                              f"-m {model_path}", 1) if model_path else r.verdict.server_command
+    server = r.verdict.server_command
     commands = (*workers, f"{server} --rpc {rpc}" if rpc else server)
     network = {"bandwidth_gbit": net.bytes_per_s * 8 / 1e9, "latency_us": net.latency_s * 1e6,
                "boundaries_crossing_network": crossings,
@@ -109,7 +110,7 @@ def rpc_plan(cluster: Cluster, resolved: ResolvedModel, quant: str, settings: Ru
     return ClusterPlan("llama.cpp", r.verdict.verdict, devices, network, perf, commands, reasons, settings_doc)
 
 
-def _node_crossings(layer_device: list[int], owners: list) -> int:  # noqa: ANN001
+def _node_crossings(layer_device: list[int], owners: list[Node]) -> int:
     """Layer boundaries whose two devices sit in different nodes (CPU layers are on the head)."""
     def node(d: int) -> str:
         return owners[-1].host if d == CPU else owners[d].host
@@ -141,14 +142,16 @@ def stage_spec(spec: ModelSpec, start: int, count: int) -> ModelSpec:
     return replace(spec, layers=layers)
 
 
-def ray_plan(cluster: Cluster, resolved: ResolvedModel, es: EngineSettings, hardware_dirs: tuple = (),
-             tp: int | None = None, pp: int | None = None) -> ClusterPlan:  # noqa: ANN001
+def ray_plan(cluster: Cluster, resolved: ResolvedModel, es: EngineSettings, hardware_dirs: tuple[Path, ...] = (),
+             tp: int | None = None, pp: int | None = None) -> ClusterPlan:
+    """vLLM on Ray: tp GPUs per stage (default: per node), pp stages (default: the nodes), one stage per node."""
     counts = {len(n.gpus) for n in cluster.nodes}
     tp = tp or min(counts)
     pp = pp or len(cluster.nodes)
     if pp > len(cluster.nodes) or any(len(n.gpus) < tp for n in cluster.nodes[:pp]):
         raise BadInput(f"--tensor-parallel-size {tp} x --pipeline-parallel-size {pp} needs {tp} GPUs on each of "
-                       f"{pp} nodes")
+                       f"{pp} nodes; the cluster has {len(cluster.nodes)} nodes with "
+                       f"{', '.join(str(len(n.gpus)) for n in cluster.nodes)} GPUs")
     spec = resolved.spec
     parts = pp_partition(spec.n_layer, pp)
     results: list[EngineResult] = []

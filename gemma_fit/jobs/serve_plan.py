@@ -108,7 +108,7 @@ def _cluster(cluster: Cluster, model: str, quant: str | None, settings: RunSetti
         if tp or pp:
             raise BadInput("--tensor-parallel-size / --pipeline-parallel-size are vLLM's; llama.cpp RPC splits "
                            "layers over every node's GPUs")
-        plan = rpc_plan(cluster, resolved, quant or "Q4_K_M", settings, prompt_tokens, traffic, "", hardware_dirs)
+        plan = rpc_plan(cluster, resolved, quant or "Q4_K_M", settings, prompt_tokens, traffic, hardware_dirs)
     elif engine.strip().lower() == "vllm":
         es = engine_settings("vllm", quant or "bf16", settings, prompt_tokens=prompt_tokens,
                              output_tokens=traffic.output_tokens, request_rate=traffic.rate_per_s)

@@ -157,6 +157,22 @@ def _perf_rows(perf: dict[str, Any] | None) -> list[tuple[str, str]]:
                      ", ".join(f"-sm {k}: {v:.1f} tokens/s" for k, v in modes.items())))
     if perf.get("bottleneck"):
         rows.append(("bottleneck", str(perf["bottleneck"])))
+    return rows + _serving_rows(perf.get("serving"))
+
+
+def _serving_rows(sv: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """Many requests at once (docs/serving.md): the aggregate, and the traffic answer where a rate was given."""
+    if not sv or (sv["n_parallel"] <= 1 and not sv.get("output_tokens")):
+        return []
+    what = "prefill included" if sv["includes_prefill"] else "decode only"
+    rows = [(f"{sv['n_parallel']} concurrent requests", f"{sv['aggregate_tokens_per_s']:.1f} tokens/s together "
+             f"({what}), {sv['per_user_tokens_per_s']:.1f} each; the KV cache holds {sv['max_concurrency']}")]
+    t = sv.get("traffic")
+    if t:
+        ttft = f", time to first token p50 {t['ttft_p50_s']:.2f} s / p95 {t['ttft_p95_s']:.2f} s" \
+            if t.get("ttft_p50_s") is not None else ""
+        rows.append((f"{t['rate_per_s']:g} requests/s", f"{'holds' if t['holds'] else 'does not hold'}: "
+                     f"{t['reason']}{ttft}"))
     return rows
 
 

@@ -116,7 +116,9 @@ def llamacpp_serving(plan: TensorPlan, est: MemoryEstimate, hardware: Hardware, 
                      prompt_tokens: int, output_tokens: int | None, rate_per_s: float | None) -> Serving:
     """llama-server with -np N slots: N concurrent requests at most; more wait for a free slot."""
     need = prompt_tokens + (output_tokens or 0)
-    pipe = llamacpp_pipeline(plan, est, hardware, prompt_tokens + (output_tokens or 0) // 2)
+    n = max(1, est.settings.n_parallel)
+    slot = est.n_ctx if est.settings.kv_unified else est.n_ctx // n
+    # each slot's context grows to its request's length, or to the slot's size where the request does not fit
+    pipe = llamacpp_pipeline(plan, est, hardware, min(prompt_tokens + (output_tokens or 0) // 2, max(1, slot)))
     held = slots_holding(est, need)
-    return serve(pipe, prefill_tps, est.settings.n_parallel, prompt_tokens, output_tokens, rate_per_s,
-                 max(1, held), held)
+    return serve(pipe, prefill_tps, n, prompt_tokens, output_tokens, rate_per_s, max(1, held or n), held)

@@ -163,10 +163,12 @@ SCALING_POINTS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 def serve(pipe: Pipeline, prefill_tps: float, n_parallel: int, prompt_tokens: int, output_tokens: int | None,
           rate_per_s: float | None, max_batch: int, max_concurrency: int | None) -> Serving:
     """The serving answer at n_parallel concurrent requests (closed loop when output_tokens is given, pure decode
-    otherwise) and, with a rate, the open-loop answer with the batch capped at max_batch."""
+    otherwise) and, with a rate, the open-loop answer with the batch capped at max_batch. Past what the KV cache
+    holds (max_concurrency) requests wait their turn; where it holds none (a llama-server slot smaller than one
+    request) the figure stays that of n_parallel sequences and the reasons say the requests do not fit."""
     n = max(1, n_parallel)
-    if max_concurrency is not None:  # past what the KV cache holds, requests wait their turn
-        n = max(1, min(n, max_concurrency))
+    if max_concurrency:
+        n = min(n, max_concurrency)
     closed = open_ = None
     if output_tokens:
         closed = closed_loop(pipe, prefill_tps, Workload(prompt_tokens, output_tokens, n))
