@@ -30,8 +30,8 @@ sys.path.insert(0, str(ROOT))
 import yaml  # noqa: E402
 
 from gemma_fit.engines.hf_speed import HFModelWork, hf_model_work, hf_pipeline, hf_prefill_tps  # noqa: E402
-from gemma_fit.engines.vllm import batch_defaults  # noqa: E402
 from gemma_fit.engines.llamacpp import run_check  # noqa: E402
+from gemma_fit.engines.vllm import batch_defaults  # noqa: E402
 from gemma_fit.hardware.select import select_hardware  # noqa: E402
 from gemma_fit.memory.settings import RunSettings  # noqa: E402
 from gemma_fit.model.catalog import resolve_model  # noqa: E402
@@ -138,8 +138,8 @@ def _report(name: str, rows: list[dict[str, str]], predict, fit) -> object:  # n
             meas = float(r["aggregate_tps"])
             pred, pred_out = predict(r, terms), predict(r, held)
             e = (pred / meas - 1) * 100
-            print(f"  {setup:48s} N={int(r['concurrency']):4d}  measured {meas:8.1f}  predicted {pred:8.1f} ({e:+6.1f}%)"
-                  f"  left out {pred_out:8.1f} ({(pred_out / meas - 1) * 100:+6.1f}%)  [{r['use']}]")
+            print(f"  {setup:48s} N={int(r['concurrency']):4d}  measured {meas:8.1f}  predicted {pred:8.1f} "
+                  f"({e:+6.1f}%)  left out {pred_out:8.1f} ({(pred_out / meas - 1) * 100:+6.1f}%)  [{r['use']}]")
             if r["use"] in ("fit", "check"):
                 errs.append(abs(e))
                 loso.append(abs(pred_out / meas - 1) * 100)

@@ -325,3 +325,30 @@ def test_every_command_in_the_golden_outputs_is_runnable() -> None:
             seen += 1
             assert _check_command(command, lists) == [], (case, command)
     assert seen > 100
+
+
+def test_serving_terms_are_the_fit_of_the_published_runs() -> None:
+    """model_db/engines/speed.yaml (vLLM) and model_db/llamacpp/batched_decode.yaml are what
+    benchmarks/fit_serving.py fits on benchmarks/data/serving_runs.csv, and the fit holds its runs."""
+    import sys
+    from statistics import median
+
+    import yaml
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import fit_serving
+
+    runs = fit_serving.runs()
+    vllm = [r for r in runs if r["engine"] == "vllm" and r["use"] == "fit"]
+    llama = [r for r in runs if r["engine"] == "llama.cpp" and r["use"] == "fit"]
+    terms = fit_serving.fit_vllm(vllm)
+    committed = yaml.safe_load(fit_serving.VLLM_YAML.read_text())["vllm"]["default"]
+    assert {k: round(v, 4) for k, v in terms.items()} == committed
+    fraction = fit_serving.fit_llamacpp(llama)
+    assert yaml.safe_load(fit_serving.LLAMA_YAML.read_text())["terms"]["matmul_fraction_of_prefill"] == fraction
+    err = [abs(fit_serving.predict_vllm(r, terms) / float(r["aggregate_tps"]) - 1) for r in vllm]
+    assert median(err) < 0.10
+    err = [abs(fit_serving.predict_llamacpp(r, fraction) / float(r["aggregate_tps"]) - 1) for r in llama]
+    assert median(err) < 0.10
+    checks = [r for r in runs if r["engine"] == "vllm" and r["use"] == "check"]
+    assert median(abs(fit_serving.predict_vllm(r, terms) / float(r["aggregate_tps"]) - 1) for r in checks) < 0.25

@@ -124,7 +124,8 @@ def transformers_rounds(plan: dict, batches: list[int], prompt: int, gen: int) -
                            num_hidden_layers=g("block_count"), num_attention_heads=g("attention.head_count"),
                            num_key_value_heads=g("attention.head_count_kv"), head_dim=g("attention.key_length"),
                            sliding_window=g("attention.sliding_window"), vocab_size=262144)
-    model = AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.bfloat16).cuda().eval()
+    with torch.device("cuda"):  # initialised on the GPU: a 27B model's random init on the CPU takes minutes
+        model = AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.bfloat16).eval()
     out = []
     for b in batches:
         ids = torch.full((b, prompt), TOKEN, dtype=torch.long, device="cuda")

@@ -99,7 +99,7 @@ def rpc_plan(cluster: Cluster, resolved: ResolvedModel, quant: str, settings: Ru
     rpc = ",".join(f"{n.host}:{RPC_PORT}" for n in cluster.nodes[1:])
     server = r.verdict.server_command
     commands = (*workers, f"{server} --rpc {rpc}" if rpc else server)
-    network = {"bandwidth_gbit": net.bytes_per_s * 8 / 1e9, "latency_us": net.latency_s * 1e6,
+    network = {"bandwidth_gbit": round(net.bytes_per_s * 8 / 1e9, 6), "latency_us": round(net.latency_s * 1e6, 3),
                "boundaries_crossing_network": crossings,
                "bytes_per_token_per_sequence": crossings * hidden,
                "seconds_per_token": crossings * (2 * net.latency_s) + crossings * (net.seconds(hidden) - net.latency_s)}
@@ -194,7 +194,7 @@ def ray_plan(cluster: Cluster, resolved: ResolvedModel, es: EngineSettings, hard
                 *(f"ssh {n.host} ray start --address {head}:{RAY_PORT}" for n in cluster.nodes[1:pp]),
                 serve_cmd)
     hidden = 2.0 * spec.n_embd
-    network = {"bandwidth_gbit": net.bytes_per_s * 8 / 1e9, "latency_us": net.latency_s * 1e6,
+    network = {"bandwidth_gbit": round(net.bytes_per_s * 8 / 1e9, 6), "latency_us": round(net.latency_s * 1e6, 3),
                "boundaries_crossing_network": pp - 1, "bytes_per_token_per_sequence": (pp - 1) * hidden,
                "seconds_per_token": (pp - 1) * net.seconds(hidden)}
     reasons = (f"{pp} pipeline stages of {', '.join(map(str, parts))} layers, tensor parallel {tp} in each node",
