@@ -352,3 +352,25 @@ def test_serving_terms_are_the_fit_of_the_published_runs() -> None:
     assert median(err) < 0.10
     checks = [r for r in runs if r["engine"] == "vllm" and r["use"] == "check"]
     assert median(abs(fit_serving.predict_vllm(r, terms) / float(r["aggregate_tps"]) - 1) for r in checks) < 0.25
+
+
+@pytest.mark.parametrize("engine,quant", [("vllm", "bf16"), ("vllm", "fp8"), ("transformers", "bnb-4bit"),
+                                          ("ollama", "Q4_K_M"), ("llama.cpp", "Q4_K_M")])
+def test_every_gpu_gets_an_answer_or_one_line(engine: str, quant: str) -> None:
+    """Every GPU in the database, with traffic: a document (speed or not) or BadInput, never another exception (an
+    Apple GPU under vLLM, an AMD compute capability such as gfx942, a GPU without a tensor-rate figure)."""
+    from gemma_fit.hardware.snapshot import known_hardware
+
+    answered = 0
+    for gpu in sorted(known_hardware().gpus):
+        try:
+            doc = to_json(check("gemma-3-4b", gpu, quant=quant, engine=engine, traffic=Traffic(64, 0.5),
+                                settings=RunSettings(n_ctx=8192 if engine == "llama.cpp" else 0, n_parallel=4)))
+        except BadInput:
+            continue
+        answered += 1
+        perf = doc["performance"]
+        if perf is not None:  # transformers' generate is no server: a rate has no answer there
+            assert perf["aggregate_tokens_per_s"] > 0
+            assert engine == "transformers" or perf["serving"]["traffic"]["replicas"] >= 1
+    assert answered > 50

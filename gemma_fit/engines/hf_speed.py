@@ -77,8 +77,8 @@ def kv_read_bytes(w: HFModelWork, context: int) -> float:
 def matrix_tflops(g: GPUSpec, quant: str, engine: str) -> float:
     """Dense matrix TFLOPS the engine's kernels for this weight format run at (module docstring)."""
     fp16 = g.fp16_tensor_tflops or g.fp32_tflops or 0.0
-    cc = float(g.compute_capability) if g.compute_capability else 0.0
     if engine == "vllm" and g.backend == "cuda":
+        cc = float(g.compute_capability) if g.compute_capability else 0.0
         if quant == "fp8" and cc >= 8.9 and g.int8_tensor_tops:
             return g.int8_tensor_tops
         if quant == "nvfp4" and cc >= 10.0 and g.int8_tensor_tops:
@@ -185,9 +185,12 @@ class Requests:
 
 
 def hf_performance(engine: str, w: HFModelWork, lay: HFLayout, req: Requests, weights_bytes: int,
-                   extra_notes: tuple[str, ...] = ()) -> Performance:
-    """Decode, prefill, time to first token, load and the serving answer of an HF engine's plan."""
+                   extra_notes: tuple[str, ...] = ()) -> Performance | None:
+    """Decode, prefill, time to first token, load and the serving answer of an HF engine's plan; None where a GPU
+    lacks the bandwidth or matrix-rate figure the model needs (no speed model for it)."""
     gpus, quant, tp, pp = lay.gpus, lay.quant, lay.tp, lay.pp
+    if any(not g.memory_bandwidth_gbps or not matrix_tflops(g, quant, engine) for g in gpus):
+        return None
     prompt_tokens, output_tokens, n_parallel = req.prompt_tokens, req.output_tokens, req.n_parallel
     t = _terms(engine, quant)
 

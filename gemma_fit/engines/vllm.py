@@ -88,6 +88,8 @@ NON_TORCH_BYTES = 1 * GIB
 # (vllm/v1/worker/gpu_model_runner.py profile_cudagraph_memory: first capture + (n - 1) x per-graph, >= 1 MiB
 # per graph) and subtracts it (vllm/envs.py VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS default 1).
 CUDA_GRAPH_BYTES = 512 * MIB
+# vllm/platforms/__init__.py: the CUDA, ROCm and XPU platforms (and TPU, CPU), not Apple's Metal nor Vulkan
+VLLM_BACKENDS = ("cuda", "rocm", "sycl")
 ASYNC_CONCURRENT_BATCHES = 2  # vllm/config/vllm.py max_concurrent_batches with async scheduling
 SAMPLER_COPIES = 2  # fp32 logits + probabilities in the dummy sampler run
 UNSUPPORTED = {"bnb-8bit": "vLLM 0.33.0 has no bitsandbytes quantization; use awq-int4, gptq-int4, fp8 or nvfp4",
@@ -225,6 +227,11 @@ def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSett
     devices = tuple(hardware.gpus)
     if not devices:
         raise BadInput("--engine vllm needs a GPU (vLLM's CPU backend is not modelled); use --engine llama.cpp")
+    other = [d for d in devices if d.backend not in VLLM_BACKENDS]
+    if other:
+        hint = "--backend sycl (Intel's XPU), or " if other[0].vendor == "intel" else ""
+        raise BadInput(f"--engine vllm runs on CUDA, ROCm and Intel XPU GPUs; {other[0].name} is a {other[0].backend} "
+                       f"device here ({hint}--engine llama.cpp or ollama)")
     tp = s.tensor_parallel_size
     if tp < 1 or tp > len(devices):
         raise BadInput(f"--tensor-parallel-size {tp} needs {tp} GPUs; {len(devices)} given")
