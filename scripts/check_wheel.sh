@@ -42,4 +42,11 @@ step "recommend and buy from the installed quality and price data"
 "$gf" buy --model gemma-3-27b --ctx 32768 --budget 1000 --segment consumer --json > "$work/buy.json"
 "$work/venv/bin/python" -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["options"][0]["price_usd"], d' "$work/buy.json"
 "$gf" check --gpu rtx-4090 --model gemma-4-E4B --images 1 > /dev/null
+step "serving speed from the installed engine terms, and a cluster plan"
+"$gf" check --gpu h100-sxm --model gemma-3-27b --engine vllm --parallel 16 --ctx 8192 --output-tokens 256 --json \
+    > "$work/vllm.json"
+"$work/venv/bin/python" -c 'import json,sys; p=json.load(open(sys.argv[1]))["performance"]; assert p["aggregate_tokens_per_s"] > p["decode_tokens_per_s"] > 0, p' "$work/vllm.json"
+printf 'name: two boxes\nnetwork: {bandwidth_gbit: 10, latency_us: 50}\nnodes:\n  - {name: head, host: 10.0.0.1, gpus: [rtx-3090]}\n  - {name: worker, host: 10.0.0.2, gpus: [rtx-3090]}\n' > "$work/cluster.yaml"
+"$gf" serve-plan --hardware "$work/cluster.yaml" --model gemma-3-27b --quant q4_k_m --parallel 2 --rate 0.2 --json > "$work/plan.json"
+"$work/venv/bin/python" -c 'import json,sys; d=json.load(open(sys.argv[1])); assert "--rpc 10.0.0.2:50052" in d["commands"][-1] and d["network"]["boundaries_crossing_network"] == 1, d["commands"]' "$work/plan.json"
 step "ok: the wheel installs and runs outside the checkout"
