@@ -374,3 +374,16 @@ def test_every_gpu_gets_an_answer_or_one_line(engine: str, quant: str) -> None:
             assert perf["aggregate_tokens_per_s"] > 0
             assert engine == "transformers" or perf["serving"]["traffic"]["replicas"] >= 1
     assert answered > 50
+
+
+def test_middle_pipeline_stages_hold_no_embedding() -> None:
+    resolved = resolve_model("gemma-3-27b", [])
+    es = engine_settings("vllm", "bf16", RunSettings(n_ctx=8192), prompt_tokens=512)
+    plan = ray_plan(_cluster(nodes=4), resolved, es)
+    stages = list(plan.devices)
+    assert [d["layers"] for d in stages] == [15, 16, 16, 15]
+    embedding = 2 * resolved.spec.n_vocab * resolved.spec.n_embd  # bf16
+    assert stages[0]["weights_bytes"] == stages[3]["weights_bytes"]  # 15 layers and one embedding copy each
+    assert stages[1]["weights_bytes"] == stages[2]["weights_bytes"]  # 16 layers, no embedding
+    # the first stage: one layer fewer than a middle one, and the embedding
+    assert 0 < stages[0]["weights_bytes"] - stages[1]["weights_bytes"] < embedding

@@ -9,7 +9,8 @@ exactly as for the same GPUs in one machine. Per token each boundary between nod
 
 vLLM on Ray: tensor parallel inside a node (all-reduces stay on NVLink/PCIe), pipeline parallel across nodes
 (vllm/distributed/utils.py get_pp_indices: layers split evenly, the remainder to the stages before the last;
-with tied embeddings the last stage holds its own copy of the embedding for the logits). Each stage's memory is
+with tied embeddings the last stage holds its own copy of the embedding for the logits, and the stages between hold
+neither). Each stage's memory is
 vLLM's rule for its layers on its node; the KV pool serves as many requests as the smallest stage's holds. Per
 step each boundary carries the hidden state (bf16) one way.
 With an ideal network (infinite bandwidth, no latency) either plan equals the one-machine plan of its GPUs.
@@ -160,6 +161,8 @@ def ray_plan(cluster: Cluster, resolved: ResolvedModel, es: EngineSettings, hard
     for k, n_layers in enumerate(parts):
         node = cluster.nodes[k]
         sub = stage_spec(spec, start, n_layers)
+        if 0 < k < pp - 1:  # a middle stage holds neither the embedding nor the logits (vLLM's PPMissingLayer)
+            sub = replace(sub, n_vocab=0)
         stages.append(sub)
         hw = _hardware([g.id for g in node.gpus[:tp]], hardware_dirs)
         results.append(estimate_vllm(resolved, sub, replace(es, tensor_parallel_size=tp), hw))
