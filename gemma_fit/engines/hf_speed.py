@@ -23,7 +23,7 @@ from gemma_fit.engines.base import LINEAR_BYTES_PER_PARAM, kv_layers, param_brea
 from gemma_fit.hardware.spec import GPUSpec
 from gemma_fit.model.spec import ModelSpec
 from gemma_fit.speed.batch import Pipeline, StageWork, stage_step_s
-from gemma_fit.speed.predict import Performance
+from gemma_fit.speed.predict import DEFAULT_DISK_READ_GBPS, Performance
 from gemma_fit.speed.traffic import serve
 
 
@@ -154,9 +154,6 @@ def hf_prefill_tps(w: HFModelWork, g: GPUSpec, quant: str, engine: str, prompt: 
     return prompt / seconds if seconds else 0.0
 
 
-DEFAULT_DISK_GBPS = 7.0  # NVMe PCIe 4.0 x4 (hardware_db/storage.yaml nvme-gen4), as llama.cpp's load time assumes
-
-
 @dataclass(frozen=True)
 class HFLayout:
     """How an HF engine spreads the model: tp ranks per stage, pp stages, and the links between them."""
@@ -203,7 +200,7 @@ def hf_performance(engine: str, w: HFModelWork, lay: HFLayout, req: Requests, we
     step1 = single.step_s(1)
     serving = serve(pipe, prefill, n_parallel, prompt_tokens, output_tokens, req.rate, max(1, req.max_batch),
                     req.max_concurrency)
-    disk_s = weights_bytes / (DEFAULT_DISK_GBPS * 1e9)
+    disk_s = weights_bytes / (DEFAULT_DISK_READ_GBPS * 1e9)
     startup = float(speed_terms()[engine].get("startup_s_budget", 0.0))
     g = gpus[0]
     bound = serving.bound
@@ -213,8 +210,8 @@ def hf_performance(engine: str, w: HFModelWork, lay: HFLayout, req: Requests, we
     notes = (f"{engine} kernels: {t['bandwidth_efficiency']:g} of datasheet bandwidth, {t['compute_efficiency']:g} of "
              f"the {quant} matrix rate ({matrix_tflops(g, quant, engine):g} TFLOPS), {t['step_overhead_s'] * 1e3:g} ms "
              f"per step + {t['per_layer_s'] * 1e3:g} ms per layer (model_db/engines/speed.yaml)",
-             f"load: {weights_bytes / 1e9:.1f} GB from an NVMe Gen4 disk ({DEFAULT_DISK_GBPS:g} GB/s) + {startup:g} s "
-             f"of {engine} start-up (a budget, not measured)", *extra_notes)
+             f"load: {weights_bytes / 1e9:.1f} GB from an NVMe Gen4 disk ({DEFAULT_DISK_READ_GBPS:g} GB/s) + "
+             f"{startup:g} s of {engine} start-up (a budget, not measured)", *extra_notes)
     return Performance(
         decode_tokens_per_s=1.0 / step1, prefill_tokens_per_s=prefill, ttft_s=prompt_tokens / prefill + step1,
         load_s=disk_s + startup, bottleneck=f"decode is bound by {g.name} {what}", prompt_tokens=prompt_tokens,

@@ -33,6 +33,7 @@ from gemma_fit.memory.placement import CPU
 from gemma_fit.memory.settings import RunSettings
 from gemma_fit.model.catalog import ResolvedModel
 from gemma_fit.model.spec import ModelSpec
+from gemma_fit.present.documents import device_json, llama_device_json
 from gemma_fit.speed.batch import Pipeline
 from gemma_fit.speed.calibration import split_terms
 from gemma_fit.speed.links import default_attachment, peer_link
@@ -91,10 +92,7 @@ def rpc_plan(cluster: Cluster, resolved: ResolvedModel, quant: str, settings: Ru
         perf = replace(perf, decode_tokens_per_s=single, prefill_tokens_per_s=prefill,
                        ttft_s=prefill_s + 1.0 / single, serving=sv,
                        notes=(*perf.notes, f"{crossings} layer boundaries cross the network per token"))
-    devices = tuple({"node": o.name, "host": o.host, "id": d.id, "name": d.name, "weights_bytes": d.weights_bytes,
-                     "kv_cache_bytes": d.kv_cache_bytes, "compute_bytes": d.compute_bytes,
-                     "overhead_bytes": d.overhead_bytes, "total_bytes": d.total_bytes,
-                     "capacity_bytes": d.capacity_bytes, "headroom_bytes": d.headroom_bytes}
+    devices = tuple({"node": o.name, "host": o.host, **llama_device_json(d)}
                     for o, d in zip(owners, est.devices, strict=True))
     workers = [f"ssh {n.host} ggml-rpc-server -H 0.0.0.0 -p {RPC_PORT}" for n in cluster.nodes[1:]]
     rpc = ",".join(f"{n.host}:{RPC_PORT}" for n in cluster.nodes[1:])
@@ -184,12 +182,8 @@ def ray_plan(cluster: Cluster, resolved: ResolvedModel, es: EngineSettings, hard
         req = Requests(es.prompt_tokens, es.output_tokens, es.request_rate, es.max_num_seqs or 1,
                        min(int(first.extras["max_num_seqs"]), max(1, held)), held)
         perf = hf_performance("vllm", hf_model_work(spec), layout, req, sum(x.weights_total_bytes for x in results))
-    devices = tuple({"node": cluster.nodes[k].name, "host": cluster.nodes[k].host, "stage": k,
-                     "layers": parts[k], "id": d.id, "name": d.name, "weights_bytes": d.weights_bytes,
-                     "kv_cache_bytes": d.kv_cache_bytes, "compute_bytes": d.activation_bytes,
-                     "overhead_bytes": d.overhead_bytes + d.cuda_graph_bytes, "total_bytes": d.total_bytes,
-                     "capacity_bytes": d.capacity_bytes, "headroom_bytes": d.headroom_bytes}
-                    for k, x in enumerate(results) for d in x.devices)
+    devices = tuple({"node": cluster.nodes[k].name, "host": cluster.nodes[k].host, "stage": k, "layers": parts[k],
+                     **device_json(d)} for k, x in enumerate(results) for d in x.devices)
     head = cluster.nodes[0].host
     serve_cmd = first.command.replace(f"--tensor-parallel-size {tp} ", "")
     serve_cmd += f" --tensor-parallel-size {tp} --pipeline-parallel-size {pp} --distributed-executor-backend ray"

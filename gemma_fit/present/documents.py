@@ -27,7 +27,7 @@ RANKING_SORT = ("verdict (go, tight, offload, no-go), then estimated decode spee
                 "gives one, then memory bandwidth (what bounds decode speed), then headroom; price is not considered")
 
 
-def _device_json(d: EngineDevice) -> dict[str, Any]:
+def device_json(d: EngineDevice) -> dict[str, Any]:
     return {"id": d.id, "name": d.name, "weights_bytes": d.weights_bytes, "kv_cache_bytes": d.kv_cache_bytes,
             "compute_bytes": d.activation_bytes, "overhead_bytes": d.overhead_bytes + d.cuda_graph_bytes,
             "total_bytes": d.total_bytes, "capacity_bytes": d.capacity_bytes, "headroom_bytes": d.headroom_bytes,
@@ -66,7 +66,7 @@ def engine_check_json(r: EngineResult) -> dict[str, Any]:
                   "n_ctx_train": spec.n_ctx_train},
         "hardware": {"name": r.hardware_label, "gpus": [d.id for d in r.devices]},
         "settings": _settings_json(r),
-        "memory": {"devices": [_device_json(d) for d in r.devices], "host": host},
+        "memory": {"devices": [device_json(d) for d in r.devices], "host": host},
         "verdict": r.verdict,
         "reasons": list(r.reasons),
         "max_ctx_fit": r.max_ctx_fit,
@@ -138,7 +138,7 @@ def _performance_json(r: CheckResult) -> dict[str, Any] | None:
     return performance_json(r.performance)
 
 
-def _llama_device_json(d: DeviceMemory) -> dict[str, Any]:
+def llama_device_json(d: DeviceMemory) -> dict[str, Any]:
     return {"id": d.id, "name": d.name, "weights_bytes": d.weights_bytes, "kv_cache_bytes": d.kv_cache_bytes,
             "compute_bytes": d.compute_bytes, "overhead_bytes": d.overhead_bytes, "mmproj_bytes": d.mmproj_bytes,
             "total_bytes": d.total_bytes, "capacity_bytes": d.capacity_bytes, "headroom_bytes": d.headroom_bytes}
@@ -176,7 +176,7 @@ def check_json(r: CheckResult) -> dict[str, Any]:
                      "n_layers_total": spec.n_layer + 1, "swa_full": s.swa_full, "kv_unified": s.kv_unified,
                      "kv_cells": est.kv.base_cells, "kv_cells_swa": est.kv.swa_cells,
                      "n_cpu_moe": s.n_cpu_moe, "cpu_moe": s.cpu_moe, "override_tensor": list(s.override_tensor)},
-        "memory": {"devices": [_llama_device_json(d) for d in est.devices], "host": _host_json(est.host),
+        "memory": {"devices": [llama_device_json(d) for d in est.devices], "host": _host_json(est.host),
                    **_pool_json(est.unified_pool)},
         "verdict": v.verdict,
         "reasons": list(v.reasons),
