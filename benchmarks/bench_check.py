@@ -16,7 +16,7 @@ import sys
 import time
 
 CONTEXTS = (4096, 8192, 32768, 65536, 131072)
-COLD = [sys.executable, "-c", "from gemma_fit.cli.app import main; main()", "check", "--gpu", "a4000", "--model", "9b",
+COLD = [sys.executable, "-c", "from gemma_fit.cli.entry import main; main()", "check", "--gpu", "a4000", "--model", "9b",
         "--quant", "q5_k_m", "--json"]
 MATRIX = f"""
 import time

@@ -38,7 +38,7 @@ from gemma_fit.gguf.tensors import build_plan
 from gemma_fit.gguf.writer import write_synthetic_gguf
 from gemma_fit.model.catalog import entry_spec, load_model_db
 
-CLI = [sys.executable, "-c", "from gemma_fit.cli.app import main; main()"]
+CLI = [sys.executable, "-c", "from gemma_fit.cli.entry import main; main()"]
 
 
 def _s(x: str) -> bytes:

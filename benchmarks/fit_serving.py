@@ -38,7 +38,7 @@ from gemma_fit.model.catalog import resolve_model  # noqa: E402
 from gemma_fit.speed.calibration import split_terms  # noqa: E402
 from gemma_fit.speed.links import default_attachment, peer_link  # noqa: E402
 from gemma_fit.speed.serve_llamacpp import llamacpp_pipeline  # noqa: E402
-from gemma_fit.speed.traffic import Workload, closed_loop  # noqa: E402
+from gemma_fit.speed.traffic import LoadPoint, closed_loop  # noqa: E402
 
 RUNS = ROOT / "benchmarks" / "data" / "serving_runs.csv"
 ARCHS = ROOT / "benchmarks" / "data" / "serving_archs.yaml"
@@ -83,7 +83,7 @@ def predict_vllm(r: dict[str, str], terms: dict[str, float]) -> float:
                        link_gbps=link.per_direction_gbps if link else 0.0,
                        link_latency_s=split_terms()["tensor_allreduce_s"] if link else 0.0, terms=terms)
     prefill = hf_prefill_tps(w, g, r["quant"], "vllm", p, tokens, tp, terms=terms)
-    return closed_loop(pipe, prefill, Workload(p, o, min(n, seqs))).aggregate_tokens_per_s
+    return closed_loop(pipe, prefill, LoadPoint(p, o, min(n, seqs))).aggregate_tokens_per_s
 
 
 @cache
@@ -96,7 +96,7 @@ def _llama_check(gpu: str, arch: str, quant: str, n: int, n_ctx: int):  # noqa: 
 def predict_llamacpp(r: dict[str, str], fraction: float) -> float:
     p, o, n = int(r["input_len"]), int(r["output_len"]), int(r["concurrency"])
     hw, c = _llama_check(r["gpu"], r["arch"], r["quant"], n, n * (p + o))
-    return llamacpp_pipeline(c.plan, c.verdict.estimate, hw, p + o // 2, fraction).aggregate_tokens_per_s(n)
+    return llamacpp_pipeline(c.detail.plan, c.detail.estimate, hw, p + o // 2, fraction).aggregate_tokens_per_s(n)
 
 
 def _err(pred: float, meas: float) -> float:

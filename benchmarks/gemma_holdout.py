@@ -50,7 +50,7 @@ def predict(row: dict[str, str], kind: str, n: int) -> float:
     prompt = max(1, n // 2) if kind == "decode" else n
     result = run_check(resolve_model(row["model"]), row["quant"], settings, hw, prompt_tokens=prompt)
     if result.performance is None:
-        raise BadInput(result.speed_error or f"verdict {result.verdict.verdict}")
+        raise BadInput(result.detail.speed_error or f"verdict {result.verdict}")
     perf = result.performance
     return perf.decode_tokens_per_s if kind == "decode" else perf.prefill_tokens_per_s
 

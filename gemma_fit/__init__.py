@@ -1,7 +1,8 @@
-"""gemma-fit: will a Gemma model run on this hardware under llama.cpp, and how well.
+"""gemma-fit: will a Gemma model run on this hardware, and how well.
 
-The Python API (gemma_fit.api, loaded on first use so that `import gemma_fit` stays cheap):
-`check`, `report`, `inspect`, `to_json`, `RunSettings`, and the result and error types.
+The Python API (gemma_fit.api, loaded on first use so that `import gemma_fit` stays cheap): a function for every
+command (`check`, `report`, `recommend`, `buy`, `serve_plan`, `inspect`, `smoke` ...), `to_json`, the settings
+types and the result and error types.
 """
 
 from __future__ import annotations
@@ -13,20 +14,26 @@ from gemma_fit.base.version import LLAMA_CPP_COMMIT, __version__
 if TYPE_CHECKING:
     from gemma_fit.api import (
         BadInput,
+        Catalog,
         CheckResult,
-        EngineResult,
         GemmaFitError,
         InspectResult,
         MachineFlags,
         RunSettings,
+        Verdict,
+        Workload,
+        buy,
         check,
         inspect,
+        recommend,
         report,
+        serve_plan,
         to_json,
     )
 
-__all__ = ["LLAMA_CPP_COMMIT", "__version__", "BadInput", "CheckResult", "EngineResult", "GemmaFitError",
-           "InspectResult", "MachineFlags", "RunSettings", "check", "inspect", "report", "to_json"]
+__all__ = ["LLAMA_CPP_COMMIT", "__version__", "BadInput", "Catalog", "CheckResult", "GemmaFitError", "InspectResult",
+           "MachineFlags", "RunSettings", "Verdict", "Workload", "buy", "check", "inspect", "recommend", "report",
+           "serve_plan", "to_json"]
 _API = frozenset(__all__[2:])  # what gemma_fit.api provides, imported when first asked for
 
 

@@ -1,52 +1,279 @@
-"""The public Python API: what the CLI does, without a subprocess, returning the typed results it renders.
+"""The public Python API: every command of the CLI as a function returning its typed result; the CLI is a
+front-end over these and the presenters.
 
     from gemma_fit import RunSettings, check, to_json
     result = check("gemma-3-12b", "rtx-4070", quant="Q4_K_M", settings=RunSettings(n_ctx=32768))
-    print(result.verdict.verdict, result.verdict.max_ctx_fit, to_json(result)["memory"]["devices"])
+    print(result.verdict, result.max_ctx_fit, to_json(result)["memory"]["devices"])
 
-Bad input raises BadInput (a GemmaFitError, with the one line the CLI would print); nothing prints.
+Bad input raises BadInput (a GemmaFitError, with the one line the CLI would print); nothing prints. Every
+function takes `catalog` (the databases: the built-in ones plus extra folders) and reads nothing else.
+Each job is imported inside its function, so `import gemma_fit.api` stays cheap.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gemma_fit.base.errors import BadInput, GemmaFitError
-from gemma_fit.engines.base import EngineResult
-from gemma_fit.engines.llamacpp import CheckResult, InspectResult
+from gemma_fit.base.verdict import Verdict
+from gemma_fit.db.catalog import BUILTIN, Catalog
+from gemma_fit.engines.base import CheckResult, Workload
+from gemma_fit.engines.llamacpp import InspectResult
 from gemma_fit.hardware.flags import MachineFlags
-from gemma_fit.jobs.check import check
-from gemma_fit.jobs.inspect import inspect
-from gemma_fit.jobs.report import run_report
+from gemma_fit.hardware.spec import Hardware
+from gemma_fit.jobs.needs import SEGMENTS, BuyNeeds, Needs
 from gemma_fit.memory.settings import RunSettings
-from gemma_fit.present.documents import check_document, inspect_json
 from gemma_fit.speed.traffic import Traffic
 
-__all__ = ["BadInput", "CheckResult", "EngineResult", "GemmaFitError", "InspectResult", "MachineFlags", "RunSettings",
-           "Traffic", "check", "inspect", "report", "to_json"]
+if TYPE_CHECKING:
+    from gemma_fit.hardware.cluster import Cluster
+    from gemma_fit.jobs.buy import Purchase
+    from gemma_fit.jobs.lists import GpuFilter
+    from gemma_fit.jobs.recommend import Recommendation
+    from gemma_fit.jobs.smoke import SmokeResult, SmokeRun
+    from gemma_fit.jobs.validate_common import Report as ValidationReport
+
+# Types the callers build (needs, filters, runs) from modules a cold `check` does not load: imported when first
+# asked for (gemma_fit.api.Needs), so that `import gemma_fit.api` stays cheap.
+_LAZY_TYPES = {"Recommendation": "gemma_fit.jobs.recommend", "Purchase": "gemma_fit.jobs.buy",
+               "SmokeRun": "gemma_fit.jobs.smoke", "SmokeResult": "gemma_fit.jobs.smoke",
+               "GpuFilter": "gemma_fit.jobs.lists", "Cluster": "gemma_fit.hardware.cluster"}
 
 
-def report(models: str | Sequence[str], gpus: str | Sequence[str] = (), *, quants: Sequence[str] = ("Q4_K_M",),
-           contexts: Sequence[int] = (4096,), settings: RunSettings | None = None,
-           hardware_files: Sequence[Path] = (), engine: str = "llama.cpp", what_to_buy: bool = False,
-           model_dirs: tuple[Path, ...] = (), hardware_dirs: tuple[Path, ...] = (),
-           machine: MachineFlags | None = None) -> dict[str, Any]:
-    """The check over every hardware config x model x quant x context: the gemma-fit.report/1 document
-    (`report --json`). Each entry of `gpus` is one config: a GPU id, or ids joined by '+' for one
-    multi-GPU machine; `hardware_files` adds machine files, one config each."""
+def __getattr__(name: str) -> Any:
+    module = _LAZY_TYPES.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gemma_fit.api' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
+__all__ = ["BUILTIN", "BadInput", "Catalog", "CheckResult", "GemmaFitError", "Hardware", "InspectResult",
+           "MachineFlags", "RunSettings", "Traffic", "Verdict", "Workload", "buy", "check", "check_page", "cpus",
+           "gpus", "inspect", "load_cluster", "models", "probe", "quants", "recommend", "report", "report_page",
+           "serve_plan", "smoke", "synth", "to_json", "validate", "buy_page", "margin_bytes", "record_smoke", "Needs",
+           "BuyNeeds", "SEGMENTS"]
+
+HardwareArg = Hardware | str | Sequence[str] | Path
+
+
+def check(model: str | None, hardware: HardwareArg, *, quant: str | None = None, gguf: Path | None = None,
+          settings: RunSettings | None = None, engine: str = "llama.cpp", workload: Workload | None = None,
+          backend: str | None = None, machine: MachineFlags | None = None, margin_gib: float | None = None,
+          options: Mapping[str, Any] | None = None, default_ctx: bool = False,
+          catalog: Catalog = BUILTIN) -> CheckResult[Any]:
+    """Will `model` (an id, alias, config.json or Ollama tag; or a real GGUF as `gguf`) run on `hardware` (GPU ids,
+    'local', 'cpu', a machine file, or a Hardware), with these settings, on this engine, and how well.
+    `default_ctx`: the context was not given, so the engine's own default stands (llama.cpp: 4096)."""
+    from gemma_fit.jobs.check import check as run
+
+    return run(model, hardware, quant=quant, gguf=gguf, settings=settings, engine=engine, workload=workload,
+               backend=backend, machine=machine, margin_gib=margin_gib, options=options, default_ctx=default_ctx,
+               catalog=catalog)
+
+
+def inspect(path: Path | str, hardware: HardwareArg | None = None, *, settings: RunSettings | None = None,
+            prompt_tokens: int = 512, mmproj: Path | None = None, backend: str | None = None,
+            catalog: Catalog = BUILTIN) -> InspectResult:
+    """What a GGUF file holds (its header only) and, with `hardware`, its check there."""
+    from gemma_fit.jobs.inspect import inspect as run
+
+    return run(path, hardware, settings=settings, prompt_tokens=prompt_tokens, mmproj=mmproj, backend=backend,
+               catalog=catalog)
+
+
+def report(models: str | Sequence[str], gpus: str | Sequence[str] = (), *, quants: Sequence[str] = (),
+           contexts: Sequence[int] = (), settings: RunSettings | None = None, hardware_files: Sequence[Path] = (),
+           engine: str = "llama.cpp", what_to_buy: bool = False, machine: MachineFlags | None = None,
+           progress: Callable[[int, int], None] | None = None, catalog: Catalog = BUILTIN) -> dict[str, Any]:
+    """The check over every hardware config x model x quant x context: the gemma-fit.report/1 document. Each entry
+    of `gpus` is one config: a GPU id, ids joined by '+' for one multi-GPU machine, commas for several configs,
+    or 'all'; `hardware_files` adds machine files, one config each."""
+    from gemma_fit.jobs.report import gpu_configs, run_report
+
     names = [models] if isinstance(models, str) else list(models)
-    configs = [[gpus]] if isinstance(gpus, str) else [[g] for g in gpus]
+    configs = gpu_configs([gpus] if isinstance(gpus, str) else list(gpus), catalog.hardware_dirs)
     return run_report(names, list(quants), configs, list(contexts), settings or RunSettings(),
-                      hardware_files=list(hardware_files), model_dirs=model_dirs, hardware_dirs=hardware_dirs,
-                      what_to_buy=what_to_buy, engine=engine, machine=machine)
+                      hardware_files=list(hardware_files), model_dirs=catalog.model_dirs,
+                      hardware_dirs=catalog.hardware_dirs, what_to_buy=what_to_buy, progress=progress,
+                      engine=engine, machine=machine)
 
 
-def to_json(result: CheckResult | EngineResult | InspectResult | dict[str, Any]) -> dict[str, Any]:
-    """The contract's JSON document of a result, as `--json` prints it (a report is one already)."""
-    if isinstance(result, InspectResult):
-        return inspect_json(result)
+def recommend(hardware: HardwareArg, needs: Needs, *, settings: RunSettings | None = None,
+              engine: str = "llama.cpp", backend: str | None = None, machine: MachineFlags | None = None,
+              catalog: Catalog = BUILTIN) -> Recommendation:
+    """The best Gemma configurations for `hardware` and `needs`, ranked."""
+    from gemma_fit.hardware.select import hardware_of
+    from gemma_fit.jobs.recommend import recommend as run
+
+    hw = hardware_of(hardware, backend, catalog.hardware_dirs, machine)
+    return run(hw, needs, settings, engine, catalog.model_dirs)
+
+
+def buy(models: Sequence[str], quant: str, needs: BuyNeeds, *, prices: Path | None = None,
+        catalog: Catalog = BUILTIN) -> Purchase:
+    """What to buy for `models` (any of them) at `quant` ('auto': each option's best), cheapest first."""
+    from gemma_fit.jobs.buy import buy as run
+    from gemma_fit.jobs.report import expand_models
+
+    if not models:
+        raise BadInput("--model is required (an id or alias; repeat it for several)")
+    return run(expand_models(models, catalog.model_dirs), quant, needs, hardware_dirs=catalog.hardware_dirs,
+               prices_file=prices)
+
+
+def load_cluster(path: Path, catalog: Catalog = BUILTIN) -> Cluster | None:
+    """The cluster a file describes, or None when it is a machine file."""
+    from gemma_fit.hardware.cluster_file import load_cluster as load
+
+    return load(path, catalog.hardware_dirs)
+
+
+def serve_plan(model: str, *, quant: str | None = None, gpus: Sequence[str] = (), hardware: Path | None = None,
+               engine: str = "llama.cpp", ctx: int | None = None, parallel: int = 1, prompt_tokens: int = 512,
+               output_tokens: int | None = 256, rate: float | None = None, tensor_parallel_size: int | None = None,
+               pipeline_parallel_size: int | None = None, catalog: Catalog = BUILTIN) -> dict[str, Any]:
+    """Many requests at once on one machine or a cluster file: the gemma-fit.serve-plan/1 document."""
+    from gemma_fit.jobs.serve_plan import plan_document
+
+    cluster = load_cluster(hardware, catalog) if hardware is not None else None
+    if cluster is None and (tensor_parallel_size or pipeline_parallel_size) and engine.strip().lower() != "vllm":
+        raise BadInput("--tensor-parallel-size / --pipeline-parallel-size are vLLM's")
+    return plan_document(model=model, quant=quant, gpus=list(gpus), hardware=hardware, cluster=cluster,
+                         engine=engine, ctx=ctx, parallel=parallel, prompt_tokens=prompt_tokens,
+                         output_tokens=output_tokens, rate=rate, tp=tensor_parallel_size,
+                         pp=pipeline_parallel_size, catalog=catalog)
+
+
+def smoke(model: str | None, quant: str, settings: RunSettings, run: SmokeRun, *, gguf: Path | None = None,
+          gpus: Sequence[str] = (), catalog: Catalog = BUILTIN) -> SmokeResult:
+    """Run llama.cpp (a real GGUF, or a zero-weight file of `model`) and set its measurement beside the estimate."""
+    from gemma_fit.jobs.smoke import smoke as run_smoke
+
+    return run_smoke(model, quant, settings, run, gguf=gguf, gpus=tuple(gpus), catalog=catalog)
+
+
+def record_smoke(result: SmokeResult) -> Path:
+    """Append a smoke result to this machine's records (gemma-fit's data folder); the file written."""
+    from gemma_fit.jobs.smoke import record_smoke as record
+
+    return record(to_json(result))
+
+
+def synth(out: Path, model: str, quant: str = "Q4_K_M", catalog: Catalog = BUILTIN) -> tuple[str, str, int, int]:
+    """Write a zero-weight GGUF of the model's exact layout (sparse). Returns (model id, quant, tensors, bytes)."""
+    from gemma_fit.gguf.tensors import build_plan
+    from gemma_fit.gguf.writer import write_synthetic_gguf  # imports gguf and numpy: only when writing
+    from gemma_fit.model.catalog import resolve_model
+
+    resolved = resolve_model(model, catalog.model_dirs)
+    plan = build_plan(resolved.spec, quant)
+    return resolved.spec.id, plan.ftype.name, len(plan.tensors), write_synthetic_gguf(plan, Path(out))
+
+
+def probe(catalog: Catalog = BUILTIN) -> dict[str, Any]:
+    """What this machine has: GPUs through NVML, RAM, CPU, disks (gemma-fit.probe/1)."""
+    from gemma_fit.hardware.probe import probe as run
+
+    return run(extra_dirs=catalog.hardware_dirs)
+
+
+def validate(paths: Sequence[Path] = (), catalog: Catalog = BUILTIN) -> ValidationReport:
+    """Validate database files or folders (default: the built-in databases and the catalog's extra folders)."""
+    from gemma_fit.db.files import packaged_dir
+    from gemma_fit.jobs.validate import validate as run
+
+    missing = [p for p in paths if not Path(p).exists()]
+    if missing:  # nothing to validate is bad input (exit 2), not a database problem (exit 1)
+        raise BadInput(f"db validate: no such file or folder: {missing[0]}")
+    roots = list(paths) or [packaged_dir("hardware_db"), packaged_dir("model_db"), *catalog.hardware_dirs,
+                            *catalog.model_dirs]
+    return run(roots)
+
+
+def models(catalog: Catalog = BUILTIN, generation: str | None = None) -> list[dict[str, Any]]:
+    """Every model in the database (or one generation's)."""
+    from gemma_fit.jobs.lists import models as rows
+
+    return rows(catalog, generation)
+
+
+def gpus(catalog: Catalog = BUILTIN, which: GpuFilter | None = None) -> list[dict[str, Any]]:
+    """Every GPU in the hardware database that `which` keeps, as its database entry (JSON-ready)."""
+    from gemma_fit.jobs.lists import gpus as entries
+
+    return [e.model_dump(mode="json") for e in entries(catalog, which)]
+
+
+def quants() -> list[dict[str, Any]]:
+    """The llama.cpp file types gemma-fit knows, with their base tensor type."""
+    from gemma_fit.jobs.lists import quants as rows
+
+    return rows()
+
+
+def cpus(catalog: Catalog = BUILTIN) -> list[dict[str, Any]]:
+    """Every CPU in the hardware database (what --cpu accepts)."""
+    from gemma_fit.jobs.lists import cpus as rows
+
+    return rows(catalog)
+
+
+def check_page(result: CheckResult[Any], catalog: Catalog = BUILTIN, extra: dict[str, Any] | None = None) -> str:
+    """The self-contained HTML page of a check (`check --html`)."""
+    from gemma_fit.jobs.check_page import check_page as page
+
+    return page(result, catalog, extra)
+
+
+def report_page(report_doc: dict[str, Any]) -> str:
+    """The self-contained HTML page of a report document (`report --html`)."""
+    from gemma_fit.present.html import render_report_html
+
+    return render_report_html(report_doc)
+
+
+def buy_page(buy_doc: dict[str, Any]) -> str:
+    """The self-contained HTML page of a buy document (`buy --html`)."""
+    from gemma_fit.present.html import render_buy_html
+
+    return render_buy_html(buy_doc)
+
+
+def margin_bytes(margin_gib: float | None) -> int:
+    """--margin GiB as bytes (llama.cpp's fit target, 1 GiB, when not given); BadInput out of range."""
+    from gemma_fit.jobs.inputs import margin_bytes as to_bytes
+
+    return to_bytes(margin_gib)
+
+
+def to_json(result: Any) -> dict[str, Any]:
+    """The contract's JSON document of any result, as `--json` prints it (a report is one already)."""
     if isinstance(result, dict):
         return result
-    return check_document(result)
+    if isinstance(result, CheckResult):
+        from gemma_fit.present.documents import check_document
+
+        return check_document(result)
+    if isinstance(result, InspectResult):
+        from gemma_fit.present.documents import inspect_json
+
+        return inspect_json(result)
+    return _job_document(result)
+
+
+def _job_document(result: Any) -> dict[str, Any]:
+    from gemma_fit.jobs.buy import Purchase, buy_document
+    from gemma_fit.jobs.recommend import Recommendation, recommend_document
+    from gemma_fit.jobs.smoke import SmokeResult, smoke_document
+
+    if isinstance(result, Recommendation):
+        return recommend_document(result)
+    if isinstance(result, Purchase):
+        return buy_document(result)
+    if isinstance(result, SmokeResult):
+        return smoke_document(result)
+    raise TypeError(f"no document for {type(result).__name__}")

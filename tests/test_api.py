@@ -14,7 +14,6 @@ import gemma_fit
 from gemma_fit import (
     BadInput,
     CheckResult,
-    EngineResult,
     GemmaFitError,
     InspectResult,
     RunSettings,
@@ -38,8 +37,8 @@ def cli_json(*args: str) -> str:
 def test_check_returns_the_typed_result_the_cli_prints() -> None:
     result = check("9b", "a4000", quant="Q5_K_M", settings=RunSettings(n_ctx=8192))
     assert isinstance(result, CheckResult)
-    assert result.verdict.verdict == "go" and result.resolved.spec.id == "gemma-2-9b"
-    assert result.verdict.estimate.n_ctx == 8192
+    assert result.verdict == "go" and result.resolved.spec.id == "gemma-2-9b"
+    assert result.n_ctx == 8192 and result.detail.estimate.n_ctx == 8192
     text = json.dumps(to_json(result), indent=2) + "\n"
     assert text == cli_json("check", "--gpu", "a4000", "--model", "9b", "--quant", "Q5_K_M", "--ctx", "8192",
                             "--json")
@@ -48,15 +47,15 @@ def test_check_returns_the_typed_result_the_cli_prints() -> None:
 def test_check_on_a_machine_file_and_on_several_gpus() -> None:
     machine = check("27b", EXAMPLES / "workstation.yaml")
     assert isinstance(machine, CheckResult) and len(machine.hardware.gpus) == 2
-    assert machine.verdict.estimate.host.capacity_bytes == machine.hardware.host_capacity_bytes == 128 * 2**30
+    assert machine.detail.estimate.host.capacity_bytes == machine.hardware.host_capacity_bytes == 128 * 2**30
     pair = check("gemma-3-27b", ["rtx-4090", "rtx-4090"], quant="Q8_0")
-    assert [d.id for d in pair.verdict.estimate.devices] == ["rtx-4090", "rtx-4090"]
+    assert [d.id for d in pair.detail.estimate.devices] == ["rtx-4090", "rtx-4090"]
 
 
 @pytest.mark.parametrize("engine", ["vllm", "ollama", "transformers"])
-def test_other_engines_return_engine_results(engine: str) -> None:
+def test_other_engines_return_the_same_result_shape(engine: str) -> None:
     result = check("gemma-3-12b", "rtx-4090", engine=engine)
-    assert isinstance(result, EngineResult) and result.engine == engine
+    assert isinstance(result, CheckResult) and result.engine == engine
     text = json.dumps(to_json(result), indent=2) + "\n"
     assert text == cli_json("check", "--gpu", "rtx-4090", "--model", "gemma-3-12b", "--engine", engine, "--json")
 
@@ -78,7 +77,7 @@ def test_inspect_reads_a_header_and_checks_it_on_hardware(tmp_path: Path) -> Non
     assert alone.spec.arch == "gemma3" and alone.plan.ftype.name == "Q4_K_M"
     assert json.dumps(to_json(alone), indent=2) + "\n" == cli_json("inspect", str(gguf), "--json")
     there = inspect(gguf, "a4000", settings=RunSettings(n_ctx=2048))
-    assert there.check is not None and there.check.verdict.estimate.n_ctx == 2048
+    assert there.check is not None and there.check.n_ctx == 2048
     assert (json.dumps(to_json(there), indent=2) + "\n"
             == cli_json("inspect", str(gguf), "--gpu", "a4000", "--ctx", "2048", "--json"))
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-CLI = [sys.executable, "-c", "from gemma_fit.cli.app import main; main()"]
+CLI = [sys.executable, "-c", "from gemma_fit.cli.entry import main; main()"]
 GIB = 1024**3
 CHECK = ["check", "--gpu", "rtx-4090", "--model", "gemma-3-1b"]
 

@@ -18,7 +18,7 @@ from gemma_fit.memory.fit import SAFETY_MARGIN_BYTES
 from gemma_fit.model.catalog import resolve_model
 
 TODAY = date(2026, 12, 1)
-CLI = [sys.executable, "-c", "from gemma_fit.cli.app import main; main()"]
+CLI = [sys.executable, "-c", "from gemma_fit.cli.entry import main; main()"]
 MODEL = [resolve_model("gemma-3-27b")]
 
 
@@ -31,8 +31,8 @@ def at_1000():  # type: ignore[no-untyped-def]
 def test_every_option_fits_with_the_margin_on_its_gpus_and_meets_the_speed(at_1000) -> None:  # type: ignore[no-untyped-def]
     assert at_1000.meets and at_1000.ranked
     for o in at_1000.ranked:
-        assert o.plan is not None and o.plan.result.verdict.verdict == "go"
-        assert all(d.headroom_bytes >= SAFETY_MARGIN_BYTES for d in o.plan.result.verdict.estimate.devices)
+        assert o.plan is not None and o.plan.result.verdict == "go"
+        assert all(d.headroom_bytes >= SAFETY_MARGIN_BYTES for d in o.plan.result.detail.estimate.devices)
         assert o.decode >= at_1000.needs.min_tps
         assert o.hardware.price_usd <= 1000
 

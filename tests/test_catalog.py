@@ -82,7 +82,7 @@ def test_a_cold_check_imports_no_schema_rich_or_report_code(tmp_path: Path) -> N
     """What a `check --json` for a database model on a named GPU loads: no pydantic (its model classes cost more
     than the estimate), no rich (nothing is drawn), no jinja2, numpy, psutil or the report modules."""
     env = {**os.environ, "GEMMA_FIT_CACHE": str(tmp_path)}
-    code = ("import sys, json\nfrom gemma_fit.cli.app import main\n"
+    code = ("import sys, json\nfrom gemma_fit.cli.entry import main\n"
             "try:\n    main()\nexcept SystemExit:\n    pass\n"
             "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
             "('pydantic', 'rich', 'jinja2', 'numpy', 'psutil', 'gguf') or m in "

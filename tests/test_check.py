@@ -25,7 +25,7 @@ from gemma_fit.memory.settings import RunSettings
 from gemma_fit.model.catalog import resolve_model
 from gemma_fit.present.documents import check_json
 
-CLI = [sys.executable, "-c", "from gemma_fit.cli.app import main; main()"]
+CLI = [sys.executable, "-c", "from gemma_fit.cli.entry import main; main()"]
 
 
 def check(model: str, gpus: list[str], quant: str = "Q4_K_M", **kw: object) -> dict:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-CLI = [sys.executable, "-c", "from gemma_fit.cli.app import main; main()"]
+CLI = [sys.executable, "-c", "from gemma_fit.cli.entry import main; main()"]
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

@@ -12,8 +12,7 @@ from gemma_fit.base.errors import BadInput
 from gemma_fit.hardware.catalog import find_cpu, resolve_cpu
 from gemma_fit.hardware.flags import MachineFlags, with_machine_flags
 from gemma_fit.hardware.probe_cpu import cpu_from_cpuinfo, cpu_from_sysctl, isa_from_flags, with_database
-from gemma_fit.hardware.select import Hardware
-from gemma_fit.hardware.spec import CPUSpec
+from gemma_fit.hardware.spec import CPUSpec, Hardware
 from gemma_fit.speed.cpu import (
     CPURates,
     cpu_of,

@@ -3,24 +3,20 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
 from gemma_fit.base.errors import BadInput
-from gemma_fit.engines.base import (
-    GIB,
-    EngineSettings,
-    hf_weight_bytes,
-    param_breakdown,
-)
-from gemma_fit.engines.dispatch import estimate
+from gemma_fit.base.units import GIB
+from gemma_fit.engines import registry
+from gemma_fit.engines.base import CheckRequest, CheckResult, EnginePlan, Workload
+from gemma_fit.engines.hf_weights import hf_weight_bytes, param_breakdown
 from gemma_fit.engines.transformers_hf import kv_cache_bytes
 from gemma_fit.engines.vllm import CUDA_GRAPH_BYTES, NON_TORCH_BYTES, activation_peak
-from gemma_fit.hardware.select import Hardware
-from gemma_fit.hardware.spec import GPUSpec
-from gemma_fit.jobs.check import run_engine_check
+from gemma_fit.hardware.spec import GPUSpec, Hardware
 from gemma_fit.memory.settings import RunSettings
-from gemma_fit.model.catalog import resolve_model
+from gemma_fit.model.catalog import ResolvedModel, resolve_model
 from gemma_fit.present.documents import engine_check_json
 
 
@@ -34,12 +30,23 @@ def _test_gpu(i: int, name: str, capacity: int) -> GPUSpec:
 def FakeHardware(*caps_gib: float, name: str = "Test GPU") -> Hardware:  # noqa: N802 - reads like the class it was
     """GPUs of the given capacities (what the engines read: capacity, name, backend), 64 GiB of host RAM."""
     gpus = tuple(_test_gpu(i, name, int(c * GIB)) for i, c in enumerate(caps_gib))
-    return Hardware(label=name, gpus=gpus, host_capacity_bytes=64 * GIB, machine=None)
+    return Hardware(label=name, gpus=gpus, host_capacity_bytes=64 * GIB)
+
+
+_FLASH = {None: "auto", True: "on", False: "off"}
+
+
+def estimate(r: ResolvedModel, engine: str, quant: str, hw: Hardware, *, max_model_len: int = 0,
+             max_num_seqs: int = 1, prompt_tokens: int = 512, flash_attention: bool | None = None,
+             **options: object) -> CheckResult[EnginePlan]:
+    """An engine's estimate as `check` asks it: llama.cpp's settings, the workload, the engine's own options."""
+    settings = RunSettings(n_ctx=max_model_len, n_parallel=max_num_seqs, flash_attn=_FLASH[flash_attention])  # type: ignore[arg-type]
+    return registry.estimate(engine, CheckRequest(r, quant, settings, hw, Workload(prompt_tokens), options))
 
 
 def _vllm(model: str, hw: Hardware, **kw):
     r = resolve_model(model)
-    return r, estimate(r, EngineSettings(engine="vllm", quant=kw.pop("quant", "bf16"), **kw), hw)
+    return r, estimate(r, "vllm", kw.pop("quant", "bf16"), hw, **kw)
 
 
 # ---- vLLM: KV budget and paged blocks (vLLM 0.33.0 gpu_worker.py / kv_cache_planning.py) ----------
@@ -60,13 +67,13 @@ def test_vllm_gemma3_12b_budget_blocks_and_concurrency() -> None:
     full_blocks = 32768 // 16
     swa_blocks = math.ceil(min(1024 - 1 + 2 * 8192, 32768) / 16) + 1
     per_request = 1 * full_blocks + 5 * swa_blocks
-    x = res.extras
+    x = res.detail.extras
     assert x["kv_cache_budget_bytes"] == budget
     assert x["kv_block_bytes"] == block_bytes
     assert x["kv_num_blocks"] == num_blocks
     assert x["kv_blocks_per_request"] == per_request
     assert x["max_concurrent_tokens"] == int(num_blocks / per_request * 32768)
-    assert res.devices[0].kv_cache_bytes == num_blocks * block_bytes
+    assert res.detail.devices[0].kv_cache_bytes == num_blocks * block_bytes
     assert res.verdict == "go"
     assert "--max-model-len 32768" in res.command and res.command.startswith("vllm serve google/gemma-3-12b-it")
 
@@ -77,7 +84,7 @@ def test_vllm_sliding_window_costs_less_than_full_attention() -> None:
     _, long = _vllm("gemma-3-12b", hw, max_model_len=65536, max_num_batched_tokens=2048)
     # sliding groups hold the window + in-flight tokens however long the request: per-request blocks grow
     # only by the full-attention group's blocks.
-    grow = long.extras["kv_blocks_per_request"] - short.extras["kv_blocks_per_request"]
+    grow = long.detail.extras["kv_blocks_per_request"] - short.detail.extras["kv_blocks_per_request"]
     assert grow == (65536 - 8192) // 16
 
 
@@ -85,9 +92,9 @@ def test_vllm_defaults_depend_on_gpu() -> None:
     _, big = _vllm("gemma-3-4b", FakeHardware(141.0, name="H200"), max_model_len=4096)
     _, small = _vllm("gemma-3-4b", FakeHardware(24.0, name="RTX 4090"), max_model_len=4096)
     _, a100 = _vllm("gemma-3-4b", FakeHardware(80.0, name="A100 80GB"), max_model_len=4096)
-    assert (big.extras["max_num_batched_tokens"], big.extras["max_num_seqs"]) == (8192, 1024)
-    assert (small.extras["max_num_batched_tokens"], small.extras["max_num_seqs"]) == (2048, 256)
-    assert a100.extras["max_num_batched_tokens"] == 2048
+    assert (big.detail.extras["max_num_batched_tokens"], big.detail.extras["max_num_seqs"]) == (8192, 1024)
+    assert (small.detail.extras["max_num_batched_tokens"], small.detail.extras["max_num_seqs"]) == (2048, 256)
+    assert a100.detail.extras["max_num_batched_tokens"] == 2048
 
 
 def test_vllm_gemma4_shared_kv_layers_own_no_cache() -> None:
@@ -96,7 +103,7 @@ def test_vllm_gemma4_shared_kv_layers_own_no_cache() -> None:
     owners = [la for la in spec.layers if la.has_kv]
     assert len(owners) < spec.n_layer
     hw = FakeHardware(80.0)
-    res = estimate(r, EngineSettings(engine="vllm", quant="bf16", max_model_len=8192), hw)
+    res = estimate(r, "vllm", "bf16", hw, max_model_len=8192)
     # page bytes per block only count KV-owning layers: with all layers owning KV the pool would hold
     # fewer tokens.
     per_token_owners = sum(2 * la.n_embd_k_gqa * 2 for la in owners)
@@ -116,15 +123,16 @@ def test_vllm_too_long_context_is_no_go_with_the_length_that_fits() -> None:
     assert res.verdict == "no-go"
     assert 0 < res.max_ctx_fit < 131072
     _, ok = _vllm("gemma-3-27b", FakeHardware(24.0), quant="awq", max_model_len=res.max_ctx_fit)
-    assert ok.extras["max_concurrency"] >= 1
+    assert ok.detail.extras["max_concurrency"] >= 1
 
 
 def test_vllm_fp8_kv_cache_doubles_the_tokens() -> None:
     hw = FakeHardware(80.0)
     _, bf = _vllm("gemma-3-12b", hw, max_model_len=8192)
     _, f8 = _vllm("gemma-3-12b", hw, max_model_len=8192, kv_cache_dtype="fp8")
-    assert f8.extras["kv_block_bytes"] * 2 == bf.extras["kv_block_bytes"]
-    assert f8.extras["kv_num_blocks"] in (2 * bf.extras["kv_num_blocks"], 2 * bf.extras["kv_num_blocks"] + 1)
+    assert f8.detail.extras["kv_block_bytes"] * 2 == bf.detail.extras["kv_block_bytes"]
+    blocks = bf.detail.extras["kv_num_blocks"]
+    assert f8.detail.extras["kv_num_blocks"] in (2 * blocks, 2 * blocks + 1)
 
 
 # ---- weights: quant formats, MoE total vs active -------------------------------------------------
@@ -179,13 +187,12 @@ def test_transformers_gemma4_shared_kv_fewer_bytes() -> None:
 
 def test_transformers_result_and_snippet() -> None:
     r = resolve_model("gemma-3-27b")
-    res = estimate(r, EngineSettings(engine="transformers", quant="bnb-4bit", prompt_tokens=1024,
-                                     max_new_tokens=1024), FakeHardware(24.0))
-    d = res.devices[0]
+    res = estimate(r, "transformers", "bnb-4bit", FakeHardware(24.0), prompt_tokens=1024, max_new_tokens=1024)
+    d = res.detail.devices[0]
     assert d.kv_cache_bytes == kv_cache_bytes(r.spec, 1, 2048, "dynamic")
     assert res.verdict in ("go", "tight")
     assert "BitsAndBytesConfig(load_in_4bit=True" in res.command
-    bf = estimate(r, EngineSettings(engine="transformers", quant="bf16"), FakeHardware(24.0))
+    bf = estimate(r, "transformers", "bf16", FakeHardware(24.0))
     assert bf.verdict == "no-go" and "does not offload" in bf.reasons[0]
 
 
@@ -193,12 +200,12 @@ def test_transformers_result_and_snippet() -> None:
 
 def test_ollama_default_context_by_vram_and_reserve() -> None:
     r = resolve_model("gemma-3-4b")
-    small = estimate(r, EngineSettings(engine="ollama", quant="Q4_K_M"), FakeHardware(16.0))
-    mid = estimate(r, EngineSettings(engine="ollama", quant="Q4_K_M"), FakeHardware(24.0))
-    big = estimate(r, EngineSettings(engine="ollama", quant="Q4_K_M"), FakeHardware(80.0))
+    small = estimate(r, "ollama", "Q4_K_M", FakeHardware(16.0))
+    mid = estimate(r, "ollama", "Q4_K_M", FakeHardware(24.0))
+    big = estimate(r, "ollama", "Q4_K_M", FakeHardware(80.0))
     assert (small.n_ctx, mid.n_ctx, big.n_ctx) == (4096, 32768, 131072)  # 256k capped at the trained 128k
-    d = small.devices[0]
-    assert d.overhead_bytes - small.extras["llama_cpp_total_bytes"][0] + d.weights_bytes + d.kv_cache_bytes \
+    d = small.detail.devices[0]
+    assert d.overhead_bytes - small.detail.extras["llama_cpp_total_bytes"][0] + d.weights_bytes + d.kv_cache_bytes \
         + d.activation_bytes == 457 * 1024**2
     assert "OLLAMA_CONTEXT_LENGTH=4096" in small.command and "gemma3:4b" in small.command
 
@@ -206,24 +213,21 @@ def test_ollama_default_context_by_vram_and_reserve() -> None:
 def test_ollama_quantized_kv_needs_flash_attention() -> None:
     # llm/server.go @5dbb81b7: a quantized OLLAMA_KV_CACHE_TYPE is kept only with flash attention on.
     r = resolve_model("gemma-3-4b")
-    off = estimate(r, EngineSettings(engine="ollama", quant="Q4_K_M", kv_cache_dtype="q8_0", flash_attention=False),
-                   FakeHardware(16.0))
-    on = estimate(r, EngineSettings(engine="ollama", quant="Q4_K_M", kv_cache_dtype="q8_0", flash_attention=True),
-                  FakeHardware(16.0))
-    assert off.extras["OLLAMA_KV_CACHE_TYPE"] == "f16"
-    assert on.extras["OLLAMA_KV_CACHE_TYPE"] == "q8_0"
-    assert on.devices[0].kv_cache_bytes < off.devices[0].kv_cache_bytes
+    off = estimate(r, "ollama", "Q4_K_M", FakeHardware(16.0), kv_cache_dtype="q8_0", flash_attention=False)
+    on = estimate(r, "ollama", "Q4_K_M", FakeHardware(16.0), kv_cache_dtype="q8_0", flash_attention=True)
+    assert off.detail.extras["OLLAMA_KV_CACHE_TYPE"] == "f16"
+    assert on.detail.extras["OLLAMA_KV_CACHE_TYPE"] == "q8_0"
+    assert on.detail.devices[0].kv_cache_bytes < off.detail.devices[0].kv_cache_bytes
 
 
 def test_ollama_flash_attention_default_is_the_models() -> None:
     # fs/ggml/ggml.go @c664d9c1: FlashAttention() is on for gemma3 when OLLAMA_FLASH_ATTENTION is unset,
     # so q8_0 is honoured without setting it; SupportsFlashAttention() is false for gemma2.
-    g3 = estimate(resolve_model("gemma-3-4b"), EngineSettings(engine="ollama", quant="Q4_K_M", kv_cache_dtype="q8_0"),
-                  FakeHardware(16.0))
-    assert g3.extras["OLLAMA_FLASH_ATTENTION"] is True and g3.extras["OLLAMA_KV_CACHE_TYPE"] == "q8_0"
-    g2 = estimate(resolve_model("gemma-2-9b"), EngineSettings(engine="ollama", quant="Q4_K_M", kv_cache_dtype="q8_0",
-                                                              flash_attention=True), FakeHardware(16.0))
-    assert g2.extras["OLLAMA_FLASH_ATTENTION"] is False and g2.extras["OLLAMA_KV_CACHE_TYPE"] == "f16"
+    g3 = estimate(resolve_model("gemma-3-4b"), "ollama", "Q4_K_M", FakeHardware(16.0), kv_cache_dtype="q8_0")
+    assert g3.detail.extras["OLLAMA_FLASH_ATTENTION"] is True and g3.detail.extras["OLLAMA_KV_CACHE_TYPE"] == "q8_0"
+    g2 = estimate(resolve_model("gemma-2-9b"), "ollama", "Q4_K_M", FakeHardware(16.0), kv_cache_dtype="q8_0",
+                  flash_attention=True)
+    assert g2.detail.extras["OLLAMA_FLASH_ATTENTION"] is False and g2.detail.extras["OLLAMA_KV_CACHE_TYPE"] == "f16"
 
 
 def test_ollama_context_tiers_use_the_code_thresholds() -> None:
@@ -236,7 +240,7 @@ def test_ollama_context_tiers_use_the_code_thresholds() -> None:
     assert default_context(47 * gib, 10**6) == 262144
     assert default_context(47 * gib, 131072) == 131072
     r = resolve_model("gemma-3-4b")
-    res = estimate(r, EngineSettings(engine="ollama", quant="Q4_K_M", gpu_overhead_bytes=2 * gib), FakeHardware(24.0))
+    res = estimate(r, "ollama", "Q4_K_M", FakeHardware(24.0), gpu_overhead_bytes=2 * gib)
     assert res.n_ctx == 4096  # 24 - 2 GiB overhead < 23 GiB
 
 
@@ -254,7 +258,7 @@ def test_ollama_context_tiers_use_the_code_thresholds() -> None:
 def test_unsupported_combinations_are_bad_input(engine: str, quant: str, extra: dict) -> None:
     r = resolve_model("gemma-3-4b")
     with pytest.raises(BadInput) as exc:
-        estimate(r, EngineSettings(engine=engine, quant=quant, **extra), FakeHardware(80.0, 80.0))
+        estimate(r, engine, quant, FakeHardware(80.0, 80.0), **extra)
     assert "\n" not in str(exc.value)
 
 
@@ -267,8 +271,8 @@ CONTRACT_DEVICE_KEYS = {"id", "name", "weights_bytes", "kv_cache_bytes", "comput
 @pytest.mark.parametrize(("engine", "quant"), [("vllm", "fp8"), ("transformers", "bf16"), ("ollama", "Q4_K_M")])
 def test_engine_json_has_contract_keys(engine: str, quant: str) -> None:
     r = resolve_model("gemma-3-4b")
-    doc = engine_check_json(run_engine_check(engine, r, quant, RunSettings(n_ctx=8192), FakeHardware(48.0),
-                                             mmproj=True))
+    request = CheckRequest(r, quant, RunSettings(n_ctx=8192), FakeHardware(48.0), Workload(mmproj=Path("x")))
+    doc = engine_check_json(registry.check(engine, request))
     assert doc["schema"] == "gemma-fit.check/1" and doc["engine"] == engine
     assert {"model", "settings", "memory", "verdict", "reasons", "max_ctx_fit", "performance"} <= set(doc)
     for d in doc["memory"]["devices"]:
@@ -281,9 +285,9 @@ def test_engine_json_has_contract_keys(engine: str, quant: str) -> None:
 
 def test_engine_json_of_result_roundtrip() -> None:
     r = resolve_model("gemma-3-1b")
-    res = estimate(r, EngineSettings(engine="vllm", quant="bf16", max_model_len=4096), FakeHardware(24.0))
+    res = estimate(r, "vllm", "bf16", FakeHardware(24.0), max_model_len=4096)
     doc = engine_check_json(res)
-    assert doc["vllm"]["kv_num_blocks"] == res.extras["kv_num_blocks"]
+    assert doc["vllm"]["kv_num_blocks"] == res.detail.extras["kv_num_blocks"]
     assert doc["settings"]["n_ctx"] == 4096
 
 
@@ -299,23 +303,22 @@ def test_report_with_an_engine_runs_every_cell() -> None:
 
 @pytest.mark.parametrize("quant", ["bf16", "fp16", "fp8", "awq-int4", "gptq-int4", "bnb-8bit", "bnb-4bit"])
 def test_every_transformers_snippet_is_valid_python(quant: str) -> None:
-    res = estimate(resolve_model("gemma-3-12b"), EngineSettings(engine="transformers", quant=quant),
-                   FakeHardware(80.0))
-    compile(res.extras["python"], f"<transformers {quant}>", "exec")  # a SyntaxError fails the test
+    res = estimate(resolve_model("gemma-3-12b"), "transformers", quant, FakeHardware(80.0))
+    compile(res.detail.extras["python"], f"<transformers {quant}>", "exec")  # a SyntaxError fails the test
 
 
 def test_vllm_serves_a_published_pre_quantized_checkpoint_and_says_when_there_is_none() -> None:
-    awq = estimate(resolve_model("gemma-3-27b"), EngineSettings(engine="vllm", quant="awq-int4"), FakeHardware(24.0))
+    awq = estimate(resolve_model("gemma-3-27b"), "vllm", "awq-int4", FakeHardware(24.0))
     assert awq.command.startswith("vllm serve gaunernst/gemma-3-27b-it-qat-autoawq ")
     assert "--quantization" not in awq.command  # the checkpoint carries its config
-    none = estimate(resolve_model("gemma-2-2b"), EngineSettings(engine="vllm", quant="awq-int4"), FakeHardware(24.0))
+    none = estimate(resolve_model("gemma-2-2b"), "vllm", "awq-int4", FakeHardware(24.0))
     assert any("none is known for gemma-2-2b" in r for r in none.reasons)
-    fp8 = estimate(resolve_model("gemma-2-2b"), EngineSettings(engine="vllm", quant="fp8"), FakeHardware(24.0))
+    fp8 = estimate(resolve_model("gemma-2-2b"), "vllm", "fp8", FakeHardware(24.0))
     assert "--quantization fp8" in fp8.command
 
 
 def test_vllm_says_when_it_turns_vision_off() -> None:
-    r = estimate(resolve_model("gemma-3-27b"), EngineSettings(engine="vllm", quant="fp8"), FakeHardware(48.0))
+    r = estimate(resolve_model("gemma-3-27b"), "vllm", "fp8", FakeHardware(48.0))
     assert "--limit-mm-per-prompt '{\"image\": 0}'" in r.command
     assert any(x.startswith("vision off:") for x in r.reasons)
 
@@ -328,14 +331,14 @@ def test_vllm_says_when_it_turns_vision_off() -> None:
     ("gemma-3-12b", "Q5_K_M", "ollama create gemma-3-12b-q5_k_m -f Modelfile"),
 ])
 def test_ollama_runs_the_tag_that_is_the_quant_or_imports_the_gguf(model_id: str, quant: str, tag: str) -> None:
-    r = estimate(resolve_model(model_id), EngineSettings(engine="ollama", quant=quant), FakeHardware(48.0))
+    r = estimate(resolve_model(model_id), "ollama", quant, FakeHardware(48.0))
     run = r.command.split(" ollama serve & sleep 3; ", 1)[1]  # the server, then the one step that pulls or imports
     assert run == tag or run.startswith(tag + " ") or f"&& {tag} &&" in run
 
 
 def test_ollama_text_and_table_give_one_set_of_numbers() -> None:
-    r = estimate(resolve_model("gemma-3-27b"), EngineSettings(engine="ollama", quant="Q4_K_M"), FakeHardware(24.0))
-    d = r.devices[0]
+    r = estimate(resolve_model("gemma-3-27b"), "ollama", "Q4_K_M", FakeHardware(24.0))
+    d = r.detail.devices[0]
     line = next(x for x in r.reasons if x.startswith(f"{d.name}: needs"))
     from gemma_fit.base.units import fmt_bytes
 

@@ -705,7 +705,7 @@ def test_architecture_name_is_escaped(tmp_path: Path) -> None:
 
 # --- the corpus through the real command line, with resource limits ------------------------------
 
-CLI = [sys.executable, "-c", "from gemma_fit.cli.app import main; main()"]
+CLI = [sys.executable, "-c", "from gemma_fit.cli.entry import main; main()"]
 
 
 def _limits() -> None:  # in the child: 2 GiB of address space, 60 s of CPU

@@ -245,12 +245,12 @@ def test_machine_file_loads(tmp_path: Path) -> None:
     path = tmp_path / "box.yaml"
     path.write_text(MACHINE, encoding="utf-8")
     machine = load_machine(path)
-    assert machine.name == "my workstation"
+    assert machine.label == "my workstation"
     assert [g.id for g in machine.gpus] == ["a4000", "rtx-4090", "rtx-4090", "custom-npu"]
     assert machine.attachments[1].pcie_gen == 4 and machine.attachments[1].pcie_lanes == 8
     assert machine.attachments[1].host_link_gbps == pytest.approx(15.75)
     assert machine.attachments[0].host_link_gbps == pytest.approx(31.51)  # A4000: its own Gen4 x16
-    assert machine.ram_bytes == 64 * GIB
+    assert machine.host_capacity_bytes == 64 * GIB
     assert machine.ram_bandwidth_gbps == pytest.approx(89.6)
     assert machine.disk is not None and machine.disk.id == "nvme-gen4"
 
@@ -259,7 +259,7 @@ def test_minimal_machine_file(tmp_path: Path) -> None:
     path = tmp_path / "m.yaml"
     path.write_text('name: "cpu box"\ngpus: []\nram_gb: 32\n', encoding="utf-8")
     machine = load_machine(path)
-    assert machine.gpus == () and machine.ram_bytes == 32 * GIB and machine.disk is None
+    assert machine.gpus == () and machine.host_capacity_bytes == 32 * GIB and machine.disk is None
     path.write_text('name: "cpu box"\ngpus: []\n', encoding="utf-8")  # no GPUs and no RAM: capacity unknown
     with pytest.raises(BadInput, match="no ram_gb"):
         load_machine(path)

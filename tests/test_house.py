@@ -34,6 +34,17 @@ def test_imports_point_down_the_pipeline() -> None:
     assert upward == []
 
 
+# The command line stands on the public API: it imports the API, the presenters and the foundation, nothing else.
+CLI_MAY_IMPORT = ("api", "present", "base", "cli", "main")
+
+
+def test_the_cli_imports_only_the_api_the_presenters_and_the_foundation() -> None:
+    mods = house.modules()
+    below_api = sorted((a, b) for a, b in house.arrows(mods)
+                       if stage(a) == "cli" and stage(b) not in CLI_MAY_IMPORT)
+    assert below_api == []
+
+
 def test_modules_are_small() -> None:
     long = [(n, m.lines) for n, m in house.modules().items() if m.lines > MAX_MODULE_LINES]
     assert long == []

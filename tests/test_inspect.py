@@ -20,7 +20,7 @@ from gemma_fit.memory.settings import RunSettings
 from gemma_fit.model.catalog import ResolvedModel, resolve_model
 from gemma_fit.present.documents import check_json
 
-CLI = [sys.executable, "-c", "from gemma_fit.cli.app import main; main()"]
+CLI = [sys.executable, "-c", "from gemma_fit.cli.entry import main; main()"]
 SAME = ("memory", "verdict", "max_ctx_fit", "performance", "settings")
 
 

@@ -11,7 +11,7 @@ from gemma_fit import check
 from gemma_fit.hardware.catalog import load_gpus
 from gemma_fit.hardware.probe import other_gpus
 from gemma_fit.hardware.probe_other import apple_gpu
-from gemma_fit.hardware.select import Hardware
+from gemma_fit.hardware.spec import Hardware
 
 GIB = 1024**3
 # `sysctl -n <name>` on a 64 GB MacBook Pro with an M4 Max (recorded values)
@@ -24,7 +24,7 @@ def test_a_mac_is_its_database_entry_and_unified() -> None:
     assert gpu.memory_bytes == 64 * GIB and gpu.usable_memory_bytes == 48 * GIB  # Metal's default, 3/4
     assert "M4 Max" in note
     r = check("gemma-3-27b", Hardware(gpu.name, (gpu,), None, None))
-    assert r.verdict.estimate.unified_pool is not None
+    assert r.detail.estimate.unified_pool is not None
 
 
 def test_wired_limit_raises_the_gpu_ceiling() -> None:

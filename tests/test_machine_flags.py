@@ -22,8 +22,8 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_ram_makes_the_host_checked_on_a_named_gpu() -> None:
     plain = check("gemma-3-27b", "rtx-4060")
     given = check("gemma-3-27b", "rtx-4060", machine=MachineFlags(ram_gb=32))
-    assert "host_ram" in plain.verdict.unchecked and not given.verdict.unchecked
-    assert given.verdict.estimate.host.capacity_bytes == 32 * GIB
+    assert "host_ram" in plain.detail.fit.unchecked and not given.detail.fit.unchecked
+    assert given.detail.estimate.host.capacity_bytes == 32 * GIB
     assert any("--ram: 32 GiB" in n for n in given.hardware.notes)
 
 
@@ -53,7 +53,7 @@ def test_cpu_decode_is_calibrated_on_datasheet_bandwidth() -> None:
 def test_reserve_lowers_every_gpu() -> None:
     plain = check("9b", ["a4000", "a4000"])
     kept = check("9b", ["a4000", "a4000"], machine=MachineFlags(reserve_gib=1.5))
-    for a, b in zip(plain.verdict.estimate.devices, kept.verdict.estimate.devices, strict=True):
+    for a, b in zip(plain.detail.estimate.devices, kept.detail.estimate.devices, strict=True):
         assert a.capacity_bytes - b.capacity_bytes == round(1.5 * GIB)
 
 

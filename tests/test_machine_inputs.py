@@ -28,7 +28,7 @@ from gemma_fit.db.files import MAX_YAML_BYTES, read_yaml
 from gemma_fit.hardware.machine_file import MAX_MACHINE_BYTES, load_machine
 from gemma_fit.hardware.schema import GIB, MAX_GPUS, MAX_HOST_RAM_BYTES
 
-CLI = [sys.executable, "-c", "from gemma_fit.cli.app import main; main()"]
+CLI = [sys.executable, "-c", "from gemma_fit.cli.entry import main; main()"]
 CHECK = ["check", "--model", "gemma-3-27b", "--quant", "bf16", "--ctx", "0"]
 SPEC = """    id: custom-card
     name: Custom card
@@ -227,10 +227,10 @@ def test_good_machine_files_still_load(tmp_path: Path) -> None:
     path.write_text("name: box\ngpus:\n  - &s {gpu: a4000, pcie_gen: 4}\n  - {<<: *s, count: 14, pcie_lanes: 8}\n"
                     "  - rtx-4090\nram_gb: 64\n", encoding="utf-8-sig")
     machine = load_machine(path)
-    assert len(machine.gpus) == MAX_GPUS and machine.ram_bytes == 64 * GIB
+    assert len(machine.gpus) == MAX_GPUS and machine.host_capacity_bytes == 64 * GIB
     assert machine.attachments[1].pcie_lanes == 8 and machine.attachments[1].pcie_gen == 4
     path.write_text("name: cpu box\nram_gb: 0.5\n", encoding="utf-8")
-    assert load_machine(path).ram_bytes == GIB // 2
+    assert load_machine(path).host_capacity_bytes == GIB // 2
     path.write_text("name: x\ngpus:\n  -\n" + SPEC + "ram_gb: 32\n", encoding="utf-8")
     assert load_machine(path).gpus[0].id == "custom-card"
 
@@ -283,10 +283,10 @@ def _load_or_bad_input(path: Path) -> None:
         assert str(path) in message
         return
     # what loads is a machine whose capacity is known and within what llama.cpp and hardware allow
-    assert machine.gpus or machine.ram_bytes is not None
+    assert machine.gpus or machine.host_capacity_bytes is not None
     assert sum(g.logical_devices for g in machine.gpus) <= MAX_GPUS
-    assert machine.ram_bytes is None or 0 < machine.ram_bytes <= MAX_HOST_RAM_BYTES
-    assert machine.name and machine.name == machine.name.strip()
+    assert machine.host_capacity_bytes is None or 0 < machine.host_capacity_bytes <= MAX_HOST_RAM_BYTES
+    assert machine.label and machine.label == machine.label.strip()
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -310,7 +310,7 @@ def test_ram_gb_is_a_finite_amount_a_machine_can_have(ram: float, scratch: Path)
     scratch.write_text(yaml.safe_dump({"name": "box", "ram_gb": ram}), encoding="utf-8")
     ok = not isinstance(ram, bool) and math.isfinite(ram) and 0.25 <= ram <= MAX_HOST_RAM_BYTES / GIB
     if ok:
-        assert load_machine(scratch).ram_bytes == int(ram * GIB)
+        assert load_machine(scratch).host_capacity_bytes == int(ram * GIB)
     else:
         with pytest.raises(BadInput, match="ram_gb"):
             load_machine(scratch)

@@ -35,7 +35,7 @@ from gemma_fit.model.spec import spec_from_config
 
 DATA = Path(__file__).resolve().parent / "data"
 PUBLISHED_4B = DATA / "gemma-3-4b-it.config.json"
-CLI = [sys.executable, "-c", "from gemma_fit.cli.app import main; main()"]
+CLI = [sys.executable, "-c", "from gemma_fit.cli.entry import main; main()"]
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

@@ -10,6 +10,7 @@ import pytest
 from conftest import run_llama
 
 from gemma_fit.base.errors import BadInput
+from gemma_fit.engines.base import Workload
 from gemma_fit.gguf.projector import compute_bytes, image_compute_bytes, projector_plan, projectors, tower_for
 from gemma_fit.gguf.tensors import build_plan
 from gemma_fit.gguf.writer import write_synthetic_gguf, write_synthetic_projector
@@ -30,17 +31,17 @@ def test_plan_matches_the_published_f16_files(model_id: str, n_embd: int, tmp_pa
 
 
 def test_images_count_the_projector_and_its_context() -> None:
-    r = check("gemma-3-12b", "rtx-3060-12gb", images=2)
+    r = check("gemma-3-12b", "rtx-3060-12gb", workload=Workload(images=2))
     plan = projector_plan("gemma3-siglip", resolve_model("gemma-3-12b").spec.n_embd)
-    device = r.verdict.estimate.devices[0]
+    device = r.detail.estimate.devices[0]
     assert device.mmproj_bytes == plan.tensor_data_bytes + compute_bytes("gemma3", flash_attn=True)
-    assert "--mmproj mmproj-gemma-3-12b-f16.gguf" in r.verdict.server_command
-    assert any("2 image(s) per prompt take 512 tokens" in x for x in r.verdict.reasons)
+    assert "--mmproj mmproj-gemma-3-12b-f16.gguf" in r.command
+    assert any("2 image(s) per prompt take 512 tokens" in x for x in r.reasons)
 
 
 def test_images_on_a_model_without_a_vision_tower_is_one_line() -> None:
     with pytest.raises(BadInput, match="no vision tower"):
-        check("gemma-3-1b", "rtx-3060-12gb", images=1)
+        check("gemma-3-1b", "rtx-3060-12gb", workload=Workload(images=1))
 
 
 # Every Gemma model with a vision tower, its tower, and that tower's tensor count and F16 tensor bytes (what
@@ -72,9 +73,9 @@ def test_gemma_4_images_take_up_to_1120_tokens_and_their_compute_grows_with_the_
     assert image_compute_bytes(c, True, 256) == 46088 * 9 * 256  # the load-time reservation, 101.27 MiB
     assert image_compute_bytes(c, True) == 46088 * 9 * 1120  # a photo: 443.05 MiB
     assert image_compute_bytes(c, False) == 48 * (9 * 1120) ** 2 + 15368 * 9 * 1120  # 4.69 GiB of scores
-    r = check("gemma-4-E4B", "rtx-4090", images=1)
-    assert any("1 image(s) per prompt take 1,120 tokens" in x for x in r.verdict.reasons)
-    assert r.verdict.estimate.devices[0].mmproj_bytes == 370222848 + image_compute_bytes(c, True)
+    r = check("gemma-4-E4B", "rtx-4090", workload=Workload(images=1))
+    assert any("1 image(s) per prompt take 1,120 tokens" in x for x in r.reasons)
+    assert r.detail.estimate.devices[0].mmproj_bytes == 370222848 + image_compute_bytes(c, True)
 
 
 # (model, the tokens clip reserves its compute buffer for at load: its warmup image)

@@ -10,7 +10,6 @@ from gemma_fit.gguf.layout import estimated_file_bytes
 from gemma_fit.gguf.tensors import build_plan
 from gemma_fit.gguf.types import file_type, recipes, unsloth_ud
 from gemma_fit.gguf.unsloth import unpublished_mix
-from gemma_fit.memory.settings import RunSettings
 from gemma_fit.model.catalog import resolve_model
 from gemma_fit.model.ollama_tags import OllamaTag, ollama_tags
 
@@ -84,16 +83,16 @@ def test_unsloth_ud_plans_keep_free_what_every_published_file_weighs_more(recipe
 def test_a_ud_plan_says_its_mix_is_not_published_and_keeps_the_excess_free() -> None:
     from gemma_fit.jobs.check import check
 
-    room = check("gemma-3-27b", "rtx-4090", quant="Q4_K_M").verdict.estimate.devices[0].headroom_bytes
+    room = check("gemma-3-27b", "rtx-4090", quant="Q4_K_M").detail.estimate.devices[0].headroom_bytes
     ud_mix = unpublished_mix(build_plan(resolve_model("gemma-3-27b").spec, "UD-Q4_K_XL"))
     assert ud_mix is not None
     margin_gib = (room - ud_mix.excess_bytes / 2) / 2**30  # the plain plan keeps it, the UD plan does not
     plain = check("gemma-3-27b", "rtx-4090", quant="Q4_K_M", margin_gib=margin_gib)
     ud = check("gemma-3-27b", "rtx-4090", quant="UD-Q4_K_XL", margin_gib=margin_gib)
-    assert (plain.verdict.verdict, ud.verdict.verdict) == ("go", "tight")
-    assert ud.plan.ftype.name == "UD-Q4_K_XL" and "UD-Q4_K_XL" in ud.verdict.server_command
-    assert any("does not publish the UD-Q4_K_XL tensor mix: modelled as Q4_K_M" in r for r in ud.verdict.reasons)
-    assert ud.verdict.estimate.devices[0].total_bytes == plain.verdict.estimate.devices[0].total_bytes
+    assert (plain.verdict, ud.verdict) == ("go", "tight")
+    assert ud.detail.plan.ftype.name == "UD-Q4_K_XL" and "UD-Q4_K_XL" in ud.command
+    assert any("does not publish the UD-Q4_K_XL tensor mix: modelled as Q4_K_M" in r for r in ud.reasons)
+    assert ud.detail.estimate.devices[0].total_bytes == plain.detail.estimate.devices[0].total_bytes
 
 
 TAGS = sorted({t.tag: t for t in ollama_tags().values()}.values(), key=lambda t: t.tag)
@@ -103,8 +102,8 @@ TAGS = sorted({t.tag: t for t in ollama_tags().values()}.values(), key=lambda t:
 def test_ollama_tags_are_their_model_and_quant_and_the_blob_size(tag: OllamaTag) -> None:
     """Text plan plus the modelled vision tower is the published blob to its rounding; where a tower (audio) is
     not modelled, the plan is smaller than the blob and the difference is kept free."""
+    from gemma_fit.engines.projector import tag_unmodelled
     from gemma_fit.gguf.projector import projector_plan, tower_for
-    from gemma_fit.jobs.check import tag_unmodelled
 
     resolved = resolve_model(tag.model)
     plan = build_plan(resolved.spec, tag.quant)
@@ -112,7 +111,7 @@ def test_ollama_tags_are_their_model_and_quant_and_the_blob_size(tag: OllamaTag)
     entry = resolved.entry
     tower = tower_for(entry.towers.vision.type if entry and entry.towers and entry.towers.vision else None,
                       resolved.spec.id)
-    unmodelled = tag_unmodelled(tag, resolved, plan, RunSettings())
+    unmodelled = tag_unmodelled(tag, resolved, plan, images=0)
     audio = bool(entry and entry.towers and entry.towers.audio)  # Gemma 4 E2B/E4B/12B: not modelled
     if (tower or resolved.spec.id == "gemma-3-1b") and not audio:  # 1B: text only
         tower_bytes = projector_plan(tower, resolved.spec.n_embd).tensor_data_bytes if tower else 0
@@ -129,9 +128,9 @@ def test_an_ollama_tag_names_model_and_quant_and_refuses_another_quant() -> None
     from gemma_fit.jobs.check import check
 
     r = check("gemma3:27b", "rtx-4090")
-    assert (r.resolved.spec.id, r.plan.ftype.name) == ("gemma-3-27b", "Q4_K_M")
-    assert any(x.startswith("Ollama tag gemma3:27b: Gemma 3 27B Q4_K_M, a 17 GB blob") for x in r.verdict.reasons)
-    assert check("gemma3:27b-it-qat", "rtx-4090").plan.ftype.name == "QAT_Q4_0"
+    assert (r.resolved.spec.id, r.detail.plan.ftype.name) == ("gemma-3-27b", "Q4_K_M")
+    assert any(x.startswith("Ollama tag gemma3:27b: Gemma 3 27B Q4_K_M, a 17 GB blob") for x in r.reasons)
+    assert check("gemma3:27b-it-qat", "rtx-4090").detail.plan.ftype.name == "QAT_Q4_0"
     assert check("gemma3", "rtx-4090").resolved.spec.id == "gemma-3-4b"  # the library's default tag
     with pytest.raises(BadInput, match="the Ollama tag gemma3:27b is Q4_K_M, not q8_0"):
         check("gemma3:27b", "rtx-4090", quant="q8_0")

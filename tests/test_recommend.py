@@ -16,7 +16,7 @@ from gemma_fit.jobs.check import hardware_of
 from gemma_fit.jobs.recommend import QUALITY_RESOLUTION, Needs, recommend, recommend_document
 from gemma_fit.memory.fit import SAFETY_MARGIN_BYTES
 
-CLI = [sys.executable, "-c", "from gemma_fit.cli.app import main; main()"]
+CLI = [sys.executable, "-c", "from gemma_fit.cli.entry import main; main()"]
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -36,10 +36,10 @@ def rec(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
 def test_every_recommended_plan_fits_with_the_margin_at_the_needed_context(rec) -> None:  # type: ignore[no-untyped-def]
     assert rec.ranked
     for c in rec.ranked:
-        v = c.result.verdict
-        assert v.verdict in ("go", "offload")
-        assert v.estimate.n_ctx == rec.needs.n_ctx
-        assert all(d.headroom_bytes >= SAFETY_MARGIN_BYTES for d in v.estimate.devices)
+        est = c.result.detail.estimate
+        assert c.result.verdict in ("go", "offload")
+        assert est.n_ctx == rec.needs.n_ctx
+        assert all(d.headroom_bytes >= SAFETY_MARGIN_BYTES for d in est.devices)
         assert c.decode >= rec.min_tps
 
 
@@ -48,7 +48,7 @@ def test_nothing_ranks_below_a_plan_that_beats_it_on_every_axis(rec) -> None:  #
     for i, low in enumerate(ranked):
         for high in ranked[i + 1:]:
             beats = all(x >= y for x, y in zip(high.axes(), low.axes(), strict=True)) and high.axes() != low.axes()
-            assert not beats, (high.result.verdict.server_command, low.result.verdict.server_command)
+            assert not beats, (high.result.command, low.result.command)
 
 
 def test_each_model_appears_once_and_quality_ranks_first(rec) -> None:  # type: ignore[no-untyped-def]
@@ -64,7 +64,7 @@ def test_quality_is_the_published_benchmark_times_the_quants_retention(rec) -> N
         if bench is None:
             assert c.quality.score is None
             continue
-        kept, _ = quant_retention(c.result.plan.ftype)
+        kept, _ = quant_retention(c.result.detail.plan.ftype)
         assert c.quality.score == pytest.approx(bench.value * kept, abs=0.01)
         assert bench.source.startswith("https://")
 
@@ -72,8 +72,8 @@ def test_quality_is_the_published_benchmark_times_the_quants_retention(rec) -> N
 def test_a_24gb_card_gets_the_31b_at_4_bits_on_the_gpu_and_the_moe_as_the_fast_alternative() -> None:
     rec = recommend(hardware_of("rtx-3090"), Needs(n_ctx=8192))
     first, second = rec.ranked[0], rec.ranked[1]
-    assert (first.result.resolved.spec.id, first.result.plan.ftype.name) == ("gemma-4-31B", "Q4_K_M")
-    assert first.result.verdict.verdict == "go"
+    assert (first.result.resolved.spec.id, first.result.detail.plan.ftype.name) == ("gemma-4-31B", "Q4_K_M")
+    assert first.result.verdict == "go"
     assert second.result.resolved.spec.id == "gemma-4-26B-A4B" and second.decode > 2 * first.decode
 
 
@@ -112,8 +112,8 @@ def test_vision_keeps_models_with_a_tower_and_loads_the_projector() -> None:
     for c in rec.ranked:
         entry = c.result.resolved.entry
         assert entry is not None and entry.towers is not None and entry.towers.vision is not None
-        assert "--mmproj " in c.result.verdict.server_command
-        assert c.result.settings.mmproj_bytes > 0
+        assert "--mmproj " in c.result.command
+        assert c.result.detail.settings.mmproj_bytes > 0
 
 
 def test_every_file_type_has_a_retention_from_the_data() -> None:
@@ -151,6 +151,6 @@ def test_ollama_recommendations_run_library_tags_and_count_the_vision_tower() ->
     assert doc["engine"] == "ollama"
     for c, row in zip(rec.ranked, doc["candidates"], strict=True):
         assert "ollama run gemma4:" in row["command"] and row["command"].startswith("OLLAMA_CONTEXT_LENGTH=8192 ")
-        assert c.result.settings.mmproj_bytes > 0  # Ollama loads the projector in the blob
+        assert c.result.detail.settings.mmproj_bytes > 0  # Ollama loads the projector in the blob
     with pytest.raises(BadInput, match="--engine vllm is not ranked yet"):
         recommend(hardware_of("rtx-3090"), Needs(), engine="vllm")

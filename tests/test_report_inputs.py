@@ -10,6 +10,7 @@ import io
 import json
 import subprocess
 import sys
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ import pytest
 from rich.console import Console
 
 from gemma_fit.base.errors import BadInput
-from gemma_fit.cli.report import dump_report_json, print_report_tables
+from gemma_fit.engines import registry
 from gemma_fit.engines.base import EngineSettings, validate_numbers
 from gemma_fit.engines.llamacpp import run_check
 from gemma_fit.hardware.select import select_hardware
@@ -26,8 +27,9 @@ from gemma_fit.jobs.report import run_report
 from gemma_fit.memory.settings import RunSettings
 from gemma_fit.model.catalog import resolve_model
 from gemma_fit.present.documents import check_json
+from gemma_fit.present.report_view import render_tables
 
-CLI = [sys.executable, "-c", "from gemma_fit.cli.app import main; main()"]
+CLI = [sys.executable, "-c", "from gemma_fit.cli.entry import main; main()"]
 ENGINES = ("llama.cpp", "vllm", "ollama", "transformers")
 
 
@@ -91,25 +93,35 @@ def test_vllm_report_checks_the_inputs_on_the_command_line(args: list[str], mess
                          *args), message)
 
 
+def _settings(engine: str, quant: str, **values: Any) -> EngineSettings[Any]:
+    """An engine's settings with these values (its own options by name, the shared ones as fields)."""
+    kind = registry.engine_named(engine).options
+    mine = {k: v for k, v in values.items() if k in {f.name for f in fields(kind)}}
+    shared = {k: v for k, v in values.items() if k not in mine}
+    return EngineSettings(engine, quant, kind(**mine), **shared)
+
+
 @pytest.mark.parametrize(("settings", "message"), [
-    (EngineSettings("vllm", "bf16", max_model_len=-5), "--ctx -5 is impossible"),
-    (EngineSettings("vllm", "bf16", max_num_seqs=0), "--parallel 0 is impossible"),
-    (EngineSettings("vllm", "bf16", images_per_prompt=-1), "--images -1 is impossible"),
-    (EngineSettings("vllm", "bf16", gpu_memory_utilization=float("nan")), "--gpu-memory-utilization nan"),
-    (EngineSettings("vllm", "bf16", tensor_parallel_size=0), "--tensor-parallel-size 0 is impossible"),
-    (EngineSettings("transformers", "bf16", batch_size=0), "--batch-size (or --parallel) 0 is impossible"),
-    (EngineSettings("transformers", "bf16", max_new_tokens=-1), "--max-new-tokens -1 is impossible"),
-    (EngineSettings("ollama", "Q4_K_M", gpu_overhead_bytes=-1), "--gpu-overhead -1 is impossible"),
+    (("vllm", "bf16", {"max_model_len": -5}), "--ctx -5 is impossible"),
+    (("vllm", "bf16", {"max_num_seqs": 0}), "--parallel 0 is impossible"),
+    (("vllm", "bf16", {"images_per_prompt": -1}), "--images -1 is impossible"),
+    (("vllm", "bf16", {"gpu_memory_utilization": float("nan")}), "--gpu-memory-utilization nan"),
+    (("vllm", "bf16", {"tensor_parallel_size": 0}), "--tensor-parallel-size 0 is impossible"),
+    (("transformers", "bf16", {"batch_size": 0}), "--batch-size 0 is impossible"),
+    (("transformers", "bf16", {"max_new_tokens": -1}), "--max-new-tokens -1 is impossible"),
+    (("ollama", "Q4_K_M", {"gpu_overhead_bytes": -1}), "--gpu-overhead -1 is impossible"),
 ])
-def test_engine_numbers_are_validated_for_every_engine(settings: EngineSettings, message: str) -> None:
+def test_engine_numbers_are_validated_for_every_engine(settings: tuple[str, str, dict[str, Any]],
+                                                       message: str) -> None:
+    engine, quant, values = settings
     with pytest.raises(BadInput) as err:
-        validate_numbers(settings)
+        validate_numbers(_settings(engine, quant, **values))
     assert message in str(err.value)
 
 
 def test_engine_defaults_pass_validation() -> None:
     for engine in ("vllm", "ollama", "transformers"):
-        validate_numbers(EngineSettings(engine, "bf16"))
+        validate_numbers(_settings(engine, "bf16"))
 
 
 def test_a_report_whose_every_cell_is_an_error_is_bad_input(tmp_path: Path) -> None:
@@ -229,24 +241,17 @@ def test_engine_reports_compact_too(monkeypatch: pytest.MonkeyPatch) -> None:
 
 # --- output paths ----------------------------------------------------------------------------------------------
 
-def test_json_is_written_as_encoded_and_is_the_same_bytes() -> None:
-    report = run_report(*MATRIX, RunSettings())
-    out = io.StringIO()
-    dump_report_json(report, out)
-    assert out.getvalue() == json.dumps(report, indent=2) + "\n"
-
-
 def test_table_printed_in_pieces_is_the_same_as_whole(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gemma_fit.cli import report as cli_report
+    from gemma_fit.present import report_view
     report = run_report(*MATRIX, RunSettings())
 
     def printed() -> str:
         buf = io.StringIO()
-        print_report_tables(Console(file=buf, width=200, force_terminal=False, highlight=False), report)
+        render_tables(Console(file=buf, width=200, force_terminal=False, highlight=False), report)
         return buf.getvalue()
 
     whole = printed()
-    monkeypatch.setattr(cli_report, "TABLE_CHUNK_ROWS", 5)
+    monkeypatch.setattr(report_view, "TABLE_CHUNK_ROWS", 5)
     assert printed() == whole
     lines = whole.splitlines()
     assert len(lines) == 4 * (1 + 3 + 12) and lines[0] == "" and lines[1] == "a4000: RTX A4000"

@@ -8,18 +8,23 @@ import re
 import shlex
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from gemma_fit.api import RunSettings, Traffic, check, to_json
 from gemma_fit.base.errors import BadInput
-from gemma_fit.hardware.cluster import IDEAL, Cluster, Node, load_cluster
+from gemma_fit.engines.base import CheckRequest, Workload
+from gemma_fit.engines.cluster import pp_partition, ray_plan, rpc_plan
+from gemma_fit.engines.vllm import ENGINE as VLLM
+from gemma_fit.hardware.cluster import IDEAL, Cluster, Node
+from gemma_fit.hardware.cluster_file import load_cluster
 from gemma_fit.hardware.select import select_hardware
-from gemma_fit.jobs.check import engine_settings
-from gemma_fit.jobs.cluster import pp_partition, ray_plan, rpc_plan
+from gemma_fit.hardware.spec import Hardware
 from gemma_fit.model.catalog import resolve_model
+from gemma_fit.present.documents import cluster_device_json
 from gemma_fit.speed.batch import Pipeline, StageWork
-from gemma_fit.speed.traffic import HEADROOM, Workload, closed_loop, open_loop
+from gemma_fit.speed.traffic import HEADROOM, LoadPoint, closed_loop, open_loop
 
 FLAGS = Path(__file__).parent / "data" / "engine_flags"
 
@@ -62,19 +67,19 @@ def test_pipeline_parallel_overlaps_micro_batches() -> None:
 
 def test_closed_loop_with_prefill_is_slower_than_decode_alone() -> None:
     pipe = Pipeline((_stage(),))
-    c = closed_loop(pipe, 5000.0, Workload(1024, 256, 16))
+    c = closed_loop(pipe, 5000.0, LoadPoint(1024, 256, 16))
     assert c.aggregate_tokens_per_s < c.decode_tokens_per_s == pytest.approx(pipe.aggregate_tokens_per_s(16))
 
 
 def test_open_loop_holds_below_capacity_and_counts_replicas() -> None:
     pipe = Pipeline((_stage(),))
-    light = open_loop(pipe, 5000.0, Workload(512, 256, 1, 0.1), 64)
+    light = open_loop(pipe, 5000.0, LoadPoint(512, 256, 1, 0.1), 64)
     assert light.holds and light.utilisation < HEADROOM and light.replicas == 1
     assert light.ttft_p95_s >= light.ttft_p50_s > 0
-    heavy = open_loop(pipe, 5000.0, Workload(512, 256, 1, light.capacity_per_s * 3), 64)
+    heavy = open_loop(pipe, 5000.0, LoadPoint(512, 256, 1, light.capacity_per_s * 3), 64)
     assert not heavy.holds and heavy.replicas >= math.ceil(3 / HEADROOM)
     # each replica then gets a share of the rate it holds with the margin
-    share = open_loop(pipe, 5000.0, Workload(512, 256, 1, heavy.rate_per_s / heavy.replicas), 64)
+    share = open_loop(pipe, 5000.0, LoadPoint(512, 256, 1, heavy.rate_per_s / heavy.replicas), 64)
     assert share.holds
 
 
@@ -98,7 +103,7 @@ def test_parallel_requests_raise_the_aggregate(engine: str, quant: str) -> None:
 
 def test_traffic_answer_in_check_json() -> None:
     r = check("gemma-3-12b", "rtx-4090", quant="Q4_K_M", settings=RunSettings(n_ctx=32768, n_parallel=8),
-              traffic=Traffic(256, 0.5))
+              workload=Workload(traffic=Traffic(256, 0.5)))
     sv = to_json(r)["performance"]["serving"]
     assert sv["includes_prefill"] and sv["max_concurrency"] == 8
     t = sv["traffic"]
@@ -109,7 +114,7 @@ def test_traffic_answer_in_check_json() -> None:
                                  Traffic(None, -1.0), Traffic(10**9, None)])
 def test_bad_traffic_is_one_line(bad: Traffic) -> None:
     with pytest.raises(BadInput):
-        check("gemma-3-4b", "rtx-4090", traffic=bad)
+        check("gemma-3-4b", "rtx-4090", workload=Workload(traffic=bad))
 
 
 def _cluster(net=IDEAL, per_node: int = 1, gpu: str = "rtx-3090", nodes: int = 2) -> Cluster:  # noqa: ANN001
@@ -121,9 +126,10 @@ def test_rpc_plan_with_an_ideal_network_equals_one_machine() -> None:
     resolved = resolve_model("gemma-3-27b", [])
     settings = RunSettings(n_ctx=16384, n_parallel=2)
     plan = rpc_plan(_cluster(), resolved, "Q4_K_M", settings, 512, Traffic(128, None))
-    local = check(resolved, ["rtx-3090", "rtx-3090"], quant="Q4_K_M", settings=settings, traffic=Traffic(128, None))
+    local = check(resolved, ["rtx-3090", "rtx-3090"], quant="Q4_K_M", settings=settings,
+                  workload=Workload(traffic=Traffic(128, None)))
     doc = to_json(local)
-    assert [d["total_bytes"] for d in plan.devices] == [d["total_bytes"] for d in doc["memory"]["devices"]]
+    assert [d.memory.total_bytes for d in plan.devices] == [d["total_bytes"] for d in doc["memory"]["devices"]]
     assert plan.performance is not None
     assert plan.performance.decode_tokens_per_s == pytest.approx(doc["performance"]["decode_tokens_per_s"], rel=1e-3)
     assert plan.performance.aggregate_tokens_per_s == pytest.approx(
@@ -143,15 +149,22 @@ def test_rpc_network_term_is_the_hidden_state_and_a_round_trip() -> None:
     assert plan.network["seconds_per_token"] == pytest.approx(2 * 50e-6 + hidden / 1.25e9)
 
 
+def _vllm_settings(resolved: Any, settings: RunSettings, prompt_tokens: int, output_tokens: int | None = None) -> Any:
+    """vLLM's settings as `check` maps llama.cpp's onto them."""
+    request = CheckRequest(resolved, "bf16", settings, Hardware("none", (), None),
+                           Workload(prompt_tokens, Traffic(output_tokens)))
+    return VLLM.settings(request)
+
+
 def test_vllm_ray_plan_memory_per_stage_and_ideal_network() -> None:
     assert pp_partition(62, 2) == [31, 31] and pp_partition(34, 4) == [8, 9, 9, 8] and sum(pp_partition(35, 4)) == 35
     resolved = resolve_model("gemma-3-27b", [])
-    es = engine_settings("vllm", "bf16", RunSettings(n_ctx=8192, n_parallel=8), prompt_tokens=512, output_tokens=128)
+    es = _vllm_settings(resolved, RunSettings(n_ctx=8192, n_parallel=8), 512, 128)
     ideal = ray_plan(_cluster(per_node=2), resolved, es)
     assert ideal.settings["tensor_parallel_size"] == 2 and ideal.settings["pipeline_parallel_size"] == 2
     assert len(ideal.devices) == 4 and ideal.network["seconds_per_token"] == 0
     slow = ray_plan(_cluster(replace(IDEAL, bytes_per_s=1.25e8, latency_s=1e-3), per_node=2), resolved, es)
-    assert [d["total_bytes"] for d in slow.devices] == [d["total_bytes"] for d in ideal.devices]  # memory: no network
+    assert [d.memory.total_bytes for d in slow.devices] == [d.memory.total_bytes for d in ideal.devices]  # no network
     assert ideal.performance is not None and slow.performance is not None
     assert slow.performance.decode_tokens_per_s < ideal.performance.decode_tokens_per_s
     assert ideal.commands[0].startswith("ray start --head") and "--address 10.0.0.1:6379" in ideal.commands[1]
@@ -206,7 +219,7 @@ def test_llama_server_commands_use_real_flags(model: str, gpu: str, extra: dict)
                                                 {"kv_cache_dtype": "fp8", "enforce_eager": True})])
 def test_vllm_commands_use_real_flags(model: str, quant: str, extra: dict) -> None:
     known = _flags("vllm-serve-0.33.0.txt")
-    r = check(model, ["h100-sxm", "h100-sxm"], quant=quant, engine="vllm", settings=RunSettings(n_ctx=8192), **extra)
+    r = check(model, ["h100-sxm", "h100-sxm"], quant=quant, engine="vllm", settings=RunSettings(n_ctx=8192), options=extra)
     argv = shlex.split(to_json(r)["command"])
     assert argv[:2] == ["vllm", "serve"] and re.fullmatch(r"[\w.-]+/[\w.-]+", argv[2])
     assert [o for o in _options(argv) if o not in known] == []
@@ -218,7 +231,7 @@ def test_cluster_commands_use_real_flags() -> None:
     resolved = resolve_model("gemma-3-27b", [])
     ray_known, vllm_known = _flags("ray-start-2.60.0.txt"), _flags("vllm-serve-0.33.0.txt")
     rpc_known, server_known = _flags("rpc-server-0.3.36.txt"), _flags("llama-server-0.3.36.txt")
-    es = engine_settings("vllm", "bf16", RunSettings(n_ctx=8192), prompt_tokens=512)
+    es = _vllm_settings(resolved, RunSettings(n_ctx=8192), 512)
     ray = ray_plan(_cluster(per_node=2), resolved, es)
     for command in ray.commands:
         argv = shlex.split(command.split(" ", 2)[2] if command.startswith("ssh ") else command)
@@ -364,7 +377,8 @@ def test_every_gpu_gets_an_answer_or_one_line(engine: str, quant: str) -> None:
     answered = 0
     for gpu in sorted(known_hardware().gpus):
         try:
-            doc = to_json(check("gemma-3-4b", gpu, quant=quant, engine=engine, traffic=Traffic(64, 0.5),
+            doc = to_json(check("gemma-3-4b", gpu, quant=quant, engine=engine,
+                                workload=Workload(traffic=Traffic(64, 0.5)),
                                 settings=RunSettings(n_ctx=8192 if engine == "llama.cpp" else 0, n_parallel=4)))
         except BadInput:
             continue
@@ -378,9 +392,9 @@ def test_every_gpu_gets_an_answer_or_one_line(engine: str, quant: str) -> None:
 
 def test_middle_pipeline_stages_hold_no_embedding() -> None:
     resolved = resolve_model("gemma-3-27b", [])
-    es = engine_settings("vllm", "bf16", RunSettings(n_ctx=8192), prompt_tokens=512)
+    es = _vllm_settings(resolved, RunSettings(n_ctx=8192), 512)
     plan = ray_plan(_cluster(nodes=4), resolved, es)
-    stages = list(plan.devices)
+    stages = [cluster_device_json(d) for d in plan.devices]
     assert [d["layers"] for d in stages] == [15, 16, 16, 15]
     embedding = 2 * resolved.spec.n_vocab * resolved.spec.n_embd  # bf16
     assert stages[0]["weights_bytes"] == stages[3]["weights_bytes"]  # 15 layers and one embedding copy each

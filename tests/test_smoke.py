@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-CLI = [sys.executable, "-c", "from gemma_fit.cli.app import main; main()"]
+CLI = [sys.executable, "-c", "from gemma_fit.cli.entry import main; main()"]
 
 
 def smoke(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
@@ -108,7 +108,7 @@ CLI_RSS = [sys.executable, "-c", "import atexit, sys\n"
            "        kib = next(line.split()[1] for line in f if line.startswith('VmHWM:'))\n"
            "    print(f'maxrss_kib={kib}', file=sys.stderr)\n"
            "atexit.register(hwm)\n"
-           "from gemma_fit.cli.app import main\nmain()"]
+           "from gemma_fit.cli.entry import main\nmain()"]
 
 BUFFER_LINES = ("print('load_tensors:          CPU model buffer size =   100.00 MiB')\n"
                 "print('llama_kv_cache:        CPU KV buffer size =     8.00 MiB')\n"

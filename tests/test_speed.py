@@ -103,7 +103,7 @@ def test_a_gpu_without_bandwidth_keeps_the_memory_verdict(tmp_path: Path) -> Non
 
 
 def test_backend_option_switches_overhead_and_calibration() -> None:
-    cli = [sys.executable, "-c", "from gemma_fit.cli.app import main; main()"]
+    cli = [sys.executable, "-c", "from gemma_fit.cli.entry import main; main()"]
     base = ["check", "--gpu", "rtx-4070", "--model", "9b", "--json"]
     cuda = subprocess.run([*cli, *base], capture_output=True, text=True, timeout=60)
     vulkan = subprocess.run([*cli, *base, "--backend", "vulkan"], capture_output=True, text=True, timeout=60)

@@ -19,22 +19,22 @@ MIB = 1024**2
 
 
 def _pool(result):  # type: ignore[no-untyped-def]
-    pool = result.verdict.estimate.unified_pool
+    pool = result.detail.estimate.unified_pool
     assert pool is not None
     return pool
 
 
 def test_the_pool_is_the_gpu_side_plus_the_host_side() -> None:
     r = check("gemma-3-12b", "jetson-orin-nano-super")
-    est = r.verdict.estimate
+    est = r.detail.estimate
     pool = _pool(r)
     assert pool.gpu_bytes == est.devices[0].total_bytes
     assert pool.host_bytes == est.host.total_bytes
     assert pool.total_bytes == pool.gpu_bytes + pool.host_bytes
     assert est.host.capacity_bytes is None  # no second pool
     assert pool.total_bytes > 9 * GIB  # 9.1 GiB on an 8 GB board: the example
-    assert r.verdict.verdict == "no-go" and "unified memory" in r.verdict.reasons[0]
-    assert "host_ram" not in r.verdict.unchecked  # the memory is known: it is the pool
+    assert r.verdict == "no-go" and "unified memory" in r.reasons[0]
+    assert "host_ram" not in r.detail.fit.unchecked  # the memory is known: it is the pool
 
 
 def test_jetson_pool_is_what_linux_sees_less_its_reserve() -> None:
@@ -48,9 +48,9 @@ def test_jetson_pool_is_what_linux_sees_less_its_reserve() -> None:
 def test_a_small_model_on_jetson_counts_the_host_side_against_the_same_memory() -> None:
     r = check("gemma-3n-E4B", "jetson-orin-nano-super")
     pool = _pool(r)
-    device_room = r.verdict.estimate.devices[0].headroom_bytes
+    device_room = r.detail.estimate.devices[0].headroom_bytes
     assert pool.headroom_bytes < device_room  # the host side's 2 GiB is no longer "to spare"
-    assert r.verdict.verdict in ("tight", "go")
+    assert r.verdict in ("tight", "go")
     assert to_json(r)["memory"]["unified_pool"]["headroom_bytes"] == pool.headroom_bytes
 
 
@@ -60,8 +60,8 @@ def test_mac_metal_limit_binds_and_the_sysctl_is_advised() -> None:
     gpu = r.hardware.gpus[0]
     assert gpu.memory_bytes == 64 * GIB and pool.gpu_limit_bytes == 48 * GIB  # 3/4 of 64 GB
     assert pool.capacity_bytes == 64 * GIB - platform(gpu).reserve_bytes  # type: ignore[union-attr]
-    assert r.verdict.verdict == "offload"
-    lever = r.verdict.suggestion or ""
+    assert r.verdict == "offload"
+    lever = r.detail.fit.suggestion or ""
     assert "sudo sysctl iogpu.wired_limit_mb=" in lever
     mib = int(lever.split("iogpu.wired_limit_mb=")[1].split()[0])
     full = check("gemma-3-27b", "m4-max-64gb", quant="BF16", settings=RunSettings(n_gpu_layers=63))
@@ -71,7 +71,7 @@ def test_mac_metal_limit_binds_and_the_sysctl_is_advised() -> None:
 
 def test_mac_with_room_has_no_lever() -> None:
     r = check("gemma-3-27b", "m4-max-64gb")
-    assert r.verdict.verdict == "go" and "sysctl" not in " ".join(r.verdict.reasons)
+    assert r.verdict == "go" and "sysctl" not in " ".join(r.reasons)
     assert _pool(r).headroom_bytes > 0
 
 
@@ -79,14 +79,14 @@ def test_strix_halo_gtt_limit_and_its_lever() -> None:
     r = check("gemma-3-27b", "ryzen-ai-max-395-64gb", quant="BF16")
     pool = _pool(r)
     assert pool.gpu_limit_bytes == 32 * GIB  # GTT: half of RAM by default
-    assert "ttm pages_limit=" in (r.verdict.suggestion or "")
+    assert "ttm pages_limit=" in (r.detail.fit.suggestion or "")
 
 
 def test_dgx_spark_gpu_draws_on_the_whole_pool() -> None:
     r = check("gemma-3-27b", "dgx-spark", quant="BF16")
     pool = _pool(r)
     assert pool.gpu_limit_bytes == pool.capacity_bytes
-    assert r.verdict.verdict == "go"
+    assert r.verdict == "go"
 
 
 def test_the_pool_is_never_go_when_it_cannot_hold_the_model() -> None:
@@ -95,12 +95,12 @@ def test_the_pool_is_never_go_when_it_cannot_hold_the_model() -> None:
             r = check(model, gpu, quant=quant)
             pool = _pool(r)
             if pool.total_bytes > pool.capacity_bytes:
-                assert r.verdict.verdict == "no-go", (gpu, model)
+                assert r.verdict == "no-go", (gpu, model)
 
 
 def test_discrete_gpus_have_no_pool() -> None:
     r = check("9b", "a4000")
-    assert r.verdict.estimate.unified_pool is None
+    assert r.detail.estimate.unified_pool is None
     assert "unified_pool" not in to_json(r)["memory"]
 
 

@@ -22,3 +22,12 @@ def cache_root() -> Path:
 def bin_dir(version: str = LLAMA_CPP_PYTHON_VERSION) -> Path:
     """The build's bin/ folder: <cache>/llama.cpp-<version>/build/bin."""
     return cache_root() / f"llama.cpp-{version}" / "build" / "bin"
+
+
+DATA_ENV = "XDG_DATA_HOME"
+
+
+def data_root() -> Path:
+    """Where gemma-fit keeps what it learns on this machine (smoke records): $XDG_DATA_HOME/gemma-fit, else
+    ~/.local/share/gemma-fit. Never a source checkout."""
+    return Path(os.environ.get(DATA_ENV) or Path.home() / ".local" / "share") / "gemma-fit"

@@ -1,3 +1,1 @@
-"""The command line: a thin typer front-end over the jobs and the presenters (each option declared once
-in options.py).
-"""
+"""Stage 10, the command line: a thin typer front-end over gemma_fit.api and the presenters."""

@@ -1,29 +1,21 @@
-"""Typer pieces for the hardware side of the CLI: `probe`, `db validate`, `list gpus`.
-
-gemma_fit/cli.py registers them:
-    app.command("probe")(probe_command)
-    app.add_typer(db_app, name="db")
-    list_app.command("gpus")(list_gpus)
-"""
+"""`gemma-fit probe`, `gemma-fit db validate` and `gemma-fit list models|gpus|quants|cpus`."""
 
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from gemma_fit.base.errors import EXIT_PROBLEMS, BadInput
-from gemma_fit.base.units import GIB, fmt_bytes
-from gemma_fit.cli.state import hardware_dirs, model_dirs
-from gemma_fit.db.files import packaged_dir
+from gemma_fit import api
+from gemma_fit.base.errors import EXIT_PROBLEMS
+from gemma_fit.cli import state
+from gemma_fit.cli.options import JsonOpt
 
 if TYPE_CHECKING:
     from rich.console import Console
-
-JsonOpt = Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")]
 
 
 def _out() -> Console:
@@ -32,62 +24,20 @@ def _out() -> Console:
     return console()
 
 
-def _num(value: float | None, fmt: str = "{:g}") -> str:
-    return "-" if value is None else fmt.format(value)
-
-
-# --- probe ------------------------------------------------------------------------------------
+def _dump(value: object) -> None:
+    print(json.dumps(value, indent=2, allow_nan=False))
 
 
 def probe_command(as_json: JsonOpt = False) -> None:
     """What this machine has: GPUs via NVML, RAM, CPU, disks via psutil."""
-    from gemma_fit.hardware.probe import probe
-
-    doc = probe(extra_dirs=hardware_dirs())
+    doc = api.probe(state.catalog())
     if as_json:
-        print(json.dumps(doc, indent=2))
+        _dump(doc)
         return
-    out = _out()
-    _print_gpus(out, doc)
-    out.print(f"RAM: {fmt_bytes(doc['ram_total_bytes'])} total, {fmt_bytes(doc['ram_available_bytes'])} available")
-    freq = f", {doc['cpu_freq_mhz']:.0f} MHz" if doc.get("cpu_freq_mhz") else ""
-    out.print(f"CPU: {doc['cpu_count']} logical cores ({doc.get('cpu_physical_cores') or '?'} physical){freq}")
-    _print_disks(out, doc["disks"])
-    for note in doc["notes"]:
-        out.print(f"note: {note}")
+    from gemma_fit.present.lists_view import render_probe
 
+    render_probe(_out(), doc)
 
-def _print_gpus(out: Console, doc: dict[str, Any]) -> None:
-    if not doc["gpus"]:
-        out.print("GPUs: none found")
-        return
-    cuda = f", CUDA {doc['cuda_driver_version']}" if doc.get("cuda_driver_version") else ""
-    out.print(f"NVIDIA driver {doc.get('driver_version') or '?'}{cuda}")
-    from rich.table import Table
-
-    table = Table("#", "name", "database id", "total", "free", "PCIe", "processes")
-    for g in doc["gpus"]:
-        pcie = f"Gen{g['pcie_gen']} x{g['pcie_width']}" if g.get("pcie_gen") and g.get("pcie_width") else "-"
-        total = fmt_bytes(g["total_bytes"]) if g.get("total_bytes") is not None else "-"
-        free = fmt_bytes(g["free_bytes"]) if g.get("free_bytes") is not None else "-"
-        table.add_row(str(g["index"]), g["name"], g.get("matched_id") or "(not in database)", total, free, pcie,
-                      str(len(g.get("processes", []))))
-    out.print(table)
-
-
-def _print_disks(out: Console, disks: list[dict[str, Any]]) -> None:
-    if not disks:
-        return
-    from rich.table import Table
-
-    table = Table("disk", "mount point", "kind", "size", "free")
-    for d in disks:
-        table.add_row(d["device"], d["mountpoint"], d.get("kind") or "?", fmt_bytes(d["total_bytes"]),
-                      fmt_bytes(d["free_bytes"]))
-    out.print(table)
-
-
-# --- db validate ------------------------------------------------------------------------------
 
 db_app = typer.Typer(no_args_is_help=True, help="Check the hardware and model databases.")
 
@@ -100,14 +50,7 @@ def validate_command(
     ] = None,
 ) -> None:
     """Validate hardware and model databases; exit 1 on any problem, one `file:line: field: problem` per line."""
-    from gemma_fit.jobs.validate import validate
-
-    missing = [p for p in paths or () if not p.exists()]
-    if missing:  # nothing to validate is bad input (exit 2), not a database problem (exit 1)
-        raise BadInput(f"db validate: no such file or folder: {missing[0]}")
-    roots = list(paths or [packaged_dir("hardware_db"), packaged_dir("model_db"),
-                           *hardware_dirs(), *model_dirs()])
-    report = validate(roots)
+    report = api.validate(list(paths or ()), state.catalog())
     for problem in report.problems:
         print(problem)
     if report.problems:
@@ -117,28 +60,68 @@ def validate_command(
     print(f"db validate: ok, {report.summary()}")
 
 
-# --- list gpus --------------------------------------------------------------------------------
-
-_VENDOR_ORDER = {"nvidia": 0, "amd": 1, "intel": 2, "apple": 3}
+list_app = typer.Typer(no_args_is_help=True, help="What the databases hold.")
 
 
-def list_gpus(as_json: JsonOpt = False) -> None:
-    """Every GPU in the hardware database, with memory, bandwidth and compute."""
-    from gemma_fit.hardware.catalog import load_gpu_entries
-
-    entries = sorted(load_gpu_entries(hardware_dirs()).values(),
-                     key=lambda e: (_VENDOR_ORDER.get(e.vendor, 9), e.memory_bytes, e.id))
+@list_app.command("gpus")
+def list_gpus(
+    vendor: Annotated[str | None, typer.Option("--vendor", help="Only nvidia, amd, intel or apple.")] = None,
+    min_memory: Annotated[float | None, typer.Option("--min-memory", help="Only GPUs with at least this many "
+                                                     "GiB.")] = None,
+    backend: Annotated[str | None, typer.Option("--backend", help="Only this llama.cpp backend: cuda, rocm, "
+                                                "vulkan, metal, sycl.")] = None,
+    search: Annotated[str | None, typer.Option("--search", "-s", help="Only ids or names containing this "
+                                               "text.")] = None,
+    unified: Annotated[bool | None, typer.Option("--unified/--discrete", help="Only unified-memory machines, or "
+                                                 "only discrete cards.", show_default=False)] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The GPUs in the hardware database, with memory, bandwidth and compute (filters keep the list short)."""
+    which = api.GpuFilter(vendor, min_memory, backend, search, unified)
+    entries = api.gpus(state.catalog(), which)
     if as_json:
-        print(json.dumps([e.model_dump(mode="json") for e in entries], indent=2))
+        _dump(entries)
         return
-    width = max((len(e.id) for e in entries), default=2)
-    from rich.table import Column, Table
+    from gemma_fit.present.lists_view import render_gpus
 
-    table = Table(Column("id", no_wrap=True, min_width=width), Column("name", overflow="fold"),
-                  *(Column(h, justify="right", no_wrap=True) for h in ("GiB", "usable", "GB/s", "TFLOPS")),
-                  Column("backend", no_wrap=True),
-                  title="memory and usable memory in GiB, bandwidth in GB/s, FP16 tensor TFLOPS", title_justify="left")
-    for e in entries:
-        table.add_row(e.id, e.name, f"{e.memory_bytes / GIB:g}", f"{e.usable_memory_bytes / GIB:.1f}",
-                      _num(e.memory_bandwidth_gbps), _num(e.fp16_tensor_tflops), e.backend)
-    _out().print(table)
+    render_gpus(_out(), entries, filtered=which != api.GpuFilter())
+
+
+@list_app.command("models")
+def list_models(
+    generation: Annotated[str | None, typer.Option("--generation", help="Only one generation: 1, 2, 3, 3n "
+                                                   "or 4.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Every model in the database."""
+    rows = api.models(state.catalog(), generation)
+    if as_json:
+        _dump(rows)
+        return
+    from gemma_fit.present.lists_view import render_models
+
+    render_models(_out(), rows)
+
+
+@list_app.command("quants")
+def list_quants(as_json: JsonOpt = False) -> None:
+    """The llama.cpp file types gemma-fit knows, with their base tensor type."""
+    rows = api.quants()
+    if as_json:
+        _dump(rows)
+        return
+    from gemma_fit.present.lists_view import render_quants
+
+    render_quants(_out(), rows)
+
+
+@list_app.command("cpus")
+def list_cpus(as_json: JsonOpt = False) -> None:
+    """Every CPU in the hardware database (what --cpu accepts)."""
+    rows = api.cpus(state.catalog())
+    if as_json:
+        _dump(rows)
+        return
+    from gemma_fit.present.lists_view import render_cpus
+
+    render_cpus(_out(), rows)

@@ -1,7 +1,4 @@
-"""`gemma-fit recommend` and `gemma-fit buy`: the two questions people ask, on the command line.
-
-Registered in app.py; the work is gemma_fit.jobs.recommend / gemma_fit.jobs.buy, the rendering
-gemma_fit.present.recommend."""
+"""`gemma-fit recommend` and `gemma-fit buy`: the best Gemma for a machine, and the machine to buy for a Gemma."""
 
 from __future__ import annotations
 
@@ -11,7 +8,8 @@ from typing import Annotated
 
 import typer
 
-from gemma_fit.base.errors import BadInput
+from gemma_fit import api
+from gemma_fit.base.files import write_text
 from gemma_fit.cli import state
 from gemma_fit.cli.options import (
     BATCH,
@@ -23,10 +21,10 @@ from gemma_fit.cli.options import (
     CoresOpt,
     CpuOpt,
     DiskOpt,
-    EngineOpt,
     FlashOpt,
     GpuOpt,
     HardwareOpt,
+    HtmlOpt,
     JsonOpt,
     MarginOpt,
     ParallelOpt,
@@ -38,25 +36,32 @@ from gemma_fit.cli.options import (
     UbatchOpt,
     machine_flags,
     run_settings,
+    tokens,
 )
 
-NeedCtxOpt = Annotated[int, typer.Option("--ctx", "-c", help="The context you need, in tokens per sequence.")]
-MinTpsOpt = Annotated[float | None, typer.Option("--min-tps", help="Least decode speed, tokens/s (default 10).")]
+NeedCtxOpt = Annotated[int, typer.Option("--ctx", "-c", parser=tokens, metavar="N[k]",
+                                         help="The context you need, in tokens per request (k = x1024).")]
 VisionOpt = Annotated[bool, typer.Option("--vision", help="Only models that read images, with room for one.")]
-PreferOpt = Annotated[str, typer.Option("--prefer", help="quality, speed or context.")]
-TopOpt = Annotated[int, typer.Option("--top", help="How many configurations to show.")]
+PreferOpt = Annotated[str, typer.Option("--prefer", help="Rank by quality, speed or context.")]
+TopOpt = Annotated[int, typer.Option("--top", help="How many to show.")]
+RECOMMEND, BUY = api.Needs(), api.BuyNeeds()  # the jobs' own defaults, shown by --help as they are used
+
+
+def _json(doc: object) -> None:
+    print(json.dumps(doc, indent=2, allow_nan=False))
 
 
 def recommend_command(
     gpu: GpuOpt = None,
     hardware: HardwareOpt = None,
-    ctx: NeedCtxOpt = 8192,
-    min_tps: MinTpsOpt = None,
+    ctx: NeedCtxOpt = RECOMMEND.n_ctx,
+    min_tps: Annotated[float, typer.Option("--min-tps", help="The least decode speed, tokens/s.")] = RECOMMEND.min_tps,
     vision: VisionOpt = False,
     parallel: ParallelOpt = PARALLEL,
-    engine: EngineOpt = "llama.cpp",
-    prefer: PreferOpt = "quality",
-    top: TopOpt = 5,
+    engine: Annotated[str, typer.Option("--engine", help="llama.cpp, or ollama (the same plans, with the Ollama "
+                                        "tag to pull).")] = "llama.cpp",
+    prefer: PreferOpt = RECOMMEND.prefer,
+    top: TopOpt = RECOMMEND.top,
     margin: MarginOpt = None,
     ubatch: UbatchOpt = UBATCH,
     batch: BatchOpt = BATCH,
@@ -73,74 +78,61 @@ def recommend_command(
     as_json: JsonOpt = False,
 ) -> None:
     """The best Gemma configurations for this hardware and need, ranked: model, quant, KV cache, placement."""
-    from gemma_fit.jobs.check import hardware_of, margin_bytes
-    from gemma_fit.jobs.recommend import Needs, recommend, recommend_document
-    from gemma_fit.present.recommend import render_recommend
-
-    flags = machine_flags(ram=ram, ram_type=ram_type, ram_channels=ram_channels, cores=cores, threads=threads,
-                          disk=disk, reserve=reserve, cpu=cpu)
-    hw = hardware_of(hardware if hardware is not None else list(gpu or []), backend, state.hardware_dirs(), flags)
-    settings = run_settings(batch=batch, ubatch=ubatch, flash_attn=flash_attn)
-    needs = Needs(n_ctx=ctx, min_tps=min_tps, vision=vision, n_parallel=parallel, prefer=prefer.strip().lower(),
-                  top=top, margin_bytes=margin_bytes(margin))
-    doc = recommend_document(recommend(hw, needs, settings, engine, state.model_dirs()))
-    if as_json:
-        print(json.dumps(doc, indent=2))
-        return
     from gemma_fit.present.terminal import console
+
+    needs = api.Needs(n_ctx=ctx, min_tps=min_tps, vision=vision, n_parallel=parallel, prefer=prefer.strip().lower(),
+                      top=top, margin_bytes=api.margin_bytes(margin))
+    rec = api.recommend(hardware if hardware is not None else list(gpu or []), needs,
+                        settings=run_settings(batch=batch, ubatch=ubatch, flash_attn=flash_attn), engine=engine,
+                        backend=backend, machine=machine_flags(ram=ram, ram_type=ram_type, ram_channels=ram_channels,
+                                                               cores=cores, threads=threads, disk=disk,
+                                                               reserve=reserve, cpu=cpu),
+                        catalog=state.catalog())
+    doc = api.to_json(rec)
+    if as_json:
+        _json(doc)
+        return
+    from gemma_fit.present.recommend import render_recommend
 
     render_recommend(console(), doc)
 
 
-
-
-
-BudgetOpt = Annotated[float | None, typer.Option("--budget", help="Most you will spend, US dollars.")]
-MaxGpusOpt = Annotated[int, typer.Option("--max-gpus", help="Cards in one machine (1 to 4).")]
-SegmentOpt = Annotated[list[str] | None, typer.Option(
-    "--segment", help="consumer, workstation, datacenter, apple, embedded or all (repeatable; default all).")]
-UsedOpt = Annotated[bool, typer.Option("--used", help="Count used prices too.")]
-PricesOpt = Annotated[Path | None, typer.Option("--prices", help="A prices YAML (hardware_db/prices schema) "
-                                                                  "replacing the database's for today's market.")]
-BuyModelOpt = Annotated[list[str] | None, typer.Option("--model", "-m", help="Model id or alias (repeatable: any).")]
-BuyQuantOpt = Annotated[str, typer.Option("--quant", "-q", help="A file type, or auto (each option's best, "
-                                                                 "BF16 down to Q4_K_M).")]
-
-
 def buy_command(
-    model: BuyModelOpt = None,
-    quant: BuyQuantOpt = "Q4_K_M",
-    ctx: NeedCtxOpt = 8192,
-    min_tps: MinTpsOpt = None,
-    budget: BudgetOpt = None,
-    max_gpus: MaxGpusOpt = 2,
-    segment: SegmentOpt = None,
-    used: UsedOpt = False,
+    model: Annotated[list[str] | None, typer.Option("--model", "-m", help="Model id or alias; repeat for several "
+                                                    "(any of them will do).")] = None,
+    quant: Annotated[str, typer.Option("--quant", "-q", help="A file type, or auto (each option's best, BF16 down "
+                                       "to Q4_K_M).")] = "Q4_K_M",
+    ctx: NeedCtxOpt = BUY.n_ctx,
+    min_tps: Annotated[float, typer.Option("--min-tps", help="The least decode speed, tokens/s.")] = BUY.min_tps,
+    budget: Annotated[float | None, typer.Option("--budget", help="The most you will spend, US dollars.")] = None,
+    max_gpus: Annotated[int, typer.Option("--max-gpus", help="Cards in one machine (1 to 4).")] = BUY.max_gpus,
+    segment: Annotated[list[str] | None, typer.Option(
+        "--segment", help="consumer, workstation, datacenter, apple, embedded or all (repeatable). "
+                          "[default: all]")] = None,
+    used: Annotated[bool, typer.Option("--used", help="Count used prices too.")] = False,
     vision: VisionOpt = False,
-    prices: PricesOpt = None,
+    prices: Annotated[Path | None, typer.Option("--prices", help="A prices YAML (hardware_db/prices schema) "
+                                                "replacing the database's, for today's market.")] = None,
     allow_offload: Annotated[bool, typer.Option("--allow-offload", help="Count plans that leave layers or "
-                                                                        "experts in the host's memory.")] = False,
-    top: TopOpt = 10,
+                                                "experts in the host's memory.")] = False,
+    top: TopOpt = BUY.top,
     margin: MarginOpt = None,
     as_json: JsonOpt = False,
+    html: HtmlOpt = None,
 ) -> None:
     """The hardware to buy for a Gemma model, context and speed: cheapest first, with price, power and speed."""
-    from gemma_fit.jobs.buy import DEFAULT_MIN_TPS, SEGMENTS, BuyNeeds, buy, buy_document
-    from gemma_fit.jobs.check import margin_bytes
-    from gemma_fit.jobs.report import expand_models
-    from gemma_fit.present.recommend import render_buy
-
-    if not model:
-        raise BadInput("--model is required (an id or alias; repeat it for several)")
-    segments = [s.strip().lower() for s in segment or ["all"]]
-    needs = BuyNeeds(n_ctx=ctx, min_tps=DEFAULT_MIN_TPS if min_tps is None else min_tps, budget_usd=budget,
-                     max_gpus=max_gpus, segments=SEGMENTS if "all" in segments else tuple(segments), used=used,
-                     vision=vision, top=top, margin_bytes=margin_bytes(margin), allow_offload=allow_offload)
-    doc = buy_document(buy(expand_models(model, state.model_dirs()), quant, needs,
-                           hardware_dirs=state.hardware_dirs(), prices_file=prices))
-    if as_json:
-        print(json.dumps(doc, indent=2))
-        return
     from gemma_fit.present.terminal import console
+
+    segments = [s.strip().lower() for s in segment or ["all"]]
+    needs = api.BuyNeeds(n_ctx=ctx, min_tps=min_tps, budget_usd=budget, max_gpus=max_gpus,
+                         segments=api.SEGMENTS if "all" in segments else tuple(segments), used=used, vision=vision,
+                         top=top, margin_bytes=api.margin_bytes(margin), allow_offload=allow_offload)
+    doc = api.to_json(api.buy(model or [], quant, needs, prices=prices, catalog=state.catalog()))
+    if html is not None:
+        write_text(html, api.buy_page(doc))
+    if as_json:
+        _json(doc)
+        return
+    from gemma_fit.present.recommend import render_buy
 
     render_buy(console(), doc)

@@ -1,21 +1,18 @@
-"""What the global options (--model-db, --hardware-db) set for the command that runs after them."""
+"""The databases the global options (--model-db, --hardware-db) name, for the command that runs after them."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-_extra: dict[str, tuple[Path, ...]] = {"model_db": (), "hardware_db": ()}
+from gemma_fit.api import BUILTIN, Catalog
+
+_catalog: list[Catalog] = [BUILTIN]
 
 
 def set_extra_dirs(model_db: tuple[Path, ...], hardware_db: tuple[Path, ...]) -> None:
-    _extra["model_db"], _extra["hardware_db"] = model_db, hardware_db
+    _catalog[0] = Catalog(model_db, hardware_db)
 
 
-def model_dirs() -> tuple[Path, ...]:
-    """The extra model database folders (--model-db), in the order given."""
-    return _extra["model_db"]
-
-
-def hardware_dirs() -> tuple[Path, ...]:
-    """The extra hardware database folders (--hardware-db), in the order given."""
-    return _extra["hardware_db"]
+def catalog() -> Catalog:
+    """The built-in databases plus the extra folders given, in the order given."""
+    return _catalog[0]

@@ -1,84 +1,201 @@
-"""What every engine shares: its settings, its per-device result, the Hugging Face weight formats and
-the checks of the numbers a user gives. The engines themselves are pure functions in engines/*.py."""
+"""What every engine shares: the Engine protocol, what a check asks of an engine (`CheckRequest`), the one answer
+every engine gives (`CheckResult`), and the settings and per-device memory of the engines beyond llama.cpp.
+
+An engine is one object (`engines.registry.ENGINES` lists them): its name and aliases, its default quant, its own
+options (a frozen dataclass whose fields are the options it takes), its defaults, its estimate and its printed
+command. `CheckResult.detail` holds what is the engine's own (llama.cpp's plan, or an engine's accounting);
+everything a renderer or a ranking needs is on the result itself.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from functools import cache
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Generic, Protocol, TypeVar
 
 from gemma_fit.base.errors import BadInput
-from gemma_fit.gguf.tensors import raw_tensors
+from gemma_fit.base.ranges import check_optional, check_range
+from gemma_fit.base.units import GIB
+from gemma_fit.base.verdict import Verdict
+from gemma_fit.gguf.tensors import TensorPlan
+from gemma_fit.hardware.spec import Hardware
+from gemma_fit.memory.fit import SAFETY_MARGIN_BYTES
+from gemma_fit.memory.settings import RunSettings
 from gemma_fit.model.catalog import ResolvedModel
-from gemma_fit.model.spec import LayerSpec, ModelSpec
 from gemma_fit.speed.predict import Performance
-
-GIB = 1024**3
-MIB = 1024**2
-ENGINES = ("llama.cpp", "ollama", "vllm", "transformers")
-
-# Weight formats of the Hugging Face engines (vLLM, transformers), by canonical name.
-HF_QUANTS = ("bf16", "fp16", "fp8", "awq-int4", "gptq-int4", "nvfp4", "bnb-8bit", "bnb-4bit")
-_HF_ALIASES = {"awq": "awq-int4", "gptq": "gptq-int4", "int4-awq": "awq-int4", "int4-gptq": "gptq-int4",
-               "bnb8": "bnb-8bit", "bnb4": "bnb-4bit", "bitsandbytes-8bit": "bnb-8bit",
-               "bitsandbytes-4bit": "bnb-4bit", "fp4": "nvfp4", "float16": "fp16", "bfloat16": "bf16"}
-
-# Bytes per parameter of a quantized linear weight, scales included:
-# - fp8 (vLLM fp8.py / transformers finegrained_fp8): 1 byte + one fp32 scale per 128x128 block (~0).
-# - AWQ / GPTQ int4, group size 128 (vLLM awq.py, gptq.py): 4 bits + fp16 scale + 4-bit zero per group.
-# - NVFP4 (vLLM modelopt.py ModelOptNvFp4Config): 4 bits + one fp8 scale per 16 values.
-# - bnb 8-bit (transformers 5.24.0 integrations/bitsandbytes.py -> Linear8bitLt; bitsandbytes 0.50.2
-#   functional.py int8_vectorwise_quant): int8 + one fp32 scale (SCB) per output row, 4/in_features (~0).
-# - bnb 4-bit (Linear4bit; bitsandbytes 0.50.2 functional.py quantize_4bit, default blocksize 64, absmax
-#   fp32): 4 bits + 4/64 B. BitsAndBytesConfig has bnb_4bit_use_double_quant=False by default; with it,
-#   0.5 + 1/64 + 4/(64*256) B (absmax re-quantized to 8 bit in blocks of 256). nf4 and fp4 store the same.
-LINEAR_BYTES_PER_PARAM = {
-    "bf16": 2.0, "fp16": 2.0, "fp8": 1.0,
-    "awq-int4": 0.5 + (2 + 0.5) / 128, "gptq-int4": 0.5 + (2 + 0.5) / 128,
-    "nvfp4": 0.5 + 1 / 16, "bnb-8bit": 1.0, "bnb-4bit": 0.5 + 4 / 64,
-}
-
-
-def canonical_hf_quant(quant: str, engine: str) -> str:
-    q = quant.strip().lower()
-    q = _HF_ALIASES.get(q, q)
-    if q in HF_QUANTS:
-        return q
-    hint = "use --engine llama.cpp or --engine ollama for GGUF quants" if _is_gguf_quant(quant) else ""
-    raise BadInput(f"--quant {quant} is not a {engine} weight format (use one of {', '.join(HF_QUANTS)})"
-                   + (f"; {hint}" if hint else ""))
-
-
-def _is_gguf_quant(quant: str) -> bool:
-    from gemma_fit.gguf.types import file_types
-
-    return quant.strip().upper() in file_types()
+from gemma_fit.speed.traffic import Traffic
 
 
 @dataclass(frozen=True)
-class EngineSettings:
-    """Settings of one engine run. Defaults are each engine's own (see the engine modules)."""
+class Workload:
+    """What the user will run on a plan: the prompt, images per prompt, the traffic."""
+
+    prompt_tokens: int = 512
+    traffic: Traffic = field(default_factory=Traffic)
+    images: int | None = None  # images per prompt; None: not asked
+    mmproj: Path | None = None  # a multimodal projector GGUF loaded beside the model (llama.cpp --mmproj)
+
+
+@dataclass(frozen=True)
+class Unmodelled:
+    """Bytes a published file holds beyond what its tensor plan places (an Ollama blob's towers), kept free."""
+
+    bytes: int
+    note: str
+
+
+@dataclass(frozen=True)
+class CheckRequest:
+    """One model, quant, settings and hardware, as every engine is asked them."""
+
+    resolved: ResolvedModel
+    quant: str | None  # None: the engine's default
+    settings: RunSettings  # llama.cpp's options; each engine maps them onto its own
+    hardware: Hardware
+    workload: Workload = field(default_factory=Workload)
+    options: Mapping[str, Any] = field(default_factory=dict)  # the engine's own options by field name; unset: absent
+    margin_bytes: int = SAFETY_MARGIN_BYTES  # kept free on each GPU (--margin)
+    plan: TensorPlan | None = None  # the tensors of a real GGUF header, instead of the database's
+    gguf_path: Path | None = None  # that file as the user gave it, for the printed command
+    unmodelled: Unmodelled | None = None
+
+
+D = TypeVar("D")
+
+
+@dataclass(frozen=True)
+class CheckResult(Generic[D]):
+    """Every engine's answer: will it run, why, how far the context goes, how fast, and the command.
+    `detail` is the engine's own: llama.cpp's plan (engines.llamacpp.LlamaCppPlan) or an engine's
+    accounting (EnginePlan)."""
 
     engine: str
-    quant: str  # HF weight format (vLLM/transformers) or a llama.cpp file type (Ollama)
+    resolved: ResolvedModel
+    quant: str  # as the engine names it (Q4_K_M, bf16)
+    hardware: Hardware
+    verdict: Verdict
+    reasons: tuple[str, ...]
+    max_ctx_fit: int
+    n_ctx: int  # the context the answer is for (llama.cpp: all slots; the others: per sequence)
+    command: str
+    performance: Performance | None  # None: no speed model for this hardware
+    detail: D
+
+
+class Engine(Protocol):
+    """An inference engine gemma-fit plans for. A new engine is one module defining one of these and one line in
+    engines.registry."""
+
+    @property
+    def name(self) -> str:
+        """As --engine spells it."""
+        ...
+
+    @property
+    def aliases(self) -> tuple[str, ...]: ...
+
+    @property
+    def default_quant(self) -> str: ...
+
+    @property
+    def options(self) -> type:
+        """Its own options: a frozen dataclass whose fields are the option names it takes."""
+        ...
+
+    @property
+    def ranks_plans(self) -> bool:
+        """recommend and buy can rank its plans (they are llama.cpp's)."""
+        ...
+
+    def default_n_ctx(self) -> int:
+        """The context when the user gives none: a number, or 0 for the engine's own default."""
+        ...
+
+    def canonical_quant(self, quant: str) -> str:
+        """The engine's name for a quant; BadInput for one it does not load."""
+        ...
+
+    def validate(self, request: CheckRequest) -> None:
+        """Refuse impossible numbers (BadInput, one line) before any estimate."""
+        ...
+
+    def estimate(self, request: CheckRequest) -> CheckResult[Any]:
+        """The plan and its answer (what a matrix of checks needs)."""
+        ...
+
+    def check(self, request: CheckRequest) -> CheckResult[Any]:
+        """The complete answer of one check: the estimate and whatever the engine adds (advice)."""
+        ...
+
+
+class PlanEngine(Engine, Protocol):
+    """An engine whose plans are llama.cpp's (`ranks_plans`): recommend and buy rank them, and it says how they
+    run through it."""
+
+    def offered_quants(self, resolved: ResolvedModel, ladder: tuple[str, ...]) -> tuple[str, ...]:
+        """The file types of `ladder` it can load for this model."""
+        ...
+
+    def loads_vision_tower(self, resolved: ResolvedModel) -> bool:
+        """Whether it loads the model's vision projector even when no image is asked for."""
+        ...
+
+    def plan_command(self, r: CheckResult[Any], n_parallel: int) -> str:
+        """The command that runs a llama.cpp plan through this engine."""
+        ...
+
+
+Opts = TypeVar("Opts")
+
+
+def option_names(kind: type) -> frozenset[str]:
+    """The options an engine takes: the fields of its options dataclass."""
+    return frozenset(f.name for f in fields(kind))
+
+
+def engine_options(kind: type[Opts], given: Mapping[str, Any]) -> Opts:
+    """The engine's own options from the ones given (None: unset); engines.registry has already refused the
+    options of other engines, with whose they are."""
+    unknown = sorted(k for k, v in given.items() if v is not None and k not in option_names(kind))
+    if unknown:
+        raise BadInput(f"unknown engine option(s): {', '.join(unknown)}")
+    return replace(kind(), **{k: v for k, v in given.items() if v is not None})  # type: ignore[type-var]
+
+
+def hf_kv_dtype(cache_type_k: str) -> str:
+    """--cache-type-k as vLLM and transformers name a KV cache type: f16/bf16 -> auto, q8_* -> fp8."""
+    t = cache_type_k.lower()
+    if t in ("f16", "bf16"):
+        return "auto"
+    return "fp8" if t.startswith("q8") else t
+
+
+@dataclass(frozen=True)
+class EngineSettings(Generic[Opts]):
+    """Settings of one engine run beyond llama.cpp: what every engine takes, and `options`, its own."""
+
+    engine: str
+    quant: str  # HF weight format (vLLM, transformers) or a llama.cpp file type (Ollama)
+    options: Opts
     max_model_len: int = 0  # vLLM --max-model-len / Ollama num_ctx / transformers prompt+new tokens; 0 = default
-    gpu_memory_utilization: float = 0.92  # vLLM 0.33.0 vllm/config/cache.py CacheConfig default
-    max_num_batched_tokens: int | None = None  # None = vLLM's default for the GPU (engine/arg_utils.py)
-    max_num_seqs: int | None = None  # None = vLLM's default for the GPU; Ollama OLLAMA_NUM_PARALLEL
-    tensor_parallel_size: int = 1
-    block_size: int = 16  # vLLM CacheConfig.DEFAULT_BLOCK_SIZE
-    enforce_eager: bool = False
+    max_num_seqs: int | None = None  # vLLM --max-num-seqs, OLLAMA_NUM_PARALLEL; None = the engine's default
     kv_cache_dtype: str = "auto"  # vLLM auto|fp8 ; transformers auto ; Ollama f16|q8_0|q4_0
-    batch_size: int = 1  # transformers generate batch
-    prompt_tokens: int = 512  # transformers prompt length
-    max_new_tokens: int = 512  # transformers generate length
-    cache_implementation: str = "dynamic"  # transformers: dynamic | static
+    prompt_tokens: int = 512
     images_per_prompt: int = 0  # multimodal: images per request (0 = text only)
     mmproj: bool = False  # load the vision/audio towers
     flash_attention: bool | None = None  # Ollama OLLAMA_FLASH_ATTENTION (None = its default)
-    gpu_overhead_bytes: int = 0  # Ollama OLLAMA_GPU_OVERHEAD
     output_tokens: int | None = None  # per request (serving): None = decode throughput only
     request_rate: float | None = None  # requests per second (serving): None = closed loop at --parallel
+
+
+def engine_settings(engine: str, quant: str, settings: RunSettings, workload: Workload, options: Opts,
+                    **common: Any) -> EngineSettings[Opts]:
+    """The settings every engine beyond llama.cpp shares, from llama.cpp's options and the workload."""
+    return EngineSettings(engine=engine, quant=quant, options=options, max_model_len=settings.n_ctx,
+                          mmproj=workload.mmproj is not None, images_per_prompt=workload.images or 0,
+                          prompt_tokens=workload.prompt_tokens, output_tokens=workload.traffic.output_tokens,
+                          request_rate=workload.traffic.rate_per_s, **common)
 
 
 @dataclass(frozen=True)
@@ -105,157 +222,48 @@ class EngineDevice:
 
 
 @dataclass(frozen=True)
-class EngineResult:
-    engine: str
-    resolved: ResolvedModel
-    quant: str
-    settings: EngineSettings
+class EnginePlan:
+    """An engine's own accounting of a check (Ollama, vLLM, transformers): `CheckResult.detail`."""
+
+    settings: EngineSettings[Any]
     devices: tuple[EngineDevice, ...]
-    verdict: str  # go | tight | offload | no-go
-    reasons: tuple[str, ...]
-    command: str
     n_params: int
     weights_total_bytes: int
-    max_ctx_fit: int
-    n_ctx: int  # the context (per sequence) the estimate is for
-    hardware_label: str = ""
     host: dict[str, Any] | None = None
     extras: dict[str, Any] = field(default_factory=dict)
     sources: tuple[str, ...] = ()
-    performance: Performance | None = None  # None: no speed model for this hardware
-
-
-@dataclass(frozen=True)
-class ParamBreakdown:
-    embedding: int  # token embeddings, per-layer embeddings (kept in bf16 by every HF quantizer)
-    linear: int  # dense matrices that quantizers convert (attention, MLP, projections)
-    experts: int  # routed expert matrices (MoE), also quantized
-    experts_active: int  # the part of `experts` one token reads (top-k of n)
-    other: int  # norms, scales, 1-D tensors (bf16)
+    settings_terms: dict[str, Any] = field(default_factory=dict)  # its settings in llama.cpp's names (n_batch ...)
 
     @property
-    def total(self) -> int:
-        return self.embedding + self.linear + self.experts + self.other
-
-    @property
-    def active(self) -> int:
-        return self.embedding + self.linear + self.experts_active + self.other
+    def n_parallel(self) -> int:
+        x = self.extras
+        return int(x.get("max_num_seqs") or x.get("OLLAMA_NUM_PARALLEL") or x.get("batch_size") or 1)
 
 
-def param_breakdown(spec: ModelSpec) -> ParamBreakdown:
-    """Text-model parameters by kind, from the same tensor list the GGUF plan uses (tensor_plan.raw_tensors)."""
-    emb = lin = exp = other = 0
-    for t in raw_tensors(spec):
-        n = 1
-        for d in t.shape:
-            n *= d
-        if t.role == "input":
-            emb += n
-        elif "_exps" in t.name and len(t.shape) >= 3:
-            exp += n
-        elif len(t.shape) >= 2 and t.shape[0] > 1 and t.shape[1] > 1:
-            lin += n
-        else:
-            other += n
-    active = exp * spec.n_expert_used // spec.n_expert if spec.n_expert else 0
-    return ParamBreakdown(emb, lin, exp, active, other)
-
-
-def hf_weight_bytes(spec: ModelSpec, quant: str) -> int:
-    """Weights of an HF checkpoint in GPU memory: quantized linear/expert matrices, embeddings and norms in bf16.
-    (vLLM VocabParallelEmbedding and transformers' quantizers both leave nn.Embedding unquantized; the tied
-    lm_head shares the embedding tensor.)"""
-    p = param_breakdown(spec)
-    per = LINEAR_BYTES_PER_PARAM[quant]
-    return int((p.linear + p.experts) * per) + 2 * (p.embedding + p.other)
-
-
-# Vision encoders (per image). SigLIP So400m at 896 px / patch 14 = 4096 patches (Gemma 3 report, sec. 2.1);
-# Gemma 4 ViT patch 16, 280 soft tokens x 3x3 pooling = 2520 patches (model_db/gemma-4-*.yaml towers note);
-# Gemma 3n MobileNet-V5 at 768 px: activations taken as the SigLIP figure (a budget).
-_VISION_ENCODER = {  # type -> (patches per image, width, mlp width)
-    "siglip": (4096, 1152, 4304),
-    "gemma4_vision": (2520, 1152, 4304),
-}
-
-
-def tower_params(resolved: ResolvedModel) -> int:
-    entry = resolved.entry
-    if entry is None or entry.towers is None:
-        return 0
-    return sum(t.params or 0 for t in (entry.towers.vision, entry.towers.audio) if t is not None)
-
-
-def vision_activation_bytes(resolved: ResolvedModel, images: int, act_bytes: int = 2) -> int:
-    """Peak activations of the vision encoder for `images` images in one batch: per patch the residual,
-    the qkv and the MLP intermediate (width x 4 + mlp), in the activation dtype; attention by SDPA kernels
-    (no patches x patches matrix)."""
-    entry = resolved.entry
-    if images <= 0 or entry is None or entry.towers is None or entry.towers.vision is None:
-        return 0
-    patches, width, mlp = _VISION_ENCODER.get(entry.towers.vision.type, _VISION_ENCODER["siglip"])
-    return images * patches * (4 * width + mlp) * act_bytes
-
-
-def kv_layers(spec: ModelSpec) -> list[LayerSpec]:
-    """Layers that own a KV cache (Gemma 3n/4 KV-shared layers read an earlier layer's cache)."""
-    return [layer for layer in spec.layers if layer.has_kv]
-
-
-PRE_QUANTIZED = ("awq-int4", "gptq-int4", "nvfp4")  # formats no engine quantizes at load time
-
-
-@cache
-def _checkpoints() -> dict[str, dict[str, dict[str, str]]]:
-    from gemma_fit.db.files import packaged_dir, read_yaml
-
-    return dict(read_yaml(packaged_dir("model_db") / "engines" / "checkpoints.yaml")["checkpoints"])
-
-
-def checkpoint(resolved: ResolvedModel, quant: str) -> str | None:
-    """A published pre-quantized checkpoint of this model in this format (model_db/engines/checkpoints.yaml)."""
-    row = _checkpoints().get(resolved.spec.id, {}).get(quant)
-    return row["repo"] if row else None
-
-
-def hf_repo(resolved: ResolvedModel) -> str:
-    entry = resolved.entry
-    if entry is not None and entry.hf_repos:
-        its = [r for r in entry.hf_repos if r.endswith("-it")]
-        return (its or entry.hf_repos)[-1]
-    return f"google/{resolved.spec.id}"
-
-
-def fits_verdict(devices: tuple[EngineDevice, ...], tight_margin: int = GIB) -> str:
+def fits_verdict(devices: tuple[EngineDevice, ...], tight_margin: int = GIB) -> Verdict:
     if any(d.headroom_bytes < 0 for d in devices):
-        return "no-go"
+        return Verdict.NO_GO
     if any(d.headroom_bytes < tight_margin for d in devices):
-        return "tight"
-    return "go"
+        return Verdict.TIGHT
+    return Verdict.GO
 
 
-MAX_TOKENS = 16 * 1024 * 1024  # settings.MAX_CTX: beyond any Gemma's trained context x 64, certainly a typo
-MAX_SEQS = 65536
-MAX_IMAGES = 1024
-
-
-def validate_numbers(s: EngineSettings) -> None:
+def validate_numbers(s: EngineSettings[Any]) -> None:
     """The numbers every engine takes, before any engine rule: one line naming the option (--ctx is
-    max_model_len / num_ctx, --parallel max_num_seqs / OLLAMA_NUM_PARALLEL, or transformers' batch)."""
-    def bounded(flag: str, value: int | None, low: int, high: int, note: str = "") -> None:
-        if value is not None and not low <= value <= high:
-            raise BadInput(f"{flag} {value} is impossible: {low:,} to {high:,}{note}")
+    max_model_len / num_ctx, --parallel max_num_seqs / OLLAMA_NUM_PARALLEL), then the engine's own."""
+    check_range("--ctx", s.max_model_len)
+    check_optional("--engine-parallel", s.max_num_seqs, "--parallel")
+    check_range("--prompt-tokens", s.prompt_tokens)
+    check_range("--images", s.images_per_prompt)
+    for f in fields(s.options):
+        flag = _OPTION_RANGES.get(f.name)
+        if flag is not None:
+            check_optional(flag, getattr(s.options, f.name))
 
-    bounded("--ctx", s.max_model_len, 0, MAX_TOKENS, " (0 = the engine's default)")
-    bounded("--parallel", s.max_num_seqs, 1, MAX_SEQS)
-    bounded("--batch-size (or --parallel)", s.batch_size, 1, MAX_SEQS)
-    bounded("--max-num-batched-tokens", s.max_num_batched_tokens, 1, MAX_TOKENS)
-    bounded("--tensor-parallel-size", s.tensor_parallel_size, 1, 1024)
-    bounded("--block-size", s.block_size, 1, 1024)
-    bounded("--prompt-tokens", s.prompt_tokens, 1, MAX_TOKENS)
-    bounded("--max-new-tokens", s.max_new_tokens, 0, MAX_TOKENS)
-    bounded("--images", s.images_per_prompt, 0, MAX_IMAGES)
-    bounded("--gpu-overhead", s.gpu_overhead_bytes, 0, 2**50)
-    u = s.gpu_memory_utilization
-    if not (isinstance(u, int | float) and 0 < u <= 1):  # NaN fails both comparisons
-        raise BadInput(f"--gpu-memory-utilization {u} must be in (0, 1]")
+
+# An engine option's field -> its entry in base.ranges (the flag a user types).
+_OPTION_RANGES = {"gpu_memory_utilization": "--gpu-memory-utilization",
+                  "max_num_batched_tokens": "--max-num-batched-tokens",
+                  "tensor_parallel_size": "--tensor-parallel-size", "block_size": "--block-size",
+                  "batch_size": "--batch-size", "max_new_tokens": "--max-new-tokens",
+                  "gpu_overhead_bytes": "--gpu-overhead"}

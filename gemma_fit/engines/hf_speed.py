@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from gemma_fit.engines.base import LINEAR_BYTES_PER_PARAM, kv_layers, param_breakdown
+from gemma_fit.engines.hf_weights import LINEAR_BYTES_PER_PARAM, kv_layers, param_breakdown
 from gemma_fit.hardware.spec import GPUSpec
 from gemma_fit.model.spec import ModelSpec
 from gemma_fit.speed.batch import Pipeline, StageWork, stage_step_s

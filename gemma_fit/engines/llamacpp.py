@@ -1,4 +1,8 @@
-"""llama.cpp itself: one model, quant, settings and hardware in; the memory verdict and the speed out."""
+"""llama.cpp itself: one model, quant, settings and hardware in; llama.cpp's plan, its answer and the speed out.
+
+`run_check` is the estimate every llama.cpp-based answer starts from (check, report cells, recommend, buy,
+advice, Ollama); engines.llamacpp_engine wraps it as the `llama.cpp` engine.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +10,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gemma_fit.base.units import MIB
+from gemma_fit.base.verdict import Verdict
 from gemma_fit.base.version import LLAMA_CPP_LABEL
+from gemma_fit.engines.base import CheckResult, Unmodelled
 from gemma_fit.gguf.layout import estimated_file_bytes
 from gemma_fit.gguf.tensors import TensorPlan, build_plan
 from gemma_fit.gguf.unsloth import unpublished_mix
-from gemma_fit.hardware.select import Hardware
+from gemma_fit.hardware.spec import Hardware
 from gemma_fit.memory.estimate import MemoryEstimate, runtime_overhead
-from gemma_fit.memory.fit import SAFETY_MARGIN_BYTES, Verdict, decide, with_parallel_outputs
+from gemma_fit.memory.fit import SAFETY_MARGIN_BYTES, Fit, decide, with_parallel_outputs
 from gemma_fit.memory.llamacpp_fit import FitChoice
 from gemma_fit.memory.settings import RunSettings, validate
 from gemma_fit.model.catalog import ResolvedModel
@@ -23,61 +30,65 @@ from gemma_fit.speed.serve_llamacpp import llamacpp_serving
 if TYPE_CHECKING:
     from gemma_fit.gguf.reader import GGUFHeader
 
+NAME = "llama.cpp"
+
 
 @dataclass(frozen=True)
 class Advice:
-    """One move that changes a plan (jobs.advice), checked with the whole pipeline."""
+    """One move that changes a plan (engines.advice), checked with the whole pipeline."""
 
     change: str  # in words
     flags: str  # what to change on `gemma-fit check` (llama.cpp's spelling where llama.cpp has the flag)
-    verdict: str
+    verdict: Verdict
     max_ctx_fit: int
     decode_tokens_per_s: float | None
     command: str  # the llama-server command of the changed plan
 
 
 @dataclass(frozen=True)
-class Unmodelled:
-    """Bytes a published file holds beyond what its tensor plan places (an Ollama blob's towers), kept free."""
+class LlamaCppPlan:
+    """llama.cpp's own part of a check: the tensors, the settings as llama.cpp runs them, its plan (`fit`), and
+    what a single check adds (advice, what llama.cpp's own fit would choose)."""
 
-    bytes: int
-    note: str
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    resolved: ResolvedModel
     plan: TensorPlan
-    hardware: Hardware
     settings: RunSettings
-    verdict: Verdict
+    fit: Fit
     file_size_bytes: int
-    performance: Performance | None
-    speed_error: str | None
-    advice: tuple[Advice, ...] = ()  # best first (jobs.advice fills it for a single check)
+    speed_error: str | None = None
+    advice: tuple[Advice, ...] = ()  # best first (filled for a single check)
     llamacpp_fit: FitChoice | None = None  # what llama.cpp's own fit would choose (a single check)
     margin_bytes: int = SAFETY_MARGIN_BYTES  # kept free on each GPU (--margin), before unmodelled bytes
     unmodelled: Unmodelled | None = None  # bytes of the file this estimate does not place, kept free too
 
-    def assumptions(self) -> list[str]:
-        out = [
-            f"llama.cpp rules as of commit {LLAMA_CPP_LABEL}; compute buffer sized for llama-server "
-            f"(logits for {self.settings.n_outputs_max} output(s) per ubatch)",
-            "weights are memory-mapped: host weights count the mapped span of the file",
-        ]
-        for backend in sorted({g.backend for g in self.hardware.gpus}):
-            o = runtime_overhead(backend)
-            kind = "measured" if o.measured else "a budget, not yet measured"
-            out.append(f"{backend} runtime overhead {o.bytes / 2**20:.0f} MiB per device ({kind})")
-        out.extend(self.hardware.notes)
-        return out
+    @property
+    def estimate(self) -> MemoryEstimate:
+        return self.fit.estimate
+
+
+LlamaCppResult = CheckResult[LlamaCppPlan]
+
+
+def assumptions(r: LlamaCppResult) -> list[str]:
+    """What a llama.cpp answer takes as given: the rules' version, the sizing, each backend's overhead."""
+    s = r.detail.settings
+    out = [
+        f"llama.cpp rules as of commit {LLAMA_CPP_LABEL}; compute buffer sized for llama-server "
+        f"(logits for {s.n_outputs_max} output(s) per ubatch)",
+        "weights are memory-mapped: host weights count the mapped span of the file",
+    ]
+    for backend in sorted({g.backend for g in r.hardware.gpus}):
+        o = runtime_overhead(backend)
+        kind = "measured" if o.measured else "a budget, not yet measured"
+        out.append(f"{backend} runtime overhead {o.bytes / MIB:.0f} MiB per device ({kind})")
+    out.extend(r.hardware.notes)
+    return out
 
 
 def run_check(resolved: ResolvedModel, quant: str, settings: RunSettings, hardware: Hardware,
               prompt_tokens: int = 512, with_speed: bool = True, plan: TensorPlan | None = None,
               gguf_path: Path | str | None = None, margin_bytes: int = SAFETY_MARGIN_BYTES,
               unmodelled: Unmodelled | None = None, output_tokens: int | None = None,
-              request_rate: float | None = None) -> CheckResult:
+              request_rate: float | None = None) -> LlamaCppResult:
     """`plan` replaces the database plan when the tensors come from a real GGUF header; `gguf_path` is
     that file as the user gave it (the llama-server command then runs it, not a made-up file name).
     What the plan cannot place (an Unsloth UD file's unpublished mix, `unmodelled`) is kept free on top of
@@ -87,23 +98,32 @@ def run_check(resolved: ResolvedModel, quant: str, settings: RunSettings, hardwa
     ud = unpublished_mix(plan)
     extra = [(ud.excess_bytes, ud.note())] if ud else []
     extra += [(unmodelled.bytes, unmodelled.note)] if unmodelled else []
-    verdict = decide(plan, s, hardware.gpus, hardware.host_capacity_bytes,
-                     gguf_name=str(gguf_path) if gguf_path is not None else None,
-                     margin_bytes=margin_bytes + sum(b for b, _ in extra))
+    fit = decide(plan, s, hardware.gpus, hardware.host_capacity_bytes,
+                 gguf_name=str(gguf_path) if gguf_path is not None else None,
+                 margin_bytes=margin_bytes + sum(b for b, _ in extra))
     if extra:
-        verdict = replace(verdict, reasons=(*verdict.reasons, *(note for _, note in extra)))
-    s = verdict.estimate.settings  # the plan's own: -ngl auto may move experts (--n-cpu-moe)
+        fit = replace(fit, reasons=(*fit.reasons, *(note for _, note in extra)))
+    s = fit.estimate.settings  # the plan's own: -ngl auto may move experts (--n-cpu-moe)
     perf, speed_error = None, None
-    if with_speed and verdict.verdict != "no-go":
+    if with_speed and fit.verdict != Verdict.NO_GO:
         try:
-            perf = speed_of(plan, verdict.estimate, hardware, prompt_tokens, output_tokens, request_rate)
+            perf = speed_of(plan, fit.estimate, hardware, prompt_tokens, output_tokens, request_rate)
             if perf.serving is not None and perf.serving.max_concurrency == 0:
-                verdict = replace(verdict, reasons=(*verdict.reasons, _slot_too_small(s, verdict.estimate.n_ctx,
-                                                                                     prompt_tokens, output_tokens)))
+                fit = replace(fit, reasons=(*fit.reasons, _slot_too_small(s, fit.estimate.n_ctx, prompt_tokens,
+                                                                          output_tokens)))
         except SpeedInputError as exc:
             speed_error = str(exc)
-    return CheckResult(resolved, plan, hardware, s, verdict, estimated_file_bytes(plan), perf, speed_error,
-                       margin_bytes=margin_bytes, unmodelled=unmodelled)
+    detail = LlamaCppPlan(plan, s, fit, estimated_file_bytes(plan), speed_error, margin_bytes=margin_bytes,
+                          unmodelled=unmodelled)
+    return result_of(resolved, hardware, detail, perf)
+
+
+def result_of(resolved: ResolvedModel, hardware: Hardware, detail: LlamaCppPlan,
+              performance: Performance | None) -> LlamaCppResult:
+    """The answer of a llama.cpp plan (its verdict, reasons and command are the plan's own)."""
+    fit = detail.fit
+    return CheckResult(NAME, resolved, detail.plan.ftype.name, hardware, fit.verdict, fit.reasons, fit.max_ctx_fit,
+                       fit.estimate.n_ctx, fit.server_command, performance, detail)
 
 
 def _slot_too_small(s: RunSettings, n_ctx: int, prompt_tokens: int, output_tokens: int | None) -> str:
@@ -128,4 +148,4 @@ class InspectResult:
     header: GGUFHeader
     spec: ModelSpec
     plan: TensorPlan
-    check: CheckResult | None  # with hardware: the check of this file there
+    check: LlamaCppResult | None  # with hardware: the check of this file there

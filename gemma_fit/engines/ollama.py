@@ -32,29 +32,34 @@ both, i.e. the new-engine behaviour; the legacy heuristic is not modelled.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Any
 
 from gemma_fit.base.errors import BadInput
-from gemma_fit.base.units import fmt_bytes
+from gemma_fit.base.units import GIB, MIB, fmt_bytes
+from gemma_fit.base.verdict import Verdict
 from gemma_fit.base.version import LLAMA_CPP_COMMIT
 from gemma_fit.engines.base import (
-    GIB,
-    MIB,
+    CheckRequest,
+    CheckResult,
     EngineDevice,
-    EngineResult,
+    EnginePlan,
     EngineSettings,
-    tower_params,
-    vision_activation_bytes,
+    engine_options,
+    engine_settings,
+    validate_numbers,
 )
+from gemma_fit.engines.hf_weights import tower_params, vision_activation_bytes
 from gemma_fit.engines.llamacpp import run_check, speed_of
 from gemma_fit.gguf.types import file_type
-from gemma_fit.hardware.select import Hardware
-from gemma_fit.memory.settings import RunSettings
+from gemma_fit.hardware.spec import Hardware
+from gemma_fit.memory.settings import RunSettings, validate
 from gemma_fit.model.catalog import ResolvedModel
-from gemma_fit.model.ollama_tags import ollama_run
+from gemma_fit.model.ollama_tags import ollama_run, quant_tag
 from gemma_fit.model.spec import ModelSpec
 from gemma_fit.speed.predict import SpeedInputError
 
+NAME = "ollama"
 VERSION = ("Ollama (ollama/ollama server/routes.go @00188139, llm/server.go @5dbb81b7, ml/device.go @02725d3d, "
            "fs/ggml/ggml.go @c664d9c1, api/types.go @b8761ab0)")
 # ml/device.go @02725d3d DeviceInfo.MinimumMemory: 512 MiB on Metal, 457 MiB on every other library
@@ -66,6 +71,14 @@ NUM_PARALLEL_DEFAULT = 1  # OLLAMA_NUM_PARALLEL: not pinned to an upstream commi
 KV_TYPES = ("f16", "q8_0", "q4_0")
 FA_DEFAULT_GENERATIONS = ("3",)  # fs/ggml/ggml.go @c664d9c1 FlashAttention(): "gemma3" on by default
 FA_UNSUPPORTED_GENERATIONS = ("2",)  # fs/ggml/ggml.go @c664d9c1 SupportsFlashAttention(): gemma2 false
+
+
+@dataclass(frozen=True)
+class OllamaOptions:
+    """Ollama's own settings (environment variables of `ollama serve`) beyond llama.cpp's."""
+
+    gpu_overhead_bytes: int = 0  # OLLAMA_GPU_OVERHEAD
+    kv_cache_dtype: str | None = None  # OLLAMA_KV_CACHE_TYPE; None: from --cache-type-k
 
 
 def minimum_memory(backend: str) -> int:
@@ -116,16 +129,15 @@ def _device_line(reason: str, devices: tuple[EngineDevice, ...]) -> str:
     return reason
 
 
-def estimate_ollama(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSettings,
-                    hardware: Hardware) -> EngineResult:
+def estimate_ollama(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSettings[OllamaOptions],
+                    hardware: Hardware) -> CheckResult[EnginePlan]:
     s = settings
+    overhead = s.options.gpu_overhead_bytes
     try:
         quant = file_type(s.quant).name  # llama-quantize's names, the published recipes and their aliases
     except BadInput:
         raise BadInput(f"--quant {s.quant} is not a GGUF file type Ollama loads (e.g. Q4_K_M, Q8_0, BF16); "
                        "AWQ/GPTQ/FP8/NVFP4/bnb checkpoints need --engine vllm or --engine transformers") from None
-    if s.tensor_parallel_size != 1:
-        raise BadInput("--tensor-parallel-size is not an Ollama option (it splits layers across GPUs itself)")
     kv = "f16" if s.kv_cache_dtype in ("auto", "") else s.kv_cache_dtype.lower()
     if kv not in KV_TYPES:
         raise BadInput(f"--kv-cache-dtype {s.kv_cache_dtype}: OLLAMA_KV_CACHE_TYPE takes {', '.join(KV_TYPES)}")
@@ -141,7 +153,7 @@ def estimate_ollama(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSe
                        "Ollama falls back to f16")
         kv = "f16"
     devices = tuple(hardware.gpus)
-    total_vram = sum(max(0, d.usable_memory_bytes - s.gpu_overhead_bytes) for d in devices)
+    total_vram = sum(max(0, d.usable_memory_bytes - overhead) for d in devices)
     num_ctx = min(s.max_model_len, spec.n_ctx_train) if s.max_model_len else default_context(total_vram,
                                                                                               spec.n_ctx_train)
     parallel = s.max_num_seqs or NUM_PARALLEL_DEFAULT
@@ -150,14 +162,15 @@ def estimate_ollama(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSe
                       flash_attn="on" if fa else "off", cache_type_k=kv, cache_type_v=kv, n_outputs_max=parallel)
     # The machine as Ollama's scheduler sees it: each GPU less its reserve.
     reserved = replace(hardware, gpus=tuple(
-        replace(d, usable_memory_bytes=d.usable_memory_bytes - _reserve(d.backend, s.gpu_overhead_bytes))
+        replace(d, usable_memory_bytes=d.usable_memory_bytes - _reserve(d.backend, overhead))
         for d in devices))
     r = run_check(resolved, quant, run, reserved, with_speed=False)
-    est = r.verdict.estimate
+    est = r.detail.estimate
     perf = None
-    if r.verdict.verdict != "no-go":
+    if r.verdict != Verdict.NO_GO:
         try:  # Ollama runs llama-server: llama.cpp's speed at Ollama's settings, on the real GPUs
-            perf = speed_of(r.plan, est, hardware, min(s.prompt_tokens, num_ctx), s.output_tokens, s.request_rate)
+            perf = speed_of(r.detail.plan, est, hardware, min(s.prompt_tokens, num_ctx), s.output_tokens,
+                            s.request_rate)
         except SpeedInputError as exc:
             reasons.append(f"speed not predicted: {exc}")
     towers = tower_params(resolved) if (s.mmproj or s.images_per_prompt) else 0
@@ -167,12 +180,12 @@ def estimate_ollama(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSe
         out.append(EngineDevice(
             d.id, d.name, dm.weights_bytes + (2 * towers if i == 0 else 0), dm.kv_cache_bytes,
             dm.compute_bytes + (vis_act if i == 0 else 0), 0,
-            dm.overhead_bytes + _reserve(d.backend, s.gpu_overhead_bytes), d.usable_memory_bytes))
+            dm.overhead_bytes + _reserve(d.backend, overhead), d.usable_memory_bytes))
     out_devices = tuple(out)
-    verdict = r.verdict.verdict
-    if verdict in ("go", "tight") and any(d.headroom_bytes < 0 for d in out_devices):
-        verdict = "offload"  # the projector did not fit next to all layers
-    reasons = [_device_line(x, out_devices) for x in r.verdict.reasons] + reasons
+    verdict = r.verdict
+    if verdict.runs_on_gpu and any(d.headroom_bytes < 0 for d in out_devices):
+        verdict = Verdict.OFFLOAD  # the projector did not fit next to all layers
+    reasons = [_device_line(x, out_devices) for x in r.reasons] + reasons
     if not ollama_run(resolved, quant)[1]:
         reasons.append(f"the Ollama library has no {quant} tag of {resolved.spec.id}: the command imports the GGUF "
                        "with a Modelfile")
@@ -191,23 +204,85 @@ def estimate_ollama(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSe
         "OLLAMA_NUM_PARALLEL": parallel,
         "OLLAMA_FLASH_ATTENTION": fa,
         "OLLAMA_KV_CACHE_TYPE": kv,
-        "OLLAMA_GPU_OVERHEAD": s.gpu_overhead_bytes,
+        "OLLAMA_GPU_OVERHEAD": overhead,
         "num_batch": n_batch,
-        "n_gpu_layers": r.verdict.n_gpu_layers,
+        "n_gpu_layers": r.detail.fit.n_gpu_layers,
         "n_layers_total": spec.n_layer + 1,
         "llama_cpp_total_bytes": [dm.total_bytes for dm in est.devices],
-        "reserve_bytes": [_reserve(d.backend, s.gpu_overhead_bytes) for d in devices],
+        "reserve_bytes": [_reserve(d.backend, overhead) for d in devices],
         "tower_params": towers,
         "offloads_layers": True,
-        "file_size_bytes": r.file_size_bytes,
+        "file_size_bytes": r.detail.file_size_bytes,
     }
-    return EngineResult(
-        engine="ollama", resolved=resolved, quant=r.plan.ftype.name, settings=s, devices=out_devices,
-        verdict=verdict, reasons=tuple(reasons),
-        command=_command(resolved, r.plan.ftype.name, num_ctx, parallel, fa, kv),
-        n_params=r.plan.n_params + towers, weights_total_bytes=r.file_size_bytes,
-        max_ctx_fit=r.verdict.max_ctx_fit // parallel,
-        n_ctx=num_ctx, hardware_label=hardware.label, host=host, extras=extras,
-        sources=(VERSION, f"llama.cpp {LLAMA_CPP_COMMIT} (gemma_fit.check) for weights, KV cache and compute buffer"),
-        performance=perf,
-    )
+    plan = r.detail.plan
+    terms = {"n_ubatch": n_batch, "n_batch": n_batch, "flash_attn": "on" if fa else "off", "cache_type_k": kv,
+             "cache_type_v": kv, "n_gpu_layers": r.detail.fit.n_gpu_layers}
+    detail = EnginePlan(s, out_devices, plan.n_params + towers, r.detail.file_size_bytes, host, extras, sources=(
+        VERSION, f"llama.cpp {LLAMA_CPP_COMMIT} (gemma_fit.check) for weights, KV cache and compute buffer"),
+        settings_terms=terms)
+    return CheckResult(NAME, resolved, plan.ftype.name, hardware, verdict, tuple(reasons), r.max_ctx_fit // parallel,
+                       num_ctx, _command(resolved, plan.ftype.name, num_ctx, parallel, fa, kv), perf, detail)
+
+
+class OllamaEngine:
+    """`ollama serve` (llama.cpp's llama-server under Ollama's defaults): the engine object of engines.registry."""
+
+    name = NAME
+    aliases: tuple[str, ...] = ()
+    default_quant = "Q4_K_M"
+    options = OllamaOptions
+    ranks_plans = True  # its plans are llama.cpp's: recommend ranks them with Ollama's commands
+
+    def default_n_ctx(self) -> int:
+        return 0  # Ollama's context by VRAM
+
+    def canonical_quant(self, quant: str) -> str:
+        return file_type(quant).name
+
+    def settings(self, request: CheckRequest) -> EngineSettings[OllamaOptions]:
+        o = engine_options(OllamaOptions, request.options)
+        s = request.settings
+        # --flash-attn auto = OLLAMA_FLASH_ATTENTION unset: Ollama then uses the model's default
+        # (fs/ggml/ggml.go @c664d9c1 FlashAttention(): on for gemma3).
+        return engine_settings(NAME, request.quant or self.default_quant, s, request.workload, o,
+                               max_num_seqs=s.n_parallel, kv_cache_dtype=o.kv_cache_dtype or s.cache_type_k,
+                               flash_attention={"on": True, "off": False}.get(s.flash_attn))
+
+    def offered_quants(self, resolved: ResolvedModel, ladder: tuple[str, ...]) -> tuple[str, ...]:
+        """The file types of `ladder` the Ollama library has a tag of (all of them where it has none)."""
+        e = resolved.entry
+        if e is None:
+            return ladder
+        tagged = tuple(q for q in ladder if quant_tag(resolved.spec.id, e.generation, e.size_label, q))
+        return tagged or ladder
+
+    def loads_vision_tower(self, resolved: ResolvedModel) -> bool:
+        """Ollama loads the vision projector of Gemma 3 (4B-27B) and Gemma 4 whenever it is in the blob, which it
+        always is; its converter drops Gemma 3n's towers (docs/engines.md, Ollama's rules)."""
+        e = resolved.entry
+        return e is not None and e.towers is not None and e.towers.vision is not None and e.generation != "3n"
+
+    def plan_command(self, r: CheckResult[Any], n_parallel: int) -> str:
+        """A llama.cpp plan through Ollama: its settings as environment, then the library tag that is this quant,
+        or the Modelfile import of the GGUF where the library has none."""
+        kv = r.detail.settings.cache_type_k
+        env = [f"OLLAMA_CONTEXT_LENGTH={r.n_ctx}", f"OLLAMA_NUM_PARALLEL={n_parallel}"]
+        if kv != "f16":
+            env += ["OLLAMA_FLASH_ATTENTION=1", f"OLLAMA_KV_CACHE_TYPE={kv}"]  # a quantized V cache needs FA
+        run, _ = ollama_run(r.resolved, r.quant)
+        return f"{' '.join(env)} ollama serve & sleep 3; {run}"
+
+    def validate(self, request: CheckRequest) -> None:
+        validate_numbers(self.settings(request))
+
+    def estimate(self, request: CheckRequest) -> CheckResult[EnginePlan]:
+        validate(request.settings, request.resolved.spec)  # --ctx, --parallel ... mean the same for every engine
+        s = self.settings(request)
+        validate_numbers(s)
+        return estimate_ollama(request.resolved, request.resolved.spec, s, request.hardware)
+
+    def check(self, request: CheckRequest) -> CheckResult[EnginePlan]:
+        return self.estimate(request)
+
+
+ENGINE = OllamaEngine()

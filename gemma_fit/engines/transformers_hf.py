@@ -30,16 +30,28 @@ model (then accelerate runs the rest from CPU RAM, slowly): the verdict here is 
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 from gemma_fit.base.errors import BadInput
+from gemma_fit.base.units import GIB
+from gemma_fit.base.verdict import Verdict
 from gemma_fit.engines.base import (
-    GIB,
-    PRE_QUANTIZED,
+    CheckRequest,
+    CheckResult,
     EngineDevice,
-    EngineResult,
+    EnginePlan,
     EngineSettings,
+    engine_options,
+    engine_settings,
+    fits_verdict,
+    hf_kv_dtype,
+    validate_numbers,
+)
+from gemma_fit.engines.hf_speed import HFLayout, Requests, hf_model_work, hf_performance
+from gemma_fit.engines.hf_weights import (
+    PRE_QUANTIZED,
     canonical_hf_quant,
     checkpoint,
-    fits_verdict,
     hf_repo,
     hf_weight_bytes,
     kv_layers,
@@ -47,16 +59,27 @@ from gemma_fit.engines.base import (
     tower_params,
     vision_activation_bytes,
 )
-from gemma_fit.engines.hf_speed import HFLayout, Requests, hf_model_work, hf_performance
-from gemma_fit.hardware.select import Hardware
+from gemma_fit.hardware.spec import Hardware
 from gemma_fit.memory.estimate import runtime_overhead
 from gemma_fit.memory.search import largest_fitting
+from gemma_fit.memory.settings import validate
 from gemma_fit.model.catalog import ResolvedModel
 from gemma_fit.model.spec import ModelSpec
 
+NAME = "transformers"
 VERSION = "transformers 5.24.0"
 LOGIT_COPIES = 3  # bf16 logits of the last position, their fp32 copy, the softmax probabilities
 UNSUPPORTED = {"nvfp4": "transformers has no NVFP4 loader for Gemma; use bf16, fp8, bnb-8bit or bnb-4bit"}
+
+
+@dataclass(frozen=True)
+class TransformersOptions:
+    """transformers' own options: `generate`'s batch, length and cache, and the KV cache type."""
+
+    batch_size: int | None = None  # None: --parallel (1)
+    max_new_tokens: int = 512
+    cache_implementation: str = "dynamic"  # dynamic | static
+    kv_cache_dtype: str | None = None  # auto; None: from --cache-type-k
 
 
 def kv_bytes_per_token(spec: ModelSpec, sliding: bool, dtype_bytes: int = 2) -> int:
@@ -93,7 +116,8 @@ def full_logits_bytes(spec: ModelSpec, batch: int, tokens: int) -> int:
     return batch * tokens * spec.n_vocab * (2 + 4)
 
 
-def _snippet(resolved: ResolvedModel, quant: str, s: EngineSettings, multi_gpu: bool) -> str:
+def _snippet(resolved: ResolvedModel, quant: str, s: EngineSettings[TransformersOptions], batch: int,
+             multi_gpu: bool) -> str:
     repo = checkpoint(resolved, quant) if quant in PRE_QUANTIZED else None
     repo = repo or hf_repo(resolved)
     lines = ["import torch", "from transformers import AutoModelForCausalLM, AutoTokenizer"]
@@ -115,41 +139,37 @@ def _snippet(resolved: ResolvedModel, quant: str, s: EngineSettings, multi_gpu: 
         kwargs.append("dtype=torch.bfloat16")
     lines += [f'tok = AutoTokenizer.from_pretrained("{repo}")',
               f"model = AutoModelForCausalLM.from_pretrained({', '.join(kwargs)})",
-              f'inputs = tok(["..."] * {s.batch_size}, return_tensors="pt").to(model.device)',
-              f"out = model.generate(**inputs, max_new_tokens={s.max_new_tokens}, "
-              f"cache_implementation=\"{s.cache_implementation}\")"]
+              f'inputs = tok(["..."] * {batch}, return_tensors="pt").to(model.device)',
+              f"out = model.generate(**inputs, max_new_tokens={s.options.max_new_tokens}, "
+              f"cache_implementation=\"{s.options.cache_implementation}\")"]
     return "\n".join(lines)
 
 
-def estimate_transformers(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSettings,
-                          hardware: Hardware) -> EngineResult:
-    s = settings
+def estimate_transformers(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSettings[TransformersOptions],
+                          hardware: Hardware) -> CheckResult[EnginePlan]:
+    s, o = settings, settings.options
+    batch = o.batch_size or 1
     quant = canonical_hf_quant(s.quant, "transformers")
     if quant in UNSUPPORTED:
         raise BadInput(f"--quant {quant} on --engine transformers: {UNSUPPORTED[quant]}")
-    if s.tensor_parallel_size != 1:
-        raise BadInput("--tensor-parallel-size is not modelled for transformers (tp_plan needs torchrun); "
-                       "several --gpu split layers with device_map=\"auto\", or use --engine vllm")
-    if s.cache_implementation not in ("dynamic", "static"):
-        raise BadInput(f"--cache-implementation {s.cache_implementation} must be dynamic or static")
+    if o.cache_implementation not in ("dynamic", "static"):
+        raise BadInput(f"--cache-implementation {o.cache_implementation} must be dynamic or static")
     if s.kv_cache_dtype not in ("auto", "bf16", "fp16"):
         raise BadInput(f"--kv-cache-dtype {s.kv_cache_dtype}: transformers keeps the KV cache in the model dtype "
                        "(auto); a quantized cache (QuantizedCache) is not modelled")
     devices = tuple(hardware.gpus)
     if not devices:
         raise BadInput("--engine transformers is modelled on GPUs only; use --engine llama.cpp for CPU")
-    if s.batch_size < 1 or s.prompt_tokens < 1 or s.max_new_tokens < 0:
-        raise BadInput("--batch-size and --prompt-tokens must be at least 1, --max-new-tokens at least 0")
-    n_tokens = s.max_model_len or (s.prompt_tokens + s.max_new_tokens)
+    n_tokens = s.max_model_len or (s.prompt_tokens + o.max_new_tokens)
     prompt = min(s.prompt_tokens, n_tokens)
     if n_tokens > spec.n_ctx_train:
         raise BadInput(f"{n_tokens} tokens is beyond the model's {spec.n_ctx_train}")
 
     towers = tower_params(resolved) if (s.mmproj or s.images_per_prompt) else 0
     weights = hf_weight_bytes(spec, quant) + 2 * towers
-    kv = kv_cache_bytes(spec, s.batch_size, n_tokens, s.cache_implementation)
-    act = prefill_activation_bytes(spec, s.batch_size, prompt) + vision_activation_bytes(
-        resolved, s.images_per_prompt * s.batch_size)
+    kv = kv_cache_bytes(spec, batch, n_tokens, o.cache_implementation)
+    act = prefill_activation_bytes(spec, batch, prompt) + vision_activation_bytes(
+        resolved, s.images_per_prompt * batch)
     # device_map="auto" (accelerate) fills GPUs in order; weights and KV are split in proportion to
     # capacity here, activations land on the first GPU (embeddings and the first layers live there).
     total_cap = sum(d.usable_memory_bytes for d in devices)
@@ -162,8 +182,8 @@ def estimate_transformers(resolved: ResolvedModel, spec: ModelSpec, settings: En
     verdict = fits_verdict(out_devices)
 
     def fits(n: int) -> bool:
-        kv_n = kv_cache_bytes(spec, s.batch_size, n, s.cache_implementation)
-        act_n = prefill_activation_bytes(spec, s.batch_size, min(s.prompt_tokens, n))
+        kv_n = kv_cache_bytes(spec, batch, n, o.cache_implementation)
+        act_n = prefill_activation_bytes(spec, batch, min(s.prompt_tokens, n))
         need = weights + kv_n + act_n + sum(runtime_overhead(d.backend).bytes for d in devices)
         return need <= total_cap
 
@@ -173,30 +193,30 @@ def estimate_transformers(resolved: ResolvedModel, spec: ModelSpec, settings: En
 
     reasons = []
     worst = min(out_devices, key=lambda d: d.headroom_bytes)
-    if verdict == "no-go":
+    if verdict == Verdict.NO_GO:
         reasons.append(f"needs {worst.total_bytes / GIB:.1f} GiB on {worst.name}, has {worst.capacity_bytes / GIB:.1f}"
                        " GiB; transformers does not offload layers by default (device_map=\"auto\" with max_memory "
                        "runs the rest from CPU RAM, slowly)")
-    elif verdict == "tight":
+    elif verdict == Verdict.TIGHT:
         reasons.append(f"{worst.headroom_bytes / GIB:.2f} GiB to spare on {worst.name}: allocator fragmentation can "
                        "take that")
     else:
         reasons.append(f"{worst.headroom_bytes / GIB:.1f} GiB to spare on {worst.name}")
     if spec.has_swa:
-        kept = spec.n_swa - 1 if s.cache_implementation == "dynamic" else spec.n_swa
-        reasons.append(f"{s.cache_implementation} cache: sliding layers hold at most {kept} tokens, full layers all "
+        kept = spec.n_swa - 1 if o.cache_implementation == "dynamic" else spec.n_swa
+        reasons.append(f"{o.cache_implementation} cache: sliding layers hold at most {kept} tokens, full layers all "
                        f"{n_tokens}")
     shared = spec.n_layer - len(kv_layers(spec))
     if shared:
         reasons.append(f"{shared} KV-shared layers store no cache (DummyLayer)")
     reasons.append(f"a plain forward over {n_tokens} tokens without logits_to_keep would add "
-                   f"{full_logits_bytes(spec, s.batch_size, n_tokens) / GIB:.1f} GiB of logits")
+                   f"{full_logits_bytes(spec, batch, n_tokens) / GIB:.1f} GiB of logits")
 
     perf = None
-    if verdict != "no-go" and all(d.memory_bandwidth_gbps for d in devices):
+    if verdict != Verdict.NO_GO and all(d.memory_bandwidth_gbps for d in devices):
         # device_map="auto" runs the GPUs one after another (layers in turn), one static batch of batch_size
-        req = Requests(prompt, s.output_tokens or s.max_new_tokens or None, None, s.batch_size, s.batch_size,
-                       s.batch_size)
+        req = Requests(prompt, s.output_tokens or o.max_new_tokens or None, None, batch, batch,
+                       batch)
         perf = hf_performance("transformers", hf_model_work(spec), HFLayout(devices[:1], quant, chunk=prompt), req,
                               weights,
                               extra_notes=("generate() runs one static batch: no continuous batching, so a request "
@@ -204,24 +224,61 @@ def estimate_transformers(resolved: ResolvedModel, spec: ModelSpec, settings: En
     p = param_breakdown(spec)
     extras = {
         "transformers_version": VERSION,
-        "cache_implementation": s.cache_implementation,
-        "batch_size": s.batch_size,
+        "cache_implementation": o.cache_implementation,
+        "batch_size": batch,
         "prompt_tokens": prompt,
-        "max_new_tokens": s.max_new_tokens,
+        "max_new_tokens": o.max_new_tokens,
         "kv_cache_bytes": kv,
-        "generate_logits_bytes": s.batch_size * spec.n_vocab * (2 + 4 + 4),
-        "full_forward_logits_bytes": full_logits_bytes(spec, s.batch_size, n_tokens),
+        "generate_logits_bytes": batch * spec.n_vocab * (2 + 4 + 4),
+        "full_forward_logits_bytes": full_logits_bytes(spec, batch, n_tokens),
         "tower_params": towers,
         "n_params_active": p.active,
         "offloads_layers": False,
-        "python": _snippet(resolved, quant, s, len(devices) > 1),
+        "python": _snippet(resolved, quant, s, batch, len(devices) > 1),
     }
-    return EngineResult(
-        engine="transformers", resolved=resolved, quant=quant, settings=s, devices=out_devices, verdict=verdict,
-        reasons=tuple(reasons), command=str(extras["python"]), n_params=p.total + towers, weights_total_bytes=weights,
-        max_ctx_fit=max_fit, n_ctx=n_tokens, hardware_label=hardware.label, extras=extras,
-        sources=(f"{VERSION} src/transformers/cache_utils.py DynamicSlidingWindowLayer, StaticSlidingWindowLayer",
-                 f"{VERSION} src/transformers/generation/utils.py logits_to_keep",
-                 f"{VERSION} src/transformers/integrations/bitsandbytes.py"),
-        performance=perf,
-    )
+    detail = EnginePlan(s, out_devices, p.total + towers, weights, None, extras, sources=(
+        f"{VERSION} src/transformers/cache_utils.py DynamicSlidingWindowLayer, StaticSlidingWindowLayer",
+        f"{VERSION} src/transformers/generation/utils.py logits_to_keep",
+        f"{VERSION} src/transformers/integrations/bitsandbytes.py"),
+        settings_terms={"n_batch": s.prompt_tokens, "cache_type_k": s.kv_cache_dtype,
+                        "cache_type_v": s.kv_cache_dtype, "n_gpu_layers": spec.n_layer + 1})
+    return CheckResult(NAME, resolved, quant, hardware, verdict, tuple(reasons), max_fit, n_tokens,
+                       str(extras["python"]), perf, detail)
+
+
+class TransformersEngine:
+    """`from_pretrained` + `generate`: the engine object of engines.registry."""
+
+    name = NAME
+    aliases: tuple[str, ...] = ("hf", "huggingface")
+    default_quant = "bf16"
+    options = TransformersOptions
+    ranks_plans = False
+
+    def default_n_ctx(self) -> int:
+        return 0  # the prompt and the new tokens
+
+    def canonical_quant(self, quant: str) -> str:
+        return canonical_hf_quant(quant, "transformers")
+
+    def settings(self, request: CheckRequest) -> EngineSettings[TransformersOptions]:
+        o = engine_options(TransformersOptions, request.options)
+        s = request.settings
+        o = o if o.batch_size is not None else replace(o, batch_size=s.n_parallel)  # --parallel is the batch
+        return engine_settings(NAME, request.quant or self.default_quant, s, request.workload, o,
+                               kv_cache_dtype=o.kv_cache_dtype or hf_kv_dtype(s.cache_type_k))
+
+    def validate(self, request: CheckRequest) -> None:
+        validate_numbers(self.settings(request))
+
+    def estimate(self, request: CheckRequest) -> CheckResult[EnginePlan]:
+        validate(request.settings, request.resolved.spec)  # --ctx, --parallel ... mean the same for every engine
+        s = self.settings(request)
+        validate_numbers(s)
+        return estimate_transformers(request.resolved, request.resolved.spec, s, request.hardware)
+
+    def check(self, request: CheckRequest) -> CheckResult[EnginePlan]:
+        return self.estimate(request)
+
+
+ENGINE = TransformersEngine()

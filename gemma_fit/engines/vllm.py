@@ -48,17 +48,25 @@ even one max_model_len request fits (kv_cache_planning.py _check_enough_kv_cache
 from __future__ import annotations
 
 import math
-from collections import Counter
 from dataclasses import dataclass
 
 from gemma_fit.base.errors import BadInput
+from gemma_fit.base.units import GIB, MIB
+from gemma_fit.base.verdict import Verdict
 from gemma_fit.engines.base import (
-    GIB,
-    MIB,
-    PRE_QUANTIZED,
+    CheckRequest,
+    CheckResult,
     EngineDevice,
-    EngineResult,
+    EnginePlan,
     EngineSettings,
+    engine_options,
+    engine_settings,
+    hf_kv_dtype,
+    validate_numbers,
+)
+from gemma_fit.engines.hf_speed import HFLayout, Requests, hf_model_work, hf_performance
+from gemma_fit.engines.hf_weights import (
+    PRE_QUANTIZED,
     canonical_hf_quant,
     checkpoint,
     hf_repo,
@@ -68,16 +76,17 @@ from gemma_fit.engines.base import (
     tower_params,
     vision_activation_bytes,
 )
-from gemma_fit.engines.hf_speed import HFLayout, Requests, hf_model_work, hf_performance
-from gemma_fit.hardware.select import Hardware
-from gemma_fit.hardware.spec import GPUSpec
+from gemma_fit.engines.vllm_kv import kv_dtype_bytes, kv_plan
+from gemma_fit.hardware.spec import GPUSpec, Hardware
 from gemma_fit.memory.search import largest_fitting
+from gemma_fit.memory.settings import validate
 from gemma_fit.model.catalog import ResolvedModel
 from gemma_fit.model.spec import ModelSpec
 from gemma_fit.speed.calibration import split_terms
 from gemma_fit.speed.links import default_attachment, peer_link
 from gemma_fit.speed.predict import Performance
 
+NAME = "vllm"
 VERSION = "vLLM 0.33.0"
 # BUDGET, not a vLLM value: non-torch memory allocated after the start-up snapshot (attention-backend and
 # cuBLAS workspaces, NCCL growth) plus allocator slack, which vLLM 0.33.0 measures at start-up inside
@@ -90,11 +99,22 @@ NON_TORCH_BYTES = 1 * GIB
 CUDA_GRAPH_BYTES = 512 * MIB
 # vllm/platforms/__init__.py: the CUDA, ROCm and XPU platforms (and TPU, CPU), not Apple's Metal nor Vulkan
 VLLM_BACKENDS = ("cuda", "rocm", "sycl")
-ASYNC_CONCURRENT_BATCHES = 2  # vllm/config/vllm.py max_concurrent_batches with async scheduling
 SAMPLER_COPIES = 2  # fp32 logits + probabilities in the dummy sampler run
 UNSUPPORTED = {"bnb-8bit": "vLLM 0.33.0 has no bitsandbytes quantization; use awq-int4, gptq-int4, fp8 or nvfp4",
                "bnb-4bit": "vLLM 0.33.0 has no bitsandbytes quantization; use awq-int4, gptq-int4, fp8 or nvfp4"}
 QUANT_FLAG = {"fp8": "fp8", "awq-int4": "awq_marlin", "gptq-int4": "gptq_marlin", "nvfp4": "modelopt_fp4"}
+
+
+@dataclass(frozen=True)
+class VllmOptions:
+    """vLLM's own options (`vllm serve` flags), with vLLM 0.33.0's defaults."""
+
+    gpu_memory_utilization: float = 0.92  # vllm/config/cache.py CacheConfig default
+    max_num_batched_tokens: int | None = None  # None: vLLM's default for the GPU (engine/arg_utils.py)
+    tensor_parallel_size: int = 1
+    block_size: int = 16  # vllm/config/cache.py DEFAULT_BLOCK_SIZE
+    enforce_eager: bool = False  # no CUDA graphs
+    kv_cache_dtype: str | None = None  # auto | fp8; None: from --cache-type-k (f16 -> auto, q8_0 -> fp8)
 
 
 def batch_defaults(total_memory: int, device_name: str) -> tuple[int, int]:
@@ -106,78 +126,6 @@ def batch_defaults(total_memory: int, device_name: str) -> tuple[int, int]:
     if total_memory >= 70 * GIB and "a100" not in name and "gb10" not in name:
         return 8192, 1024
     return 2048, 256
-
-
-@dataclass(frozen=True)
-class KVGroupType:
-    sliding: bool
-    n_layers: int
-    bytes_per_token: int  # one layer's K + V per token
-    block_size: int  # after page-size unification
-    page_bytes: int  # one layer's page after unification
-
-
-def kv_dtype_bytes(kv_cache_dtype: str, quant: str) -> int:
-    if kv_cache_dtype.startswith("fp8"):
-        return 1
-    if kv_cache_dtype not in ("auto", "bf16", "fp16", "bfloat16", "float16"):
-        raise BadInput(f"--kv-cache-dtype {kv_cache_dtype} is not a vLLM KV dtype (auto, fp8, fp8_e4m3, fp8_e5m2)")
-    return 2  # auto = the model dtype (bf16; fp8/int4 checkpoints keep bf16 activations)
-
-
-def kv_group_types(spec: ModelSpec, block_size: int, dtype_bytes: int, tp: int) -> list[KVGroupType]:
-    """One entry per KV spec (sliding / full with their head sizes), page sizes unified."""
-    counts: Counter[tuple[bool, int]] = Counter()
-    for layer in kv_layers(spec):
-        heads = max(1, layer.n_head_kv // tp)  # KV heads are replicated when fewer than the TP ranks
-        per_token = heads * 2 * layer.head_dim * dtype_bytes
-        counts[(layer.is_swa and spec.has_swa, per_token)] += 1
-    max_page = max(block_size * per_token for (_, per_token) in counts)
-    out = []
-    for (sliding, per_token), n in counts.items():
-        page = block_size * per_token
-        bs = block_size * (max_page // page) if max_page % page == 0 else block_size
-        out.append(KVGroupType(sliding, n, per_token, bs, max_page))
-    return out
-
-
-def group_layout(types: list[KVGroupType]) -> tuple[int, dict[int, int]]:
-    """(group size, groups per type index) as _get_kv_cache_groups_uniform_page_size builds them."""
-    counts = [t.n_layers for t in types]
-    size = min(counts)
-    if max(counts) < size * 1.5:
-        size = max(counts)
-    return size, {i: math.ceil(t.n_layers / size) for i, t in enumerate(types)}
-
-
-def blocks_per_request(t: KVGroupType, max_model_len: int, window: int, in_flight: int) -> int:
-    if t.sliding:
-        return math.ceil(min(window - 1 + in_flight, max_model_len) / t.block_size) + 1
-    return math.ceil(max_model_len / t.block_size)
-
-
-@dataclass(frozen=True)
-class KVPlan:
-    bytes_per_block: int
-    num_blocks: int
-    blocks_per_request: int
-    concurrency: float
-    max_tokens: int  # "GPU KV cache size" vLLM logs: concurrency x max_model_len
-    full_layer_bytes_per_token: int
-
-
-def kv_plan(spec: ModelSpec, budget: int, max_model_len: int, block_size: int, dtype_bytes: int, tp: int,
-            max_num_batched_tokens: int) -> KVPlan:
-    types = kv_group_types(spec, block_size, dtype_bytes, tp)
-    size, groups = group_layout(types)
-    bytes_per_block = size * types[0].page_bytes
-    num_blocks = max(0, budget) // bytes_per_block
-    in_flight = ASYNC_CONCURRENT_BATCHES * max_num_batched_tokens
-    per_req = sum(groups[i] * blocks_per_request(t, max_model_len, spec.n_swa, in_flight)
-                  for i, t in enumerate(types))
-    conc = num_blocks / per_req if per_req else 0.0
-    full = sum(t.n_layers * t.bytes_per_token for t in types)
-    return KVPlan(bytes_per_block, num_blocks, per_req, conc, int(conc * max_model_len), full)
 
 
 def activation_peak(spec: ModelSpec, tokens: int, seqs: int, tp: int, act_bytes: int = 2) -> int:
@@ -195,32 +143,32 @@ def activation_peak(spec: ModelSpec, tokens: int, seqs: int, tp: int, act_bytes:
     return max(forward, sampler)
 
 
-def _command(resolved: ResolvedModel, s: EngineSettings, quant: str, max_model_len: int, tokens: int,
+def _command(resolved: ResolvedModel, s: EngineSettings[VllmOptions], quant: str, max_model_len: int, tokens: int,
              seqs: int) -> str:
     repo = checkpoint(resolved, quant)  # a pre-quantized checkpoint carries its own quantization config
     parts = [f"vllm serve {repo or hf_repo(resolved)}", f"--max-model-len {max_model_len}",
-             f"--gpu-memory-utilization {s.gpu_memory_utilization:g}", f"--max-num-seqs {seqs}",
+             f"--gpu-memory-utilization {s.options.gpu_memory_utilization:g}", f"--max-num-seqs {seqs}",
              f"--max-num-batched-tokens {tokens}"]
     if quant in ("fp16",):
         parts.append("--dtype float16")
     if repo is None and quant == "fp8":
         parts.append("--quantization fp8")  # BF16 weights quantized at load
-    if s.tensor_parallel_size > 1:
-        parts.append(f"--tensor-parallel-size {s.tensor_parallel_size}")
+    if s.options.tensor_parallel_size > 1:
+        parts.append(f"--tensor-parallel-size {s.options.tensor_parallel_size}")
     if s.kv_cache_dtype != "auto":
         parts.append(f"--kv-cache-dtype {s.kv_cache_dtype}")
-    if s.block_size != 16:
-        parts.append(f"--block-size {s.block_size}")
-    if s.enforce_eager:
+    if s.options.block_size != 16:
+        parts.append(f"--block-size {s.options.block_size}")
+    if s.options.enforce_eager:
         parts.append("--enforce-eager")
     if not s.mmproj and s.images_per_prompt == 0 and tower_params(resolved):
         parts.append("--limit-mm-per-prompt '{\"image\": 0}'")
     return " ".join(parts)
 
 
-def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSettings,
-                  hardware: Hardware) -> EngineResult:
-    s = settings
+def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSettings[VllmOptions],
+                  hardware: Hardware) -> CheckResult[EnginePlan]:
+    s, o = settings, settings.options
     quant = canonical_hf_quant(s.quant, "vLLM")
     if quant in UNSUPPORTED:
         raise BadInput(f"--quant {quant} on --engine vllm: {UNSUPPORTED[quant]}")
@@ -232,11 +180,11 @@ def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSett
         hint = "--backend sycl (Intel's XPU), or " if other[0].vendor == "intel" else ""
         raise BadInput(f"--engine vllm runs on CUDA, ROCm and Intel XPU GPUs; {other[0].name} is a {other[0].backend} "
                        f"device here ({hint}--engine llama.cpp or ollama)")
-    tp = s.tensor_parallel_size
+    tp = o.tensor_parallel_size
     if tp < 1 or tp > len(devices):
         raise BadInput(f"--tensor-parallel-size {tp} needs {tp} GPUs; {len(devices)} given")
-    if not 0 < s.gpu_memory_utilization <= 1:
-        raise BadInput(f"--gpu-memory-utilization {s.gpu_memory_utilization} must be in (0, 1]")
+    if not 0 < o.gpu_memory_utilization <= 1:
+        raise BadInput(f"--gpu-memory-utilization {o.gpu_memory_utilization} must be in (0, 1]")
     heads = spec.layers[0].n_head
     if heads % tp:
         raise BadInput(f"--tensor-parallel-size {tp} does not divide the {heads} attention heads")
@@ -246,56 +194,56 @@ def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSett
         raise BadInput(f"--ctx {max_model_len} is beyond the model's {spec.n_ctx_train} tokens (vLLM refuses it)")
     dev0 = min(devices, key=lambda d: d.usable_memory_bytes)
     d_tokens, d_seqs = batch_defaults(dev0.usable_memory_bytes, dev0.name)
-    tokens = s.max_num_batched_tokens or d_tokens
+    tokens = o.max_num_batched_tokens or d_tokens
     seqs = s.max_num_seqs or d_seqs
     dtype_bytes = kv_dtype_bytes(s.kv_cache_dtype, quant)
 
     towers = tower_params(resolved) if (s.mmproj or s.images_per_prompt) else 0
     weights = (hf_weight_bytes(spec, quant) + 2 * towers) // tp
     act = activation_peak(spec, tokens, seqs, tp) + vision_activation_bytes(resolved, s.images_per_prompt)
-    graphs = 0 if s.enforce_eager else CUDA_GRAPH_BYTES
+    graphs = 0 if o.enforce_eager else CUDA_GRAPH_BYTES
 
     def budget_for(cap: int) -> int:
-        requested = math.ceil(cap * s.gpu_memory_utilization)
+        requested = math.ceil(cap * o.gpu_memory_utilization)
         return requested - weights - act - NON_TORCH_BYTES - graphs
 
     budget = min(budget_for(d.usable_memory_bytes) for d in devices)
-    plan = kv_plan(spec, budget, max_model_len, s.block_size, dtype_bytes, tp, tokens)
+    plan = kv_plan(spec, budget, max_model_len, o.block_size, dtype_bytes, tp, tokens)
     pool = plan.num_blocks * plan.bytes_per_block
     out_devices = tuple(
         EngineDevice(d.id, d.name, weights, pool, act, graphs, NON_TORCH_BYTES, d.usable_memory_bytes) for d in devices)
 
     def fits(n: int) -> bool:
-        return kv_plan(spec, budget, n, s.block_size, dtype_bytes, tp, tokens).concurrency >= 1
+        return kv_plan(spec, budget, n, o.block_size, dtype_bytes, tp, tokens).concurrency >= 1
 
     max_fit = 0
-    if budget > 0 and fits(s.block_size):
-        blocks = largest_fitting(1, spec.n_ctx_train // s.block_size, lambda n: fits(n * s.block_size))
-        max_fit = blocks * s.block_size
+    if budget > 0 and fits(o.block_size):
+        blocks = largest_fitting(1, spec.n_ctx_train // o.block_size, lambda n: fits(n * o.block_size))
+        max_fit = blocks * o.block_size
 
     reasons: list[str] = []
-    util = f"--gpu-memory-utilization {s.gpu_memory_utilization:g}"
+    util = f"--gpu-memory-utilization {o.gpu_memory_utilization:g}"
     budgets = (f"non-torch {NON_TORCH_BYTES / GIB:g} GiB" + (f" and CUDA graphs {graphs / MIB:g} MiB" if graphs else "")
                + " are budgets: vLLM measures them at start-up (memory_profiling, profile_cudagraph_memory)")
-    requested_gib = math.ceil(dev0.usable_memory_bytes * s.gpu_memory_utilization) / GIB
+    requested_gib = math.ceil(dev0.usable_memory_bytes * o.gpu_memory_utilization) / GIB
     if budget <= 0:
-        verdict = "no-go"
+        verdict = Verdict.NO_GO
         reasons.append(f"no memory left for the KV cache at {util}: weights {weights / GIB:.1f} GiB + peak "
                        f"activations {act / GIB:.1f} GiB + non-torch {NON_TORCH_BYTES / GIB:.1f} GiB + CUDA graphs "
                        f"{graphs / GIB:.1f} GiB exceed {requested_gib:.1f}"
                        f" GiB; vLLM does not offload layers to the CPU by default (--cpu-offload-gb does, slowly)")
     elif plan.concurrency < 1:
-        verdict = "no-go"
+        verdict = Verdict.NO_GO
         reasons.append(f"one {max_model_len}-token request needs {plan.blocks_per_request} KV blocks, the pool has "
                        f"{plan.num_blocks}: vLLM refuses to start; --max-model-len {max_fit} fits")
     elif plan.concurrency < 2:
-        verdict = "tight"
+        verdict = Verdict.TIGHT
         reasons.append(f"only {plan.concurrency:.2f} requests of {max_model_len} tokens fit in the KV pool at once")
     else:
-        verdict = "go"
+        verdict = Verdict.GO
         reasons.append(f"KV pool of {pool / GIB:.1f} GiB: {plan.max_tokens:,} tokens, {plan.concurrency:.1f} "
                        f"concurrent requests at {max_model_len} tokens (max_num_seqs {seqs})")
-    if verdict != "no-go" and plan.concurrency < seqs and verdict == "go":
+    if verdict == Verdict.GO and plan.concurrency < seqs:
         reasons.append(f"max_num_seqs {seqs} is more than the {int(plan.concurrency)} full-length requests the pool "
                        f"holds; shorter requests share it")
     if spec.has_swa:
@@ -315,12 +263,12 @@ def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSett
                        "(give --images N to serve images)")
 
     perf = _performance(spec, s, quant, devices, budget, dtype_bytes, tokens, seqs, max_model_len, weights * tp) \
-        if verdict != "no-go" else None
+        if verdict != Verdict.NO_GO else None
     p = param_breakdown(spec)
     extras = {
         "vllm_version": VERSION,
-        "gpu_memory_utilization": s.gpu_memory_utilization,
-        "requested_memory_bytes": math.ceil(dev0.usable_memory_bytes * s.gpu_memory_utilization),
+        "gpu_memory_utilization": o.gpu_memory_utilization,
+        "requested_memory_bytes": math.ceil(dev0.usable_memory_bytes * o.gpu_memory_utilization),
         "kv_cache_budget_bytes": max(0, budget),
         "kv_block_bytes": plan.bytes_per_block,
         "kv_num_blocks": plan.num_blocks,
@@ -329,7 +277,7 @@ def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSett
         "max_concurrent_tokens": plan.max_tokens,
         "max_num_batched_tokens": tokens,
         "max_num_seqs": seqs,
-        "block_size": s.block_size,
+        "block_size": o.block_size,
         "tensor_parallel_size": tp,
         "kv_cache_dtype": s.kv_cache_dtype,
         "non_torch_bytes": NON_TORCH_BYTES,
@@ -340,31 +288,30 @@ def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSett
         "n_params_active": p.active,
         "offloads_layers": False,
     }
-    return EngineResult(
-        engine="vllm", resolved=resolved, quant=quant, settings=s, devices=out_devices, verdict=verdict,
-        reasons=tuple(reasons), command=_command(resolved, s, quant, max_model_len, tokens, seqs),
-        n_params=p.total + towers, weights_total_bytes=weights * tp, max_ctx_fit=max_fit, n_ctx=max_model_len,
-        hardware_label=hardware.label, host=None, extras=extras,
+    detail = EnginePlan(
+        s, out_devices, p.total + towers, weights * tp, None, extras,
         sources=(f"{VERSION} vllm/v1/worker/gpu_worker.py determine_available_memory",
                  f"{VERSION} vllm/v1/core/kv_cache_planning.py get_kv_cache_config_from_groups",
                  f"{VERSION} vllm/v1/kv_cache_interface.py SlidingWindowSpec.max_admission_blocks_per_request",
                  f"{VERSION} vllm/engine/arg_utils.py get_batch_defaults",
                  f"{VERSION} vllm/utils/mem_utils.py memory_profiling, vllm/v1/worker/gpu_model_runner.py "
                  "profile_cudagraph_memory (measured at start-up; budgets here)"),
-        performance=perf,
-    )
+        settings_terms={"n_batch": tokens, "cache_type_k": s.kv_cache_dtype, "cache_type_v": s.kv_cache_dtype,
+                        "n_gpu_layers": spec.n_layer + 1})
+    return CheckResult(NAME, resolved, quant, hardware, verdict, tuple(reasons), max_fit, max_model_len,
+                       _command(resolved, s, quant, max_model_len, tokens, seqs), perf, detail)
 
 
-def _performance(spec: ModelSpec, s: EngineSettings, quant: str, devices: tuple[GPUSpec, ...], budget: int,
+def _performance(spec: ModelSpec, s: EngineSettings[VllmOptions], quant: str, devices: tuple[GPUSpec, ...], budget: int,
                  dtype_bytes: int, tokens: int, seqs: int, max_model_len: int,
                  weights_bytes: int) -> Performance | None:
     """Speed at --parallel N concurrent requests (max_num_seqs); the KV pool caps how many of prompt + output
     tokens run at once (vLLM queues the rest)."""
     if any(not d.memory_bandwidth_gbps for d in devices):
         return None
-    tp = s.tensor_parallel_size
+    tp = s.options.tensor_parallel_size
     need = min(max_model_len, s.prompt_tokens + (s.output_tokens or 0))
-    held = int(kv_plan(spec, budget, max(need, 1), s.block_size, dtype_bytes, tp, tokens).concurrency)
+    held = int(kv_plan(spec, budget, max(need, 1), s.options.block_size, dtype_bytes, tp, tokens).concurrency)
     n = s.max_num_seqs or 1
     link_gbps = link_latency = 0.0
     if tp > 1:
@@ -375,3 +322,41 @@ def _performance(spec: ModelSpec, s: EngineSettings, quant: str, devices: tuple[
     layout = HFLayout(devices, quant, tp, 1, tokens, link_gbps, link_latency)
     req = Requests(s.prompt_tokens, s.output_tokens, s.request_rate, n, min(seqs, max(1, held)), held)
     return hf_performance("vllm", hf_model_work(spec, dtype_bytes), layout, req, weights_bytes, extra_notes=notes)
+
+
+class VllmEngine:
+    """`vllm serve`: the engine object of engines.registry."""
+
+    name = NAME
+    aliases: tuple[str, ...] = ()
+    default_quant = "bf16"
+    options = VllmOptions
+    ranks_plans = False
+
+    def default_n_ctx(self) -> int:
+        return 0  # --max-model-len unset: the model's trained context
+
+    def canonical_quant(self, quant: str) -> str:
+        return canonical_hf_quant(quant, "vLLM")
+
+    def settings(self, request: CheckRequest) -> EngineSettings[VllmOptions]:
+        o = engine_options(VllmOptions, request.options)
+        s = request.settings
+        return engine_settings(NAME, request.quant or self.default_quant, s, request.workload, o,
+                               max_num_seqs=s.n_parallel if s.n_parallel != 1 else None,
+                               kv_cache_dtype=o.kv_cache_dtype or hf_kv_dtype(s.cache_type_k))
+
+    def validate(self, request: CheckRequest) -> None:
+        validate_numbers(self.settings(request))
+
+    def estimate(self, request: CheckRequest) -> CheckResult[EnginePlan]:
+        validate(request.settings, request.resolved.spec)  # --ctx, --parallel ... mean the same for every engine
+        s = self.settings(request)
+        validate_numbers(s)
+        return estimate_vllm(request.resolved, request.resolved.spec, s, request.hardware)
+
+    def check(self, request: CheckRequest) -> CheckResult[EnginePlan]:
+        return self.estimate(request)
+
+
+ENGINE = VllmEngine()

@@ -1,1 +1,2 @@
-"""Stage 4, the hardware: GPUSpec and Machine, hardware_db and machine files, --gpu/--hardware selection, probes."""
+"""Stage 4, the hardware: GPUSpec and Hardware (one machine), hardware_db and machine files, --gpu/--hardware
+selection, probes."""

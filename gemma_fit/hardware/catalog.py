@@ -38,7 +38,6 @@ from gemma_fit.hardware.spec import (  # noqa: F401 - re-exported
     CPUSpec,
     GPUAttachment,
     GPUSpec,
-    Machine,
     StorageSpec,
     as_seen_by_software,
     cpu_key,

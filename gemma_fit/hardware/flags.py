@@ -13,13 +13,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gemma_fit.base.errors import BadInput
-from gemma_fit.hardware.select import THIS_CPU, Hardware
+from gemma_fit.base.ranges import check_optional
 from gemma_fit.hardware.snapshot import known_hardware
-from gemma_fit.hardware.spec import GIB, MAX_RAM_GIB, MIN_RAM_GIB, CPUSpec
+from gemma_fit.hardware.spec import GIB, CPUSpec, Hardware
 
 DEFAULT_CHANNELS = 2  # a desktop or laptop: two 64-bit channels
-MAX_CHANNELS = 24  # a 2-socket 12-channel server
-MAX_THREADS = 1024
+THIS_CPU = "CPU: this machine's"  # how the notes name a probed CPU
 
 
 @dataclass(frozen=True)
@@ -53,8 +52,6 @@ def _ram_bandwidth(flags: MachineFlags, extra: tuple[Path, ...]) -> tuple[float,
     if not 800 <= speed <= 12_000:
         raise BadInput(f"--ram-type {flags.ram_type}: {speed} MT/s is impossible (800 to 12,000)")
     channels = flags.ram_channels if flags.ram_channels is not None else DEFAULT_CHANNELS
-    if not 1 <= channels <= MAX_CHANNELS:
-        raise BadInput(f"--ram-channels {channels} is impossible (1 to {MAX_CHANNELS})")
     from gemma_fit.hardware.catalog import memory_speed
 
     known = memory_speed(kind, speed, extra)
@@ -65,14 +62,11 @@ def _ram_bandwidth(flags: MachineFlags, extra: tuple[Path, ...]) -> tuple[float,
 
 
 def _check_counts(flags: MachineFlags) -> None:
-    if flags.ram_gb is not None and not MIN_RAM_GIB <= flags.ram_gb <= MAX_RAM_GIB:
-        raise BadInput(f"--ram {flags.ram_gb:g} is impossible: at least {MIN_RAM_GIB:g} GiB (an OS and the "
-                       f"smallest Gemma need more) and at most {MAX_RAM_GIB:,} GiB")
-    for flag, value in (("--cores", flags.cores), ("--threads", flags.threads)):
-        if value is not None and not 1 <= value <= MAX_THREADS:
-            raise BadInput(f"{flag} {value} is impossible (1 to {MAX_THREADS:,})")
-    if flags.reserve_gib is not None and not 0 <= flags.reserve_gib <= 1024:
-        raise BadInput(f"--reserve {flags.reserve_gib:g} is impossible (0 to 1,024 GiB kept free on each GPU)")
+    check_optional("--ram", flags.ram_gb)
+    check_optional("--cores", flags.cores)
+    check_optional("--threads", flags.threads)
+    check_optional("--reserve", flags.reserve_gib)
+    check_optional("--ram-channels", flags.ram_channels)
 
 
 def _reserved(hw: Hardware, reserve_gib: float) -> Hardware:
@@ -102,19 +96,16 @@ def with_machine_flags(hw: Hardware, flags: MachineFlags, extra: tuple[Path, ...
         return hw
     _check_counts(flags)
     notes = list(hw.notes)
-    machine = hw.machine
     host = hw.host_capacity_bytes
     if flags.ram_gb is not None:
         host = round(flags.ram_gb * GIB)
         notes = [n for n in notes if "RAM" not in n]  # what was probed or assumed no longer holds
         notes.append(f"--ram: {flags.ram_gb:g} GiB of system memory, as given")
-        machine = replace(machine, ram_bytes=host) if machine else None
     bandwidth = _ram_bandwidth(flags, extra)
     ram_bw = hw.ram_bandwidth_gbps
     if bandwidth is not None:
         ram_bw, note = bandwidth
         notes.append(note)
-        machine = replace(machine, ram_bandwidth_gbps=ram_bw) if machine else None
     disk = hw.disk
     if flags.disk is not None:
         from gemma_fit.hardware.catalog import storage_class
@@ -122,7 +113,6 @@ def with_machine_flags(hw: Hardware, flags: MachineFlags, extra: tuple[Path, ...
         disk = storage_class(flags.disk.strip().lower(), extra)
         notes = [n for n in notes if not n.startswith("load time")]
         notes.append(f"--disk: {disk.name}, as given")
-        machine = replace(machine, disk=disk) if machine else None
     cpu = _cpu(flags.cpu, extra) if flags.cpu is not None else hw.cpu
     if flags.cpu is not None or flags.cores or flags.threads:
         notes = [n for n in notes if not n.startswith(THIS_CPU)]  # the probed CPU no longer holds
@@ -135,8 +125,8 @@ def with_machine_flags(hw: Hardware, flags: MachineFlags, extra: tuple[Path, ...
     elif flags.cpu is not None:
         notes.append(f"CPU: llama.cpp's default -t {cores} (its physical performance cores; --threads to change)")
     label = hw.label
-    if flags.ram_gb is not None and not hw.gpus and machine is None:  # --gpu cpu: no longer this machine's RAM
+    if flags.ram_gb is not None and not hw.gpus and hw.source is None:  # --gpu cpu: no longer this machine's RAM
         label = f"CPU only ({flags.ram_gb:g} GiB RAM)"
-    out = replace(hw, label=label, host_capacity_bytes=host, machine=machine, disk=disk, cpu_cores=cores,
+    out = replace(hw, label=label, host_capacity_bytes=host, disk=disk, cpu_cores=cores,
                   ram_bandwidth_gbps=ram_bw, notes=tuple(notes), cpu=cpu)
     return _reserved(out, flags.reserve_gib) if flags.reserve_gib else out

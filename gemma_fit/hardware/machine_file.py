@@ -23,7 +23,7 @@ from gemma_fit.hardware.schema import (
     gpu_item_count,
     too_many_gpus,
 )
-from gemma_fit.hardware.spec import GPUAttachment, GPUSpec, Machine, as_seen_by_software
+from gemma_fit.hardware.spec import GPUAttachment, GPUSpec, Hardware, as_seen_by_software
 
 
 def _attachment(entry: GPUEntry, slot: GPUSlot | None, extra_dirs: tuple[Path, ...]) -> GPUAttachment:
@@ -96,7 +96,7 @@ def _precheck(path: Path, data: dict[Any, Any], root: Any) -> None:
         raise BadInput(f"{where}: {NO_CAPACITY}")
 
 
-def load_machine(path: Path, extra_dirs: tuple[Path, ...] = ()) -> Machine:
+def load_machine(path: Path, extra_dirs: tuple[Path, ...] = ()) -> Hardware:
     """The `--hardware FILE.yaml` machine; BadInput naming file, line and field on any problem.
 
     The file is read with bounds (regular files only, at most MAX_MACHINE_BYTES, UTF-8, no repeated
@@ -108,7 +108,7 @@ def load_machine(path: Path, extra_dirs: tuple[Path, ...] = ()) -> Machine:
         raise type(exc)(_one_line(str(exc))) from None
 
 
-def _load_machine(path: Path, extra_dirs: tuple[Path, ...]) -> Machine:
+def _load_machine(path: Path, extra_dirs: tuple[Path, ...]) -> Hardware:
     text = read_text(path, MAX_MACHINE_BYTES)
     data, root = parse_yaml(text, path, unique_keys=True, max_nodes=MAX_MACHINE_NODES)
     if not isinstance(data, dict):
@@ -131,4 +131,5 @@ def _load_machine(path: Path, extra_dirs: tuple[Path, ...]) -> Machine:
     except BadInput as exc:
         raise BadInput(f"{shown(path)}: disk: {exc}") from None
     ram = int(parsed.ram_gb * GIB) if parsed.ram_gb is not None else None
-    return Machine(parsed.name, gpus, links, ram, _ram_bandwidth(parsed, extra_dirs), disk, parsed.cpu, path)
+    return Hardware(parsed.name, gpus, ram, attachments=links, disk=disk,
+                    ram_bandwidth_gbps=_ram_bandwidth(parsed, extra_dirs), cpu_name=parsed.cpu, source=path)

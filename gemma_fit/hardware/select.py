@@ -2,25 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from gemma_fit.base.errors import BadInput
+from gemma_fit.hardware.flags import THIS_CPU, MachineFlags, with_machine_flags
 from gemma_fit.hardware.snapshot import known_hardware
-from gemma_fit.hardware.spec import BACKENDS, MAX_GPUS, CPUSpec, GPUSpec, Machine, StorageSpec, as_seen_by_software
-
-
-@dataclass(frozen=True)
-class Hardware:
-    label: str
-    gpus: tuple[GPUSpec, ...]
-    host_capacity_bytes: int | None
-    machine: Machine | None
-    notes: tuple[str, ...] = ()
-    disk: StorageSpec | None = None  # the probed drive (--gpu local / cpu); a machine file names its own
-    cpu_cores: int | None = None  # the threads llama.cpp runs CPU work on (-t; its default: physical cores)
-    ram_bandwidth_gbps: float | None = None  # system memory bandwidth when given without a machine file
-    cpu: CPUSpec | None = None  # the CPU (probed, --cpu, or a machine file's cpu the database knows)
+from gemma_fit.hardware.spec import BACKENDS, MAX_GPUS, CPUSpec, GPUSpec, Hardware, StorageSpec, as_seen_by_software
 
 
 def _local(extra: tuple[Path, ...]) -> tuple[tuple[GPUSpec, ...], tuple[str, ...]]:
@@ -43,9 +32,8 @@ def select_hardware(gpu_names: list[str], hardware_file: Path | None, extra: tup
         from gemma_fit.hardware.machine_file import load_machine
 
         machine = load_machine(hardware_file, extra)
-        cpu = _named_cpu(machine.cpu, extra)
-        return Hardware(machine.name, machine.gpus, machine.ram_bytes, machine,
-                        cpu_cores=cpu.default_threads if cpu else None, cpu=cpu)
+        cpu = _named_cpu(machine.cpu_name, extra)
+        return replace(machine, cpu_cores=cpu.default_threads if cpu else None, cpu=cpu)
     if not gpu_names:
         raise BadInput("--gpu is required (a GPU id such as a4000, 'local', or 'cpu'; see gemma-fit list gpus)")
     if len(gpu_names) > MAX_GPUS:
@@ -59,9 +47,9 @@ def select_hardware(gpu_names: list[str], hardware_file: Path | None, extra: tup
         disk, disk_note = _local_disk(extra)
         cpu = _this_cpu(extra)
         threads = _threads(cpu)
-        return Hardware("CPU only (this machine's RAM)", (), ram, None,
-                        ("--gpu cpu: capacity is this machine's total RAM", disk_note, _cpu_note(cpu, threads)),
-                        disk, threads, cpu=cpu)
+        return Hardware("CPU only (this machine's RAM)", (), ram,
+                        notes=("--gpu cpu: capacity is this machine's total RAM", disk_note, _cpu_note(cpu, threads)),
+                        disk=disk, cpu_cores=threads, cpu=cpu)
     gpus: list[GPUSpec] = []
     notes: tuple[str, ...] = ()
     disk = None
@@ -79,7 +67,7 @@ def select_hardware(gpu_names: list[str], hardware_file: Path | None, extra: tup
         raise BadInput(f"{len(gpus)} GPUs: llama.cpp uses at most {MAX_GPUS} devices in one process")
     label = " + ".join(g.name for g in gpus)
     cpu = _this_cpu(extra) if host is not None else None  # --gpu local: this machine's CPU runs the CPU layers
-    return Hardware(label, tuple(gpus), host, None, notes, disk, _threads(cpu) if cpu else None, cpu=cpu)
+    return Hardware(label, tuple(gpus), host, notes=notes, disk=disk, cpu_cores=_threads(cpu) if cpu else None, cpu=cpu)
 
 
 def _total_ram() -> int:
@@ -92,9 +80,6 @@ def _this_cpu(extra: tuple[Path, ...]) -> CPUSpec | None:
     from gemma_fit.hardware.probe_cpu import local_cpu
 
     return local_cpu(lambda name: _named_cpu(name, extra))
-
-
-THIS_CPU = "CPU: this machine's"
 
 
 def _cpu_note(cpu: CPUSpec | None, threads: int | None) -> str:
@@ -167,3 +152,16 @@ def with_backend(hw: Hardware, backend: str | None) -> Hardware:
     gpus = tuple(replace(g, backend=chosen) for g in hw.gpus)
     return replace(hw, gpus=gpus, notes=(*hw.notes, f"llama.cpp built with its {chosen} backend (--backend)"))
 
+
+
+def hardware_of(hardware: Hardware | str | Sequence[str] | Path, backend: str | None = None,
+                extra: tuple[Path, ...] = (), machine: MachineFlags | None = None) -> Hardware:
+    """The hardware an answer is for: as given, or selected from GPU names (a str, or several) or a machine file,
+    with --backend and the machine flags applied."""
+    if isinstance(hardware, Hardware):
+        hw = hardware
+    elif isinstance(hardware, Path):
+        hw = select_hardware([], hardware, extra)
+    else:
+        hw = select_hardware([hardware] if isinstance(hardware, str) else list(hardware), None, extra)
+    return with_machine_flags(with_backend(hw, backend), machine or MachineFlags(), extra)

@@ -94,18 +94,6 @@ class GPUAttachment:
     nvlink: bool
 
 
-@dataclass(frozen=True)
-class Machine:
-    name: str
-    gpus: tuple[GPUSpec, ...]
-    attachments: tuple[GPUAttachment, ...]
-    ram_bytes: int | None
-    ram_bandwidth_gbps: float | None
-    disk: StorageSpec | None
-    cpu: str | None
-    path: Path
-
-
 CPU_FAMILIES = ("x86", "arm")
 # The widest SIMD llama.cpp's CPU backend uses on a CPU (ggml-cpu's kernels: AVX2, AVX-512, AMX tiles
 # on x86; NEON, SVE on ARM).
@@ -132,6 +120,30 @@ class CPUSpec:
         """llama.cpp's default -t: the physical cores, without a hybrid chip's efficiency cores
         (common/common.cpp, common_cpu_get_num_math)."""
         return self.performance_cores or self.cores
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """The machine an answer is for: its GPUs as software sees them, the host's memory, CPU and drive, how the GPUs
+    are attached, and notes on what was probed, given or assumed. From --gpu names (hardware.select), a machine
+    file (hardware.machine_file) or the machine flags (hardware.flags)."""
+
+    label: str
+    gpus: tuple[GPUSpec, ...]
+    host_capacity_bytes: int | None  # system RAM; None: unknown (not checked)
+    attachments: tuple[GPUAttachment, ...] | None = None  # how each GPU is attached; None: each GPU's default
+    notes: tuple[str, ...] = ()
+    disk: StorageSpec | None = None  # the drive models load from (probed, --disk, or a machine file's)
+    cpu_cores: int | None = None  # the threads llama.cpp runs CPU work on (-t; its default: physical cores)
+    ram_bandwidth_gbps: float | None = None  # system memory bandwidth, when given (a file or --ram-type)
+    cpu: CPUSpec | None = None  # the CPU (probed, --cpu, or a machine file's cpu the database knows)
+    cpu_name: str | None = None  # the CPU as a machine file names it (free text)
+    source: Path | None = None  # the machine file it was read from
+
+    def times(self, n: int) -> Hardware:
+        """The same machine with each GPU (and its slot) n times."""
+        attachments = self.attachments * n if self.attachments is not None else None
+        return replace(self, gpus=self.gpus * n, attachments=attachments, label=f"{n} x {self.label}")
 
 
 _CPU_WORDS = {"amd", "intel", "processor", "cpu", "core", "apple", "qualcomm", "nvidia", "aws"}

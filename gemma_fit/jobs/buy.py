@@ -20,38 +20,23 @@ from pathlib import Path
 from typing import Any
 
 from gemma_fit.base.errors import BadInput, GemmaFitError
+from gemma_fit.base.ranges import check_optional, check_range
+from gemma_fit.base.verdict import Verdict
 from gemma_fit.hardware.catalog import load_gpu_entries, load_gpus
 from gemma_fit.hardware.prices import Price, current_price, price_table, prices_as_of
-from gemma_fit.hardware.select import Hardware, select_hardware
-from gemma_fit.hardware.spec import GPUSpec
-from gemma_fit.jobs.recommend import QUANT_LADDER, Candidate, Needs, _best_per_model, _try
-from gemma_fit.memory.fit import SAFETY_MARGIN_BYTES
+from gemma_fit.hardware.select import select_hardware
+from gemma_fit.hardware.spec import GPUSpec, Hardware
+from gemma_fit.jobs.needs import SEGMENTS, BuyNeeds, Needs
+from gemma_fit.jobs.recommend import QUANT_LADDER, Candidate, _best_per_model, _try
 from gemma_fit.memory.settings import RunSettings, validate
 from gemma_fit.model.catalog import ResolvedModel
 
 SCHEMA = "gemma-fit.buy/1"
-SEGMENTS = ("consumer", "workstation", "datacenter", "apple", "embedded")
 MAX_MODELS = 4  # each option is checked for every model and quant: 4 keep a buy under a minute
 MAX_GPUS = 4  # llama.cpp splits a model over at most this many here (more is a server, priced as one)
-# A purchase aims above reading speed (5 to 10 tokens/s) with room for longer prompts: the default target.
-DEFAULT_MIN_TPS = 20.0
 # --quant auto: each option's best file type from full precision down to Q4_K_M, the usual floor of a purchase
 # (below it quality falls faster: Q3_K_M keeps 98.9% of Gemma 3 27B's MMLU, IQ2_M 93.0%).
 AUTO_QUANTS = QUANT_LADDER[: QUANT_LADDER.index("Q4_K_M") + 1]
-
-
-@dataclass(frozen=True)
-class BuyNeeds:
-    n_ctx: int = 8192
-    min_tps: float = 20.0  # DEFAULT_MIN_TPS
-    budget_usd: float | None = None
-    max_gpus: int = 2
-    segments: tuple[str, ...] = SEGMENTS
-    used: bool = False
-    vision: bool = False
-    top: int = 10
-    margin_bytes: int = SAFETY_MARGIN_BYTES
-    allow_offload: bool = False  # plans with layers or experts in the host's memory (whose speed is unknown)
 
 
 @dataclass(frozen=True)
@@ -91,17 +76,14 @@ class Purchase:
 
 
 def check_buy_needs(n: BuyNeeds) -> None:
-    if not 1 <= n.max_gpus <= MAX_GPUS:
-        raise BadInput(f"--max-gpus {n.max_gpus} is impossible (1 to {MAX_GPUS})")
-    if n.budget_usd is not None and not 0 < n.budget_usd <= 1e8:
-        raise BadInput(f"--budget {n.budget_usd:g} is impossible (a price in US dollars, above 0)")
-    if not 0 <= n.min_tps <= 1e6:
-        raise BadInput(f"--min-tps {n.min_tps:g} is impossible (0 to 1,000,000 tokens/s)")
+    check_range("--max-gpus", n.max_gpus)
+    check_optional("--budget", n.budget_usd)
+    check_range("--min-tps", n.min_tps)
+    check_range("--need-ctx", n.n_ctx, "--ctx")
     unknown = [s for s in n.segments if s not in SEGMENTS]
     if unknown:
         raise BadInput(f"--segment {unknown[0]} is not one of {', '.join(SEGMENTS)} or all")
-    if not 1 <= n.top <= 100:
-        raise BadInput(f"--top {n.top} is impossible (1 to 100)")
+    check_range("--top", n.top)
 
 
 def hardware_options(needs: BuyNeeds, today: date, hardware_dirs: tuple[Path, ...] = (),
@@ -166,7 +148,7 @@ def _best_plan(option: HardwareOption, models: Sequence[ResolvedModel], quants: 
     rneeds = Needs(n_ctx=needs.n_ctx, vision=needs.vision, margin_bytes=needs.margin_bytes)
     found = [c for m in models for q in quants for kv in ("f16", "q8_0")
              if (c := _try(m, q, kv, base, hw, rneeds, needs.margin_bytes)) is not None
-             and (needs.allow_offload or c.result.verdict.verdict == "go")]
+             and (needs.allow_offload or c.result.verdict == Verdict.GO)]
     if not found:
         return None
     fast = [c for c in found if c.decode >= needs.min_tps]
@@ -211,13 +193,13 @@ def option_json(o: BuyOption, rank: int) -> dict[str, Any]:
     return {
         "rank": rank, "gpus": [g.id for g in h.gpus], "price_usd": round(h.price_usd, 2), "price_date": price.date,
         "price_source": "; ".join(dict.fromkeys(p.source for p in h.prices)),
-        "verdict": r.verdict.verdict if r else "no-go", "decode_tokens_per_s": round(o.decode, 1),
+        "verdict": r.verdict.value if r else Verdict.NO_GO.value, "decode_tokens_per_s": round(o.decode, 1),
         "max_ctx_fit": c.max_ctx if c else 0, "tdp_w": h.tdp_w,
         "price_kind": "+".join(dict.fromkeys(p.kind for p in h.prices)), "price_covers": h.covers,
         "tokens_per_s_per_1000_usd": round(o.decode / h.price_usd * 1000, 2) if h.price_usd else None,
-        "model": r.resolved.spec.id if r else None, "quant": r.plan.ftype.name if r else None,
+        "model": r.resolved.spec.id if r else None, "quant": r.quant if r else None,
         "kv_cache_type": c.kv_type if c else None, "quality": c.quality.score if c else None,
-        "command": r.verdict.server_command if r else None, "names": [g.name for g in h.gpus],
+        "command": r.command if r else None, "names": [g.name for g in h.gpus],
         "machine": h.machine,
     }
 

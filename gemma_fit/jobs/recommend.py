@@ -17,40 +17,32 @@ from pathlib import Path
 from typing import Any
 
 from gemma_fit.base.errors import BadInput, GemmaFitError
-from gemma_fit.engines.llamacpp import CheckResult, run_check
+from gemma_fit.base.ranges import check_optional, check_range
+from gemma_fit.base.verdict import Verdict
+from gemma_fit.engines import registry
+from gemma_fit.engines.llamacpp import LlamaCppResult, run_check
+from gemma_fit.engines.projector import with_projector
 from gemma_fit.gguf.quality import RANKING_BENCHMARK, Quality, quality
-from gemma_fit.hardware.select import Hardware
-from gemma_fit.memory.settings import MAX_CTX, RunSettings, is_llama_cpp, validate
+from gemma_fit.hardware.spec import Hardware
+from gemma_fit.jobs.needs import PREFERENCES, Needs
+from gemma_fit.memory.settings import RunSettings, validate
 from gemma_fit.model.catalog import ResolvedModel, entry_spec, load_model_db
 from gemma_fit.model.spec import GENERATION_ORDER
 
 SCHEMA = "gemma-fit.recommend/1"
+OLLAMA = "ollama"  # every candidate also shows the Ollama command of its plan
 # The file types tried, best first: llama-quantize's common steps from full precision down to 2.7 bits.
 QUANT_LADDER = ("BF16", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "QAT_Q4_0", "IQ4_XS", "Q3_K_M", "IQ3_XXS", "Q2_K",
                 "IQ2_M")
 KV_CACHE_TYPES = ("f16", "q8_0")  # q8_0: near-lossless (llama.cpp PR #7412); q4_0 is not recommended unasked
-PREFERENCES = ("quality", "speed", "context")
-DEFAULT_MIN_TPS = 10.0  # about reading speed: a plan slower than this is not one to recommend unasked
-MAX_TOP = 100
 # Quality points the data cannot tell apart: one standard error of the benchmarks behind it (MMLU-Pro's 12,032
 # questions at 80% correct: 0.36 points; Unsloth's per-quant MMLU, 14,042 questions at 71%: 0.38).
 QUALITY_RESOLUTION = 0.4
 
 
 @dataclass(frozen=True)
-class Needs:
-    n_ctx: int = 8192  # the context the user needs, per sequence
-    min_tps: float | None = None  # None: DEFAULT_MIN_TPS
-    vision: bool = False  # models with a vision tower, and room for one image's projector
-    n_parallel: int = 1
-    prefer: str = "quality"
-    top: int = 5
-    margin_bytes: int | None = None  # kept free on each GPU; None: llama.cpp's fit target (1 GiB)
-
-
-@dataclass(frozen=True)
 class Candidate:
-    result: CheckResult
+    result: LlamaCppResult
     quality: Quality
     kv_type: str
 
@@ -63,7 +55,7 @@ class Candidate:
     def max_ctx(self) -> int:
         """The largest context the plan is known to hold: all on the GPU(s) up to max_ctx_fit, and the needed
         one with its layers or experts offloaded."""
-        return max(self.result.verdict.max_ctx_fit, self.result.verdict.estimate.n_ctx)
+        return max(self.result.max_ctx_fit, self.result.n_ctx)
 
     def axes(self) -> tuple[float, float, float]:
         q = self.quality.score
@@ -85,12 +77,9 @@ class Recommendation:
 def check_needs(needs: Needs) -> None:
     if needs.prefer not in PREFERENCES:
         raise BadInput(f"--prefer {needs.prefer} is not one of {', '.join(PREFERENCES)}")
-    if not 1 <= needs.top <= MAX_TOP:
-        raise BadInput(f"--top {needs.top} is impossible (1 to {MAX_TOP})")
-    if not 1 <= needs.n_ctx <= MAX_CTX:
-        raise BadInput(f"--ctx {needs.n_ctx} is impossible: the context you need, 1 to {MAX_CTX:,} tokens")
-    if needs.min_tps is not None and not 0 <= needs.min_tps <= 1e6:
-        raise BadInput(f"--min-tps {needs.min_tps:g} is impossible (0 to 1,000,000 tokens/s)")
+    check_range("--top", needs.top)
+    check_range("--need-ctx", needs.n_ctx, "--ctx")
+    check_optional("--min-tps", needs.min_tps)
 
 
 def _models(needs: Needs, model_dirs: tuple[Path, ...]) -> tuple[list[ResolvedModel], list[str]]:
@@ -108,26 +97,24 @@ def _models(needs: Needs, model_dirs: tuple[Path, ...]) -> tuple[list[ResolvedMo
     return out, skipped
 
 
-def _fits_with_margin(r: CheckResult, margin: int) -> bool:
-    est = r.verdict.estimate
-    return r.verdict.verdict in ("go", "offload") and all(d.headroom_bytes >= margin for d in est.devices)
+def _fits_with_margin(r: LlamaCppResult, margin: int) -> bool:
+    est = r.detail.estimate
+    return r.verdict in (Verdict.GO, Verdict.OFFLOAD) and all(d.headroom_bytes >= margin for d in est.devices)
 
 
 def _try(model: ResolvedModel, quant: str, kv: str, base: RunSettings, hw: Hardware, needs: Needs,
          margin: int, tower: bool = False) -> Candidate | None:
     """The plan of one model, quant and KV cache type if it fits with the margin; `tower`: the vision projector
     is loaded (and room for one image kept) even when no image is asked for, as Ollama does."""
-    from gemma_fit.jobs.check import with_projector
-
     s = replace(base, cache_type_k=kv, cache_type_v=kv)
     try:
         s = with_projector(model, s, 1 if needs.vision or tower else None, None)
         r = run_check(model, quant, s, hw, margin_bytes=margin)
     except GemmaFitError:  # a recipe not published for this model, a tower not modelled: not a candidate
         return None
-    if not _fits_with_margin(r, margin + (r.unmodelled.bytes if r.unmodelled else 0)):
+    if not _fits_with_margin(r, margin + (r.detail.unmodelled.bytes if r.detail.unmodelled else 0)):
         return None
-    return Candidate(r, quality(model.spec.id, r.plan.ftype), kv)
+    return Candidate(r, quality(model.spec.id, r.detail.plan.ftype), kv)
 
 
 def _dominated(c: Candidate, others: Sequence[Candidate]) -> bool:
@@ -139,25 +126,6 @@ def _order(c: Candidate, prefer: str) -> tuple[float, ...]:
     q, speed, ctx = c.axes()
     key = {"quality": (q, speed, ctx), "speed": (speed, q, ctx), "context": (ctx, q, speed)}[prefer]
     return tuple(-x for x in key)
-
-
-def _ollama_tower(model: ResolvedModel) -> bool:
-    """Ollama loads the vision projector of Gemma 3 (4B-27B) and Gemma 4 whenever it is in the blob, which it
-    always is; its converter drops Gemma 3n's towers (docs/engines.md, Ollama's rules)."""
-    from gemma_fit.jobs.check import vision_type
-
-    return vision_type(model) is not None and model.entry is not None and model.entry.generation != "3n"
-
-
-def _ladder(model: ResolvedModel, engine: str) -> tuple[str, ...]:
-    """The file types tried: for Ollama, those its library has a tag of (where it has any for the model)."""
-    if engine != "ollama" or model.entry is None:
-        return QUANT_LADDER
-    from gemma_fit.model.ollama_tags import quant_tag
-
-    e = model.entry
-    tagged = tuple(q for q in QUANT_LADDER if quant_tag(model.spec.id, e.generation, e.size_label, q))
-    return tagged or QUANT_LADDER
 
 
 def _best_per_model(pool: Sequence[Candidate], prefer: str) -> list[Candidate]:
@@ -185,79 +153,65 @@ def recommend(hw: Hardware, needs: Needs, settings: RunSettings | None = None, e
     from gemma_fit.memory.fit import SAFETY_MARGIN_BYTES
 
     check_needs(needs)
-    engine = "ollama" if engine.strip().lower() == "ollama" else engine
-    if not is_llama_cpp(engine) and engine != "ollama":
-        raise BadInput(f"recommend ranks llama.cpp plans (and Ollama's, which are llama.cpp's); --engine {engine} "
-                       "is not ranked yet: use gemma-fit check --engine " + engine.strip().lower())
+    eng = registry.plan_engine(engine, "recommend")
+    engine = eng.name
     margin = SAFETY_MARGIN_BYTES if needs.margin_bytes is None else needs.margin_bytes
     base = replace(settings or RunSettings(), n_ctx=needs.n_ctx, n_parallel=needs.n_parallel, n_gpu_layers=None)
     models, skipped = _models(needs, model_dirs)
+    tower = eng.loads_vision_tower
     for m in models[:1]:  # settings llama.cpp refuses for every model are bad input, not "nothing fits"
         validate(base, m.spec)
     found: list[Candidate] = []
     checked = 0
     for m in models:
-        for quant in _ladder(m, engine):
+        for quant in eng.offered_quants(m, QUANT_LADDER):
             for kv in KV_CACHE_TYPES:
                 checked += 1
-                c = _try(m, quant, kv, base, hw, needs, margin, engine == "ollama" and _ollama_tower(m))
+                c = _try(m, quant, kv, base, hw, needs, margin, tower(m))
                 if c is not None:
                     found.append(c)
                     break  # q8_0 only where f16 does not fit: the same plan, its cache halved
-    min_tps = DEFAULT_MIN_TPS if needs.min_tps is None else needs.min_tps
+    min_tps = needs.min_tps
     fast = [c for c in found if c.decode >= min_tps]
     meets = bool(fast)
     pool = fast if meets else sorted(found, key=lambda c: -c.decode)[: needs.top]
     best = _best_per_model(pool, needs.prefer)
     front = [c for c in best if not _dominated(c, best)]
     ranked = sorted(front, key=lambda c: _order(c, needs.prefer))[: needs.top]
-    return Recommendation(hw, needs, min_tps, tuple(ranked), meets, checked, tuple(skipped),
-                          "ollama" if engine == "ollama" else "llama.cpp")
+    return Recommendation(hw, needs, min_tps, tuple(ranked), meets, checked, tuple(skipped), engine)
 
 
 def why(c: Candidate, rank: int, rec: Recommendation) -> str:
     """Why a candidate ranks where it does, in one line."""
     r = c.result
-    v = r.verdict
     parts = [f"#{rank} by {rec.needs.prefer}", c.quality.why() if c.quality.score is not None
              else f"no published {RANKING_BENCHMARK}: ranks after the models with one on quality",
              f"decode {c.decode:.1f} tok/s" if r.performance else "no speed model for this hardware",
-             f"largest context {c.max_ctx:,}", v.reasons[0]]
+             f"largest context {c.max_ctx:,}", r.reasons[0]]
     if c.kv_type != "f16":
         parts.append(f"KV cache {c.kv_type} (the f16 cache does not fit with the margin)")
     return "; ".join(parts)
 
 
-def _ollama_run(c: Candidate, n_parallel: int) -> str:
-    """The plan through Ollama: its settings as environment, then the library tag that is this quant, or the
-    Modelfile import of the GGUF where the library has none."""
-    from gemma_fit.model.ollama_tags import ollama_run
-
-    r = c.result
-    env = [f"OLLAMA_CONTEXT_LENGTH={r.verdict.estimate.n_ctx}", f"OLLAMA_NUM_PARALLEL={n_parallel}"]
-    if c.kv_type != "f16":
-        env += ["OLLAMA_FLASH_ATTENTION=1", f"OLLAMA_KV_CACHE_TYPE={c.kv_type}"]  # a quantized V cache needs FA
-    run, _ = ollama_run(r.resolved, r.plan.ftype.name)
-    return f"{' '.join(env)} ollama serve & sleep 3; {run}"
-
-
 def candidate_json(c: Candidate, rank: int, rec: Recommendation) -> dict[str, Any]:
     r, p = c.result, c.result.performance
-    est = r.verdict.estimate
+    d = r.detail
+    est = d.estimate
     return {
-        "rank": rank, "model": r.resolved.spec.id, "quant": r.plan.ftype.name, "n_ctx": est.n_ctx,
-        "verdict": r.verdict.verdict, "decode_tokens_per_s": round(c.decode, 1) if p else None,
+        "rank": rank, "model": r.resolved.spec.id, "quant": r.quant, "n_ctx": r.n_ctx,
+        "verdict": r.verdict.value, "decode_tokens_per_s": round(c.decode, 1) if p else None,
         "quality": c.quality.score, "why": why(c, rank, rec),
-        "command": _ollama_run(c, rec.needs.n_parallel) if rec.engine == "ollama" else r.verdict.server_command,
-        "kv_cache_type": c.kv_type, "max_ctx_fit": c.max_ctx, "n_gpu_layers": r.verdict.n_gpu_layers,
-        "n_cpu_moe": r.verdict.auto_n_cpu_moe, "prefill_tokens_per_s": round(p.prefill_tokens_per_s, 1) if p else None,
-        "file_size_bytes": r.file_size_bytes,
+        "command": registry.plan_engine(rec.engine, "recommend").plan_command(r, rec.needs.n_parallel),
+        "kv_cache_type": c.kv_type, "max_ctx_fit": c.max_ctx, "n_gpu_layers": d.fit.n_gpu_layers,
+        "n_cpu_moe": d.fit.auto_n_cpu_moe, "prefill_tokens_per_s": round(p.prefill_tokens_per_s, 1) if p else None,
+        "file_size_bytes": d.file_size_bytes,
         "min_headroom_bytes": min((d.headroom_bytes for d in est.devices), default=None),
         "quality_detail": {"benchmark": c.quality.benchmark.name if c.quality.benchmark else None,
                            "benchmark_value": c.quality.benchmark.value if c.quality.benchmark else None,
                            "benchmark_source": c.quality.benchmark.source if c.quality.benchmark else None,
                            "retention": round(c.quality.retention, 4), "retention_how": c.quality.retention_how},
-        "llama_server_command": r.verdict.server_command, "ollama_command": _ollama_run(c, rec.needs.n_parallel),
+        "llama_server_command": r.command,
+        "ollama_command": registry.plan_engine(OLLAMA, "recommend").plan_command(r, rec.needs.n_parallel),
     }
 
 

@@ -19,27 +19,28 @@ from pathlib import Path
 from typing import Any
 
 from gemma_fit.base.errors import BadInput, GemmaFitError
+from gemma_fit.base.verdict import CELL_ERROR, CELL_STATES, cell_rank
 from gemma_fit.base.version import LLAMA_CPP_LABEL
-from gemma_fit.engines.base import EngineResult
-from gemma_fit.engines.llamacpp import CheckResult, run_check
+from gemma_fit.engines import registry
+from gemma_fit.engines.base import CheckRequest, Engine
+from gemma_fit.engines.llamacpp import run_check
 from gemma_fit.gguf.types import CONTRACT_QUANTS, file_type
 from gemma_fit.hardware.catalog import GPUSpec, load_gpu_entries, load_gpus
 from gemma_fit.hardware.flags import MachineFlags, with_machine_flags
 from gemma_fit.hardware.prices import Price
 from gemma_fit.hardware.schema import DESCRIBED_BY_USER
-from gemma_fit.hardware.select import Hardware, select_hardware
-from gemma_fit.memory.settings import RunSettings, is_llama_cpp, validate
+from gemma_fit.hardware.select import select_hardware
+from gemma_fit.hardware.spec import Hardware
+from gemma_fit.memory.settings import RunSettings, validate
 from gemma_fit.model.catalog import ResolvedModel, entry_spec, load_model_db, resolve_model
 from gemma_fit.model.spec import GENERATION_ORDER
-from gemma_fit.present.documents import RANKING_SORT, VERDICTS, check_document, check_figures
+from gemma_fit.present.documents import RANKING_SORT, check_document, check_figures
 
 SCHEMA = "gemma-fit.report/1"
-VERDICT_ORDER = {"go": 0, "tight": 1, "offload": 2, "no-go": 3, "error": 4}
 WHAT_TO_BUY_MAX_COMBOS = 12  # a ranking of every database GPU per (model, quant, context): only for small reports
 FULL_CHECK_MAX_CELLS = 1000  # up to this many cells, each keeps its full check document (about 8 KiB each)
 MAX_CELLS = 1_000_000  # about half an hour of checks; more is surely a mistake in --gpu/--model/--quant/--ctx
 COMPACT_CHECK_KEYS = ("engine", "llama_server_command", "command", "assumptions")  # what `check` keeps when compact
-ENGINE_NAMES = ("llama.cpp", "ollama", "vllm", "transformers")  # gemma_fit.engines.ENGINES
 
 ProgressFn = Callable[[int, int], None]
 
@@ -48,6 +49,22 @@ ProgressFn = Callable[[int, int], None]
 class HardwareConfig:
     key: str  # what the user typed, normalised: ids joined by '+', or 'file:<machine name>'
     hardware: Hardware
+
+
+def gpu_configs(values: Sequence[str], hardware_dirs: tuple[Path, ...] = ()) -> list[list[str]]:
+    """Each --gpu value is one hardware config: `a4000`; `rtx-4090+rtx-4090` is one two-GPU machine;
+    `a4000,rtx-4090` is two configs; `all` is every GPU in the hardware database, one config each."""
+    out: list[list[str]] = []
+    for value in values:
+        for part in value.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            if part.lower() == "all":
+                out.extend([gid] for gid in load_gpus(hardware_dirs))
+            else:
+                out.append([p.strip() for p in part.split("+")])
+    return out
 
 
 def settings_json(s: RunSettings) -> dict[str, Any]:
@@ -75,11 +92,11 @@ def expand_models(names: Sequence[str], extra: tuple[Path, ...] = ()) -> list[Re
     return list(out.values())
 
 
-def expand_quants(names: Sequence[str], engine: str = "llama.cpp") -> list[str]:
-    if not is_llama_cpp(engine):  # vLLM / transformers formats (bf16, awq ...): the engine validates them
-        return list(dict.fromkeys(n.strip() for n in names)) or ["Q4_K_M" if engine == "ollama" else "bf16"]
+def expand_quants(names: Sequence[str], engine: Engine) -> list[str]:
+    if not engine.ranks_plans:  # vLLM / transformers formats (bf16, awq ...): the engine validates them per cell
+        return list(dict.fromkeys(n.strip() for n in names)) or [engine.default_quant]
     out: list[str] = []
-    for name in names or ["Q4_K_M"]:
+    for name in names or [engine.default_quant]:
         for q in CONTRACT_QUANTS if name.strip().lower() == "all" else [file_type(name.strip()).name]:
             if q not in out:
                 out.append(q)
@@ -112,16 +129,6 @@ def hardware_configs(gpus: Sequence[Sequence[str]], hardware_files: Sequence[Pat
     return list(out.values())
 
 
-def canonical_engine(engine: str) -> str:
-    """The engine's name as the report spells it; an unknown one is bad input."""
-    name = engine.strip().lower()
-    if is_llama_cpp(name):
-        return "llama.cpp"
-    if name not in ENGINE_NAMES:
-        raise BadInput(f"--engine {engine.strip() or repr(engine)} is not one of {', '.join(ENGINE_NAMES)}")
-    return name
-
-
 def compact_check(doc: dict[str, Any], shared: dict[Any, Any] | None = None) -> dict[str, Any]:
     """What a cell of a large report keeps of its check document; `shared` makes equal assumption lists one
     object (they differ per hardware, not per cell)."""
@@ -136,26 +143,21 @@ def compact_check(doc: dict[str, Any], shared: dict[Any, Any] | None = None) -> 
 
 
 def _cell(cfg: HardwareConfig, model: ResolvedModel, quant: str, ctx: int, settings: RunSettings,
-          engine: str = "llama.cpp", full: bool = True, shared: dict[Any, Any] | None = None) -> dict[str, Any]:
+          engine: Engine, full: bool = True, shared: dict[Any, Any] | None = None) -> dict[str, Any]:
     """One cell: the summary figures and, in "check", the full check document (`full`) or a compact one."""
     base = {"hardware": cfg.key, "model": model.spec.id, "quant": quant, "ctx": ctx}
     try:
-        if is_llama_cpp(engine):
-            result: CheckResult | EngineResult = run_check(model, quant, settings.with_ctx(ctx), cfg.hardware)
-        else:
-            from gemma_fit.jobs.check import run_engine_check
-
-            result = run_engine_check(engine, model, quant, settings.with_ctx(ctx), cfg.hardware)
+        result = engine.estimate(CheckRequest(model, quant, settings.with_ctx(ctx), cfg.hardware))
     except BadInput as exc:  # a setting this model refuses: the other cells still count
-        return {**base, "n_ctx": None, "verdict": "error", "error": str(exc), "min_headroom_bytes": None,
+        return {**base, "n_ctx": None, "verdict": CELL_ERROR, "error": str(exc), "min_headroom_bytes": None,
                 "max_ctx_fit": None, "n_gpu_layers": None, "n_layers_total": None, "decode_tokens_per_s": None,
                 "prefill_tokens_per_s": None, "ttft_s": None, "check": None}
     doc = check_document(result)
     return {**base, **check_figures(result), "check": doc if full else compact_check(doc, shared)}
 
 
-def check_settings(settings: RunSettings, models: Sequence[ResolvedModel], ctxs: Sequence[int], engine: str,
-                   quant: str) -> None:
+def check_settings(settings: RunSettings, models: Sequence[ResolvedModel], ctxs: Sequence[int], engine: Engine,
+                   quant: str, hardware: Hardware) -> None:
     """Impossible settings are bad input, for every engine, before any cell: llama.cpp's rules for every
     context (-ngl depends on the model only above the layer count, which llama.cpp clamps), then the
     engine's own numbers."""
@@ -165,12 +167,7 @@ def check_settings(settings: RunSettings, models: Sequence[ResolvedModel], ctxs:
     widest = max(models, key=lambda m: m.spec.n_ctx_train).spec  # --ctx 0: the per-sequence check at its widest
     for c in ctxs:
         validate(replace(settings, n_ctx=c, n_gpu_layers=None), widest)
-    if not is_llama_cpp(engine):
-        from gemma_fit.engines.base import validate_numbers
-        from gemma_fit.jobs.check import engine_settings
-
-        for c in ctxs:
-            validate_numbers(engine_settings(engine, quant, settings.with_ctx(c)))
+        engine.validate(CheckRequest(models[0], quant, settings.with_ctx(c), hardware))
 
 
 def check_matrix_size(n_configs: int, n_models: int, n_quants: int, n_ctxs: int) -> int:
@@ -184,7 +181,7 @@ def check_matrix_size(n_configs: int, n_models: int, n_quants: int, n_ctxs: int)
 
 def check_some_answer(cells: Sequence[dict[str, Any]]) -> None:
     """A report whose every cell is an error has no answer: bad input, with the (first) reason."""
-    if cells and all(c["verdict"] == "error" for c in cells):
+    if cells and all(c["verdict"] == CELL_ERROR for c in cells):
         reasons = list(dict.fromkeys(c["error"] for c in cells))
         more = f" (and {len(reasons) - 1:,} other reason(s))" if len(reasons) > 1 else ""
         which = "the one cell is an error" if len(cells) == 1 else f"all {len(cells):,} cells are errors"
@@ -260,7 +257,7 @@ def gpu_ranking(resolved: ResolvedModel, quant: str, settings: RunSettings, extr
     for g in specs:
         hw = Hardware(g.name, (g,), None, None)
         result = run_check(resolved, quant, settings, hw)
-        dev = result.verdict.estimate.devices[0]
+        dev = result.detail.estimate.devices[0]
         figures = check_figures(result)
         rows.append({
             "id": g.id, "name": g.name, "vendor": g.vendor, "backend": g.backend,
@@ -273,7 +270,7 @@ def gpu_ranking(resolved: ResolvedModel, quant: str, settings: RunSettings, extr
 
     def key(r: dict[str, Any]) -> tuple[Any, ...]:
         decode = r["decode_tokens_per_s"]
-        return (VERDICT_ORDER[r["verdict"]], -(decode if decode is not None else -1.0),
+        return (cell_rank(r["verdict"]), -(decode if decode is not None else -1.0),
                 -(r["memory_bandwidth_gbps"] or 0.0), -r["headroom_bytes"], r["id"])
 
     rows.sort(key=key)
@@ -294,14 +291,14 @@ def run_report(models: Sequence[str], quants: Sequence[str], gpus: Sequence[Sequ
     Raises BadInput for an unknown engine, impossible settings, more than MAX_CELLS cells, and when every cell
     is an error; above FULL_CHECK_MAX_CELLS cells, each cell's "check" is compact (see the module doc).
     """
-    engine = canonical_engine(engine)
+    eng = registry.engine_named(engine)
     model_dirs, hardware_dirs = tuple(model_dirs), tuple(hardware_dirs)
     resolved = expand_models(models, model_dirs)
-    quant_names = expand_quants(quants, engine)
+    quant_names = expand_quants(quants, eng)
     ctxs = expand_contexts(contexts)
     configs = hardware_configs(gpus, hardware_files, hardware_dirs, machine)
     total = check_matrix_size(len(configs), len(resolved), len(quant_names), len(ctxs))
-    check_settings(settings, resolved, ctxs, engine, quant_names[0])
+    check_settings(settings, resolved, ctxs, eng, quant_names[0], configs[0].hardware)
     full = total <= FULL_CHECK_MAX_CELLS
     shared: dict[Any, Any] = {}
     cells: list[dict[str, Any]] = []
@@ -310,11 +307,11 @@ def run_report(models: Sequence[str], quants: Sequence[str], gpus: Sequence[Sequ
         for model in resolved:
             for quant in quant_names:
                 for ctx in ctxs:
-                    cells.append(_cell(cfg, model, quant, ctx, settings, engine, full, shared))
+                    cells.append(_cell(cfg, model, quant, ctx, settings, eng, full, shared))
                     if progress is not None and (len(cells) % step == 0 or len(cells) == total):
                         progress(len(cells), total)
     check_some_answer(cells)
-    summary = {v: 0 for v in VERDICTS}
+    summary = {v: 0 for v in CELL_STATES}
     for cell in cells:
         summary[cell["verdict"]] += 1
     all_gpus = [g for cfg in configs for g in cfg.hardware.gpus]
@@ -333,7 +330,7 @@ def run_report(models: Sequence[str], quants: Sequence[str], gpus: Sequence[Sequ
         "cells": cells,
         "sources": sources(resolved, all_gpus, hardware_dirs),
     }
-    report["engine"] = engine
+    report["engine"] = eng.name
     from gemma_fit.jobs.report_answer import report_answer
 
     report["answer"] = report_answer(report, hardware_dirs)
@@ -341,7 +338,7 @@ def run_report(models: Sequence[str], quants: Sequence[str], gpus: Sequence[Sequ
         report["check_documents"] = (f"compact: {total:,} cells, more than {FULL_CHECK_MAX_CELLS:,}; each cell's "
                                      "check keeps its schema, server command and assumptions (gemma-fit check "
                                      "--json gives a cell's full document)")
-    if what_to_buy and is_llama_cpp(engine):
+    if what_to_buy and eng.name == registry.DEFAULT_ENGINE:
         combos = [(m, q, c) for m in resolved for q in quant_names for c in ctxs]
         if len(combos) > WHAT_TO_BUY_MAX_COMBOS:
             report["what_to_buy_note"] = (f"what to buy is left out: {len(combos)} model/quant/context combinations "

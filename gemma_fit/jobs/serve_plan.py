@@ -8,13 +8,18 @@ from pathlib import Path
 from typing import Any
 
 from gemma_fit.base.errors import BadInput
-from gemma_fit.engines.base import EngineResult
-from gemma_fit.engines.llamacpp import CheckResult
+from gemma_fit.base.ranges import check_optional
+from gemma_fit.base.verdict import Verdict
+from gemma_fit.db.catalog import BUILTIN, Catalog
+from gemma_fit.engines import registry
+from gemma_fit.engines.base import CheckRequest, CheckResult, Workload
 from gemma_fit.hardware.cluster import Cluster
-from gemma_fit.jobs.check import check, check_traffic, engine_settings
-from gemma_fit.memory.settings import RunSettings, is_llama_cpp, validate
+from gemma_fit.hardware.spec import Hardware
+from gemma_fit.jobs.check import check
+from gemma_fit.jobs.inputs import check_workload
+from gemma_fit.memory.settings import RunSettings, validate
 from gemma_fit.model.catalog import resolve_model
-from gemma_fit.present.documents import check_document, performance_json
+from gemma_fit.present.documents import check_document, cluster_device_json, performance_json
 from gemma_fit.speed.traffic import Traffic
 
 SCHEMA = "gemma-fit.serve-plan/1"
@@ -22,11 +27,15 @@ SCHEMA = "gemma-fit.serve-plan/1"
 
 def plan_document(*, model: str, quant: str | None, gpus: list[str], hardware: Path | None, cluster: Cluster | None,
                   engine: str, ctx: int | None, parallel: int, prompt_tokens: int, output_tokens: int | None,
-                  rate: float | None, tp: int | None, pp: int | None, model_dirs: tuple[Path, ...] = (),
-                  hardware_dirs: tuple[Path, ...] = ()) -> dict[str, Any]:
+                  rate: float | None, tp: int | None, pp: int | None, catalog: Catalog = BUILTIN) -> dict[str, Any]:
     traffic = Traffic(output_tokens, rate)
-    check_traffic(output_tokens, rate)
-    llama = is_llama_cpp(engine)
+    check_workload(Workload(prompt_tokens, traffic))
+    check_optional("--ctx", ctx)
+    check_optional("--tensor-parallel-size", tp)
+    check_optional("--pipeline-parallel-size", pp)
+    eng = registry.engine_named(engine)
+    engine = eng.name
+    llama = engine == registry.DEFAULT_ENGINE
     n_ctx = ctx if ctx is not None else (parallel * (prompt_tokens + (output_tokens or 0)) if llama else 0)
     settings = RunSettings(n_ctx=max(n_ctx, 256) if llama else n_ctx, n_parallel=parallel)
     if cluster is None:
@@ -39,14 +48,12 @@ def plan_document(*, model: str, quant: str | None, gpus: list[str], hardware: P
             s = replace(settings, n_parallel=n, n_ctx=n * (prompt_tokens + (output_tokens or 0)) if llama and
                         ctx is None else settings.n_ctx)
             return _one_machine(check(model, target, quant=quant, settings=s, engine=engine,
-                                      prompt_tokens=prompt_tokens, traffic=traffic, model_dirs=model_dirs,
-                                      hardware_dirs=hardware_dirs, **options))
+                                      workload=Workload(prompt_tokens, traffic), options=options, catalog=catalog))
 
         doc = at(parallel)
         doc["more_parallel"] = _more_parallel(doc, parallel, at) if rate is not None else None
         return doc
-    return _cluster(cluster, model, quant, settings, engine, prompt_tokens, traffic, tp, pp, model_dirs,
-                    hardware_dirs)
+    return _cluster(cluster, model, quant, settings, engine, prompt_tokens, traffic, tp, pp, catalog)
 
 
 MAX_PARALLEL_TRIED = 512
@@ -68,7 +75,7 @@ def _more_parallel(doc: dict[str, Any], parallel: int, at: Any) -> dict[str, Any
             trial = at(n)
         except BadInput:
             return None
-        if trial["verdict"] not in ("go", "tight"):
+        if not Verdict(trial["verdict"]).runs_on_gpu:
             return None
         if _holds(trial):
             t = trial["performance"]["serving"]["traffic"]
@@ -87,7 +94,7 @@ def _with_gpus_needed(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-def _one_machine(result: CheckResult | EngineResult) -> dict[str, Any]:
+def _one_machine(result: CheckResult[Any]) -> dict[str, Any]:
     doc = check_document(result)
     command = doc.get("llama_server_command") or doc.get("command")
     return _with_gpus_needed({
@@ -98,26 +105,27 @@ def _one_machine(result: CheckResult | EngineResult) -> dict[str, Any]:
 
 
 def _cluster(cluster: Cluster, model: str, quant: str | None, settings: RunSettings, engine: str,
-             prompt_tokens: int, traffic: Traffic, tp: int | None, pp: int | None, model_dirs: tuple[Path, ...],
-             hardware_dirs: tuple[Path, ...]) -> dict[str, Any]:
-    from gemma_fit.jobs.cluster import ray_plan, rpc_plan
+             prompt_tokens: int, traffic: Traffic, tp: int | None, pp: int | None, catalog: Catalog) -> dict[str, Any]:
+    from gemma_fit.engines.cluster import ray_plan, rpc_plan
+    from gemma_fit.engines.vllm import ENGINE as VLLM
 
-    resolved = resolve_model(model, model_dirs)
+    resolved = resolve_model(model, catalog.model_dirs)
     validate(settings, resolved.spec)
-    if is_llama_cpp(engine):
+    if engine == registry.DEFAULT_ENGINE:
         if tp or pp:
             raise BadInput("--tensor-parallel-size / --pipeline-parallel-size are vLLM's; llama.cpp RPC splits "
                            "layers over every node's GPUs")
-        plan = rpc_plan(cluster, resolved, quant or "Q4_K_M", settings, prompt_tokens, traffic, hardware_dirs)
-    elif engine.strip().lower() == "vllm":
-        es = engine_settings("vllm", quant or "bf16", settings, prompt_tokens=prompt_tokens,
-                             output_tokens=traffic.output_tokens, request_rate=traffic.rate_per_s)
-        plan = ray_plan(cluster, resolved, es, hardware_dirs, tp, pp)
+        plan = rpc_plan(cluster, resolved, quant or "Q4_K_M", settings, prompt_tokens, traffic, catalog.hardware_dirs)
+    elif engine == VLLM.name:
+        head = Hardware(cluster.name, cluster.nodes[0].gpus, None)
+        es = VLLM.settings(CheckRequest(resolved, quant, settings, head, Workload(prompt_tokens, traffic)))
+        plan = ray_plan(cluster, resolved, es, catalog.hardware_dirs, tp, pp)
     else:
         raise BadInput(f"a cluster file plans llama.cpp (RPC) or vLLM (Ray), not {engine}")
     return _with_gpus_needed({
         "schema": SCHEMA, "engine": plan.engine, "model": resolved.spec.id,
         "quant": quant or ("Q4_K_M" if plan.engine == "llama.cpp" else "bf16"), "hardware": cluster.name,
-        "verdict": plan.verdict, "settings": plan.settings, "devices": list(plan.devices), "network": plan.network,
+        "verdict": plan.verdict.value, "settings": plan.settings,
+        "devices": [cluster_device_json(d) for d in plan.devices], "network": plan.network,
         "performance": performance_json(plan.performance), "commands": list(plan.commands),
         "reasons": list(plan.reasons)})

@@ -1,134 +1,38 @@
 """`gemma-fit smoke`: run llama.cpp, measure memory and speed, set them beside the estimate.
 
-Runs llama-completion (from --llama-bin or PATH) with the settings `check` would use, on a real GGUF
-or on a zero-weight file written by `synth` (speed and allocations do not depend on weight values).
-Memory comes from llama.cpp's own buffer lines (model, KV, compute, output), the process's peak RSS
-(psutil) and, with an NVIDIA driver, its peak device memory (NVML), sampled while it runs. Speed
-comes from llama.cpp's own timing lines. Never runs through a shell.
-
-llama.cpp runs in its own session (process group): on --timeout, or when it leaves children behind, the
-whole group is ended (SIGTERM, then SIGKILL). Its output is parsed as it arrives, line by line
-(jobs/llama_log.py), keeping only the figures and a short tail (lines capped at MAX_LINE_BYTES), so a log
-of any size takes bounded memory; a reader that a stray process keeps blocked on the pipe is abandoned
-after READER_GRACE_S.
+Runs llama-completion (from --llama-bin, the build scripts/build_llamacpp.py caches, or PATH) with the settings
+`check` would use, on a real GGUF or on a zero-weight file written by `synth` (speed and allocations do not
+depend on weight values). Memory comes from llama.cpp's own buffer lines (model, KV, compute, output), the
+process's peak RSS and, with an NVIDIA driver, its peak device memory (jobs/llama_run.py). Speed comes from
+llama.cpp's own timing lines.
 """
 
 from __future__ import annotations
 
-import math
-import os
+import contextlib
 import re
-import shutil
-import signal
-import subprocess
 import tempfile
-import threading
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psutil
+from gemma_fit.base.errors import BadInput
+from gemma_fit.base.ranges import check_range
+from gemma_fit.db.catalog import BUILTIN, Catalog
+from gemma_fit.engines.llamacpp import LlamaCppResult, run_check
+from gemma_fit.gguf.tensors import build_plan
+from gemma_fit.hardware.select import select_hardware
+from gemma_fit.jobs.inputs import gguf_model
+from gemma_fit.jobs.llama_log import Measured
+from gemma_fit.jobs.llama_run import check_timeout, find_llama_bin, run_llama
+from gemma_fit.memory.settings import RunSettings
+from gemma_fit.model.catalog import resolve_model
+from gemma_fit.present.documents import check_json
 
-from gemma_fit.base import cache as llamacpp_cache
-from gemma_fit.base.errors import BadInput, GemmaFitError
-from gemma_fit.jobs.llama_log import TAIL_LINES, LogParser, Measured, read_lines
-from gemma_fit.memory.settings import MAX_CTX
-
-TOOL = "llama-completion"
-TERM_GRACE_S = 2.0  # after SIGTERM to the process group, before SIGKILL
-READER_GRACE_S = 5.0  # after the group is ended, for the output reader to reach end of file
 MAX_THREADS = 512  # GGML_MAX_N_THREADS
-MAX_TIMEOUT_S = 7 * 24 * 3600.0
 MAX_PROMPT_TOKENS = 128 * 1024 - 1  # one byte per token in one argv string: Linux's MAX_ARG_STRLEN
-
-
-class LlamaCppFailed(GemmaFitError):
-    """llama.cpp missing output, crashing or running out of memory."""
-
-    exit_code = 5
-
-
-def cache_bin_dir() -> Path | None:
-    """Where scripts/build_llamacpp.py builds llama.cpp (None when there is no home folder to look in)."""
-    try:
-        return llamacpp_cache.bin_dir()
-    except RuntimeError:  # Path.home() without HOME or a passwd entry
-        return None
-
-
-def find_llama_bin(llama_bin: Path | None) -> Path:
-    """--llama-bin DIR; else the build scripts/build_llamacpp.py makes (the llama.cpp version whose rules the
-    estimate follows); else llama-completion on PATH."""
-    how = (f"build it with `{llamacpp_cache.BUILD_COMMAND}` in a gemma-fit source checkout (it prints the "
-           f"bin folder; {llamacpp_cache.CACHE_ENV} sets the cache) and pass --llama-bin DIR")
-    if llama_bin is not None:
-        exe = Path(llama_bin) / TOOL
-        if not exe.is_file():
-            raise BadInput(f"{TOOL} not found in --llama-bin {llama_bin}; {how}")
-        return exe
-    cached = cache_bin_dir()
-    if cached is not None and (cached / TOOL).is_file():
-        return cached / TOOL
-    found = shutil.which(TOOL)
-    if not found:
-        where = f"in {cached} or on PATH" if cached is not None else "on PATH"
-        raise BadInput(f"{TOOL} not found {where}; {how}")
-    return Path(found)
-
-
-class _Sampler:
-    """Samples the process tree's RSS and, through NVML, its device memory, every 50 ms."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.peak_rss = 0
-        self.peak_device: dict[int, int] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._nvml = _nvml_handles()
-
-    def __enter__(self) -> _Sampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._sample()
-            self._stop.wait(0.05)
-
-    def _sample(self) -> None:
-        try:
-            proc = psutil.Process(self.pid)
-            rss = proc.memory_info().rss + sum(c.memory_info().rss for c in proc.children(recursive=True))
-            self.peak_rss = max(self.peak_rss, rss)
-        except psutil.Error:
-            return
-        if self._nvml is None:
-            return
-        nvml, handles = self._nvml
-        for index, handle in enumerate(handles):
-            try:
-                for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle):
-                    if p.pid == self.pid and p.usedGpuMemory:
-                        self.peak_device[index] = max(self.peak_device.get(index, 0), int(p.usedGpuMemory))
-            except Exception:  # noqa: BLE001 - NVML errors must not stop the run
-                continue
-
-
-def _nvml_handles() -> tuple[Any, list[Any]] | None:
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        return pynvml, [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
-    except Exception:  # noqa: BLE001 - no driver, no GPU: CPU-only measurement
-        return None
 
 
 @contextmanager
@@ -166,8 +70,7 @@ def check_run_numbers(threads: int, prompt_tokens: int, n_predict: int, timeout:
     if not 1 <= prompt_tokens <= MAX_PROMPT_TOKENS:
         raise BadInput(f"--prompt-tokens {prompt_tokens} is impossible: 1 to {MAX_PROMPT_TOKENS:,} "
                        "(the prompt is one command-line argument)")
-    if not 1 <= n_predict <= MAX_CTX:
-        raise BadInput(f"--n-predict {n_predict} is impossible: 1 to {MAX_CTX:,} (decode speed needs a token)")
+    check_range("--n-predict", n_predict)
     check_timeout(timeout)
 
 
@@ -184,93 +87,6 @@ def shown_command(args: list[str], prompt_tokens: int) -> list[str]:
     i = shown.index("-p")
     shown[i + 1] = f"<{prompt_tokens} tokens>"
     return shown
-
-
-def check_timeout(timeout: float) -> None:
-    if not (math.isfinite(timeout) and 0 < timeout <= MAX_TIMEOUT_S):
-        raise BadInput(f"--timeout {timeout:g} is impossible: seconds above 0, at most {MAX_TIMEOUT_S:.0f}")
-
-
-def run_llama(args: list[str], timeout: float) -> Measured:
-    check_timeout(timeout)
-    env = dict(os.environ)
-    env["LD_LIBRARY_PATH"] = os.pathsep.join([str(Path(args[0]).parent), env.get("LD_LIBRARY_PATH", "")])
-    start = time.monotonic()
-    try:
-        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=env, start_new_session=True)
-    except OSError as exc:
-        raise BadInput(f"cannot run {args[0]}: {exc.strerror or exc}") from None
-    parser = LogParser()
-    reader = threading.Thread(target=_read_into, args=(proc.stdout, parser), daemon=True)
-    reader.start()
-    timed_out = False
-    try:
-        with _Sampler(proc.pid) as sampler:
-            try:
-                proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-    finally:  # on a timeout, an interrupt or a normal exit: nothing of llama.cpp's is left running
-        end_process_group(proc)
-    reader.join(READER_GRACE_S)  # a process that left the group may hold the pipe open: not waited for
-    measured = parser.snapshot()
-    if timed_out:
-        raise LlamaCppFailed(f"llama.cpp did not finish in {timeout:g} s (ended); last lines: {parser.tail()}")
-    measured.peak_rss_bytes = sampler.peak_rss
-    measured.peak_device_bytes = dict(sampler.peak_device)
-    measured.log_tail = parser.tail(TAIL_LINES)
-    if proc.returncode != 0:
-        reason = "ran out of memory" if parser.out_of_memory else "failed"
-        raise LlamaCppFailed(f"llama.cpp {reason} ({_status(proc.returncode)}) after "
-                             f"{time.monotonic() - start:.1f} s; last lines: {parser.tail()}")
-    if not measured.buffers:
-        raise LlamaCppFailed(f"llama.cpp printed no buffer sizes; last lines: {parser.tail()}")
-    return measured
-
-
-def _read_into(stream: Any, parser: LogParser) -> None:
-    try:
-        for line in read_lines(stream):
-            parser.feed(line)
-    except (OSError, ValueError):  # the pipe closed under the reader
-        return
-
-
-def _status(returncode: int) -> str:
-    if returncode < 0:
-        try:
-            return f"killed by {signal.Signals(-returncode).name}"
-        except ValueError:
-            return f"killed by signal {-returncode}"
-    return f"exit {returncode}"
-
-
-def end_process_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM to llama.cpp's process group, SIGKILL after TERM_GRACE_S; reaps llama.cpp itself."""
-    pgid = proc.pid  # start_new_session: the group is the child's own
-    if proc.poll() is None:
-        _signal_group(pgid, signal.SIGTERM)
-        with suppress(subprocess.TimeoutExpired):
-            proc.wait(TERM_GRACE_S)
-    elif _signal_group(pgid, 0):  # it exited; what it started is still there
-        _signal_group(pgid, signal.SIGTERM)
-        deadline = time.monotonic() + TERM_GRACE_S
-        while time.monotonic() < deadline and _signal_group(pgid, 0):
-            time.sleep(0.05)
-    _signal_group(pgid, signal.SIGKILL)
-    proc.wait()
-
-
-def _signal_group(pgid: int, sig: int) -> bool:
-    """False when the group is gone."""
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # a member changed user: nothing more to do for it
-        return True
-    return True
 
 
 def measured_memory(m: Measured, n_devices: int) -> dict[str, Any]:
@@ -303,3 +119,85 @@ def error_pct(estimate: dict[str, Any], measured: dict[str, Any]) -> dict[str, f
 
     return {"total": pct("total_bytes"), "weights": pct("weights_bytes"), "kv_cache": pct("kv_cache_bytes"),
             "compute": pct("compute_bytes")}
+
+
+@dataclass(frozen=True)
+class SmokeRun:
+    """How to run llama.cpp: what smoke adds to check's settings."""
+
+    prompt_tokens: int = 128
+    n_predict: int = 16
+    threads: int = 2
+    timeout_s: float = 600.0
+    llama_bin: Path | None = None  # a folder with llama.cpp's binaries; None: the cached build, else PATH
+
+
+@dataclass(frozen=True)
+class SmokeResult:
+    """llama.cpp's measurement beside gemma-fit's estimate of the same run."""
+
+    estimate: LlamaCppResult
+    measured: Measured
+    memory: dict[str, Any]  # the measured buffers grouped like check's memory block (measured_memory)
+    command: list[str]  # the llama.cpp command line, as shown (shown_command)
+    llama_bin: Path
+
+
+def smoke(model: str | None, quant: str, settings: RunSettings, run: SmokeRun, *, gguf: Path | None = None,
+          gpus: tuple[str, ...] = (), catalog: Catalog = BUILTIN) -> SmokeResult:
+    """Run llama.cpp on `gguf`, or on a zero-weight file of `model` at `quant`, and measure it."""
+    if (gguf is None) == (model is None):
+        raise BadInput("give --gguf FILE, or --model ID --synthetic")
+    check_run_numbers(run.threads, run.prompt_tokens, run.n_predict, run.timeout_s)
+    hw = select_hardware(list(gpus) or ["cpu"], None, catalog.hardware_dirs)
+    source: contextlib.AbstractContextManager[Path]
+    if gguf is not None:
+        resolved, plan = gguf_model(gguf)
+        source = contextlib.nullcontext(gguf)
+    else:
+        resolved = resolve_model(model or "", catalog.model_dirs)
+        plan = build_plan(resolved.spec, quant)
+        source = synthetic_file(plan)
+    result = run_check(resolved, plan.ftype.name, settings, hw, prompt_tokens=run.prompt_tokens, plan=plan)
+    check_prompt_fits(run.prompt_tokens, result.detail.settings.ctx_per_stream(resolved.spec))
+    exe = find_llama_bin(run.llama_bin)
+    with source as path:
+        args = llama_args(exe, Path(path), result.n_ctx, result.detail.settings, result.detail.fit.n_gpu_layers,
+                          run.prompt_tokens, run.n_predict, run.threads, not hw.gpus)
+        measured = run_llama(args, run.timeout_s)
+    return SmokeResult(result, measured, measured_memory(measured, len(hw.gpus)),
+                       shown_command(args, run.prompt_tokens), exe.parent)
+
+
+RECORDS_ENV = "GEMMA_FIT_SMOKE_RECORDS"
+
+
+def record_smoke(doc: dict[str, Any]) -> Path:
+    """Append a smoke document to this machine's records ($GEMMA_FIT_SMOKE_RECORDS, else smoke_records.jsonl in
+    gemma-fit's data folder): one JSON line each. Returns the file."""
+    import json
+    import os
+
+    from gemma_fit.base.cache import data_root
+
+    path = Path(os.environ.get(RECORDS_ENV) or data_root() / "smoke_records.jsonl")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(doc, sort_keys=True) + "\n")
+    except OSError as exc:
+        raise BadInput(f"--record: cannot write {path}: {exc.strerror or exc}") from None
+    return path
+
+
+SCHEMA = "gemma-fit.smoke/1"
+
+
+def smoke_document(r: SmokeResult) -> dict[str, Any]:
+    """gemma-fit.smoke/1: the estimate's memory block beside llama.cpp's measurement, and their errors."""
+    est = check_json(r.estimate)
+    return {"schema": SCHEMA, "model": est["model"], "settings": est["settings"], "estimate": est["memory"],
+            "measured": {**r.memory, "decode_tokens_per_s": r.measured.decode_tokens_per_s,
+                         "prefill_tokens_per_s": r.measured.prefill_tokens_per_s},
+            "estimated_speed": est["performance"], "error_pct": error_pct(est["memory"], r.memory),
+            "llama_cpp_command": r.command, "llama_cpp_bin": str(r.llama_bin)}

@@ -1,4 +1,4 @@
-"""From a memory estimate to the go / tight / offload / no-go answer, with reasons and advice."""
+"""From a memory estimate to llama.cpp's plan and its go / tight / offload / no-go answer (`Fit`), with reasons."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import shlex
 from dataclasses import dataclass, replace
 
 from gemma_fit.base.units import fmt_bytes
+from gemma_fit.base.verdict import Verdict
 from gemma_fit.gguf.tensors import TensorPlan
 from gemma_fit.hardware.spec import MAX_GPUS_PER_CONTEXT, MAX_HOST_RAM_BYTES, GPUSpec
 from gemma_fit.memory.estimate import MemoryEstimate, estimate_memory
@@ -21,8 +22,11 @@ SAFETY_MARGIN_BYTES = 1024 * 1024**2
 
 
 @dataclass(frozen=True)
-class Verdict:
-    verdict: str  # go | tight | offload | no-go
+class Fit:
+    """llama.cpp's plan for one model, settings and hardware: the estimate, the layers on the GPU(s), the largest
+    context, the answer and why, and the llama-server command that runs it."""
+
+    verdict: Verdict
     reasons: tuple[str, ...]
     estimate: MemoryEstimate
     n_gpu_layers: int
@@ -204,8 +208,8 @@ def _margin_warning(est: MemoryEstimate, margin_bytes: int) -> str | None:
 
 
 def decide(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...], host_capacity: int | None,
-           gguf_name: str | None = None, margin_bytes: int = SAFETY_MARGIN_BYTES) -> Verdict:
-    """The verdict. `host_capacity` None means the system RAM is unknown (--gpu ID without a machine
+           gguf_name: str | None = None, margin_bytes: int = SAFETY_MARGIN_BYTES) -> Fit:
+    """llama.cpp's plan and its answer. `host_capacity` None means the system RAM is unknown (--gpu ID without a machine
     file): it is then not checked, the answer says so (reasons, `unchecked`), and a host side larger
     than any machine has (MAX_HOST_RAM_BYTES) is no-go. `gguf_name`: the model file as the user gave it,
     for the llama-server command."""
@@ -228,16 +232,16 @@ def decide(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...], host_
     host_need = est.host.total_bytes
     unchecked: tuple[str, ...] = () if host_known else ("host_ram",)
     if len(devices) > MAX_GPUS_PER_CONTEXT:
-        verdict = "no-go"
+        verdict = Verdict.NO_GO
         reasons.insert(0, f"llama.cpp runs a model on at most {MAX_GPUS_PER_CONTEXT} GPUs: its scheduler takes "
                           f"{MAX_GPUS_PER_CONTEXT + 1} backends, the CPU among them (GGML_SCHED_MAX_BACKENDS); "
                           f"pick {MAX_GPUS_PER_CONTEXT} with CUDA_VISIBLE_DEVICES")
     elif not host_known and host_need > MAX_HOST_RAM_BYTES:
-        verdict = "no-go"
+        verdict = Verdict.NO_GO
         reasons.insert(0, f"the host side needs {fmt_bytes(host_need)} of system memory, more than any machine has "
                           f"(at most {fmt_bytes(MAX_HOST_RAM_BYTES)})")
     elif not est.fits():
-        verdict = "no-go"
+        verdict = Verdict.NO_GO
         if est.unified_pool is not None and est.unified_pool.headroom_bytes < 0:
             reasons.insert(0, f"does not fit in unified memory: needs {fmt_bytes(est.unified_pool.total_bytes)} of "
                               f"{fmt_bytes(est.unified_pool.capacity_bytes)} (GPU and host side share it)")
@@ -249,27 +253,27 @@ def decide(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...], host_
         else:
             reasons.insert(0, "does not fit with these settings")
     elif experts is not None:
-        verdict = "offload"
+        verdict = Verdict.OFFLOAD
         reasons.insert(0, f"all {n_all} layers on the GPU(s) with the routed experts of {s.n_cpu_moe} of "
                           f"{model.n_layer} layers in system memory (--n-cpu-moe {s.n_cpu_moe}), as llama.cpp's "
                           f"fit places them, keeping {fmt_bytes(margin_bytes)} free; each token reads its "
                           "experts there at system-memory speed")
     elif devices and ngl >= n_all and (moved := sum(moved_bytes_by_layer(plan, est.placement).values())):
-        verdict = "offload"
+        verdict = Verdict.OFFLOAD
         reasons.insert(0, f"all {n_all} layers on the GPU(s); the weights the tensor overrides name "
                           f"({fmt_bytes(moved)}) stay in system memory and run at its speed")
     elif devices and ngl < n_all:
-        verdict = "offload"
+        verdict = Verdict.OFFLOAD
         reasons.insert(0, _layers_reason(ngl, n_all, None if auto else s.n_gpu_layers, fit_ngl,
                                          None if host_known else host_need))
     elif room is not None and room < margin_bytes:
-        verdict = "tight"
+        verdict = Verdict.TIGHT
         what = "llama.cpp's 1 GiB fit margin" if margin_bytes == SAFETY_MARGIN_BYTES else "the --margin"
         reasons.insert(0, f"fits with {fmt_bytes(room)} to spare, under {what}")
     else:
-        verdict = "go"
+        verdict = Verdict.GO
         reasons.insert(0, "fits entirely" + (f" with {fmt_bytes(room)} to spare" if room is not None else ""))
-    warning = _margin_warning(est, margin_bytes) if verdict in ("offload", "go") else None
+    warning = _margin_warning(est, margin_bytes) if verdict in (Verdict.OFFLOAD, Verdict.GO) else None
     if warning:
         reasons.insert(1, warning)
     reasons.extend(_context_notes(model, s, est.n_ctx, ctx_fit))
@@ -277,7 +281,7 @@ def decide(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...], host_
         reasons.append(f"host RAM not checked: this plan needs {fmt_bytes(host_need)} of system memory "
                        "(give --hardware FILE with ram_gb)")
     suggestion = None
-    if verdict not in ("go", "tight") and len(devices) <= MAX_GPUS_PER_CONTEXT:  # too many GPUs: the reason says
+    if not verdict.runs_on_gpu and len(devices) <= MAX_GPUS_PER_CONTEXT:  # too many GPUs: the reason says
         suggestion = _suggest(plan, s, devices, search_host, n_all, ctx_fit, ctx_capped)
     unified = unified_device(devices)
     lever = unified_lever(plan, s, unified, est) if unified is not None and ngl < n_all else None
@@ -286,7 +290,7 @@ def decide(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...], host_
     if suggestion and suggestion not in reasons:
         reasons.append(suggestion)
     cmd = server_command(model, plan.ftype.name, s, ngl, est.n_ctx, gguf_name)
-    return Verdict(verdict, tuple(reasons), est, ngl, ctx_fit, suggestion, cmd, unchecked,
+    return Fit(verdict, tuple(reasons), est, ngl, ctx_fit, suggestion, cmd, unchecked,
                    "n_ctx_train" if ctx_capped else "memory", s.n_cpu_moe if experts else 0)
 
 

@@ -18,9 +18,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
 
+from gemma_fit.base.ecma_regex import EcmaRegex, compile_ecma
 from gemma_fit.base.errors import BadInput
+from gemma_fit.base.text import printable
 
 CPU_BUFFER = "CPU"
 EXPERTS = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"
@@ -35,12 +36,13 @@ class TensorOverride:
     device: int  # GPU index, or placement.CPU (-1)
 
     def matches(self, name: str) -> bool:
-        return _compiled(self.pattern).search(name) is not None
+        return _compiled(self.pattern).search(name)
 
 
 @cache
-def _compiled(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern)
+def _compiled(pattern: str) -> EcmaRegex:
+    """The pattern as std::regex reads it (ECMAScript), searched in bounded time (base.ecma_regex)."""
+    return compile_ecma(pattern, MAX_PATTERN_CHARS)
 
 
 def _device(buffer: str, n_gpus: int, item: str) -> int:
@@ -57,73 +59,17 @@ def _device(buffer: str, n_gpus: int, item: str) -> int:
 
 
 def parse_override(text: str, n_gpus: int) -> tuple[TensorOverride, ...]:
-    """One `-ot` value as llama.cpp reads it; BadInput in one line for what llama.cpp would refuse."""
+    """One `-ot` value as llama.cpp reads it; BadInput in one line for what llama.cpp would refuse (a pattern
+    std::regex's ECMAScript grammar does not accept) or what would take too long to match."""
     out = []
     for item in text.split(","):
         pattern, sep, buffer = item.partition("=")
+        shown = printable(item, 200)
         if not sep or not pattern or not buffer.strip():
-            raise BadInput(f"-ot '{item}': expected PATTERN=BUFFER, e.g. \"blk\\..*\\.ffn_.*_exps\\.=CPU\"")
-        if len(pattern) > MAX_PATTERN_CHARS:
-            raise BadInput(f"-ot: a pattern of {len(pattern):,} characters (at most {MAX_PATTERN_CHARS:,})")
-        try:
-            _compiled(pattern)
-        except re.error as exc:
-            raise BadInput(f"-ot '{item}': not a regular expression ({exc})") from None
-        if _can_backtrack_exponentially(pattern):
-            raise BadInput(f"-ot '{item}': a repetition inside a repetition or of an alternation, such as (a+)+ or "
-                           f"(a|b)*, or more than {MAX_REPEATS} repetitions, can take exponential time to match "
-                           "(llama.cpp's std::regex backtracks the same way); write it without, e.g. "
-                           "blk\\.(1[0-9]|2[0-9])\\.ffn_.*_exps=CPU")
-        out.append(TensorOverride(pattern, _device(buffer.strip(), n_gpus, item)))
+            raise BadInput(f"-ot '{shown}': expected PATTERN=BUFFER, e.g. \"blk\\..*\\.ffn_.*_exps\\.=CPU\"")
+        _compiled(pattern)  # BadInput: not ECMAScript, or too long
+        out.append(TensorOverride(pattern, _device(buffer.strip(), n_gpus, shown)))
     return tuple(out)
-
-
-def _can_backtrack_exponentially(pattern: str) -> bool:
-    """A repeat (more than once) of something that itself repeats or branches: the shapes whose matching
-    time grows exponentially with the name's length on a backtracking engine (star height above one)."""
-    try:
-        import re._parser as sre_parse  # Python 3.11+
-    except ImportError:  # pragma: no cover - older Pythons
-        import sre_parse  # type: ignore[no-redef]
-
-    def walk(items: object, inside_repeat: bool) -> bool:
-        for op, arg in items:  # type: ignore[attr-defined]
-            name = str(op)
-            if name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
-                repeats = arg[1] is sre_parse.MAXREPEAT or arg[1] > 1
-                if (inside_repeat and repeats) or walk(arg[2], inside_repeat or repeats):
-                    return True
-            elif _risky_child(name, arg, inside_repeat, walk):
-                return True
-        return False
-
-    parsed = sre_parse.parse(pattern)
-    return walk(parsed, False) or _repeats(parsed, sre_parse.MAXREPEAT) > MAX_REPEATS
-
-
-# Consecutive unbounded repeats (.*.*.*) backtrack polynomially: n^k steps on an n-character name. Real
-# patterns hold two or three (blk\..*\.ffn_.*_exps); five keep every match under a millisecond.
-MAX_REPEATS = 5
-
-
-def _repeats(items: Any, maxrepeat: Any) -> int:
-    n = 0
-    for op, arg in items:
-        name = str(op)
-        if name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
-            n += (arg[1] is maxrepeat or arg[1] > 1) + _repeats(arg[2], maxrepeat)
-        elif name == "BRANCH":
-            n += sum(_repeats(b, maxrepeat) for b in arg[1])
-        elif name in ("SUBPATTERN", "ASSERT", "ASSERT_NOT"):
-            n += _repeats(arg[-1], maxrepeat)
-    return n
-
-
-def _risky_child(name: str, arg: Any, inside_repeat: bool, walk: Any) -> bool:
-    """An alternation inside a repetition, or a risky shape inside a group, alternative or lookaround."""
-    if name == "BRANCH":
-        return inside_repeat or any(walk(b, inside_repeat) for b in arg[1])
-    return name in ("SUBPATTERN", "ASSERT", "ASSERT_NOT") and bool(walk(arg[-1], inside_repeat))
 
 
 def moe_overrides(cpu_moe: bool, n_cpu_moe: int, n_layer: int) -> tuple[TensorOverride, ...]:

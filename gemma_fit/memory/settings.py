@@ -90,6 +90,13 @@ class RunSettings:
     def with_ctx(self, n_ctx: int) -> RunSettings:
         return replace(self, n_ctx=n_ctx)
 
+    @classmethod
+    def from_flags(cls, *, n_gpu_layers: str = "auto", flash_attn: str = "auto", **values: object) -> RunSettings:
+        """The settings from llama.cpp's flags as typed: -ngl and -fa parsed as llama.cpp parses them, the rest
+        by field name (n_ctx, n_batch, override_tensor ...)."""
+        return cls(n_gpu_layers=parse_n_gpu_layers(n_gpu_layers), flash_attn=parse_flash_attn(flash_attn),
+                   **values)  # type: ignore[arg-type]
+
 
 def is_llama_cpp(engine: str) -> bool:
     """--engine names that mean llama.cpp itself (the default path, not an engine plan)."""

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from gemma_fit.engines.base import EngineDevice, EngineResult
-from gemma_fit.engines.llamacpp import CheckResult, InspectResult
+from gemma_fit.base.verdict import CELL_STATES
+from gemma_fit.engines.base import CheckResult, EngineDevice, EnginePlan
+from gemma_fit.engines.cluster import ClusterDevice
+from gemma_fit.engines.llamacpp import InspectResult, LlamaCppPlan, LlamaCppResult, assumptions
 from gemma_fit.memory.compute_buffer import flash_attention_on
 from gemma_fit.memory.estimate import DeviceMemory, HostMemory
 from gemma_fit.memory.unified import UnifiedPool
@@ -22,7 +24,7 @@ from gemma_fit.speed.traffic import HEADROOM, Serving
 SCHEMA = "gemma-fit.check/1"
 INSPECT_SCHEMA = "gemma-fit.inspect/1"
 
-VERDICTS = ("go", "tight", "offload", "no-go", "error")  # a report's cells: a check's four and "error"
+VERDICTS = CELL_STATES  # a report's cells: a check's four verdicts and "error"
 RANKING_SORT = ("verdict (go, tight, offload, no-go), then estimated decode speed where the performance model "
                 "gives one, then memory bandwidth (what bounds decode speed), then headroom; price is not considered")
 
@@ -35,45 +37,35 @@ def device_json(d: EngineDevice) -> dict[str, Any]:
             "runtime_overhead_bytes": d.overhead_bytes}
 
 
-def _settings_json(r: EngineResult) -> dict[str, Any]:
-    s, x = r.settings, r.extras
-    spec = r.resolved.spec
-    out: dict[str, Any] = {"n_ctx": r.n_ctx, "n_parallel": x.get("max_num_seqs") or x.get("OLLAMA_NUM_PARALLEL")
-                           or s.batch_size, "n_layers_total": spec.n_layer + 1}
-    if r.engine == "ollama":
-        out.update({"n_ubatch": x["num_batch"], "n_batch": x["num_batch"],
-                    "flash_attn": "on" if x["OLLAMA_FLASH_ATTENTION"] else "off",
-                    "cache_type_k": x["OLLAMA_KV_CACHE_TYPE"], "cache_type_v": x["OLLAMA_KV_CACHE_TYPE"],
-                    "n_gpu_layers": x["n_gpu_layers"]})
-    else:
-        out.update({"n_batch": x.get("max_num_batched_tokens", s.prompt_tokens), "cache_type_k": s.kv_cache_dtype,
-                    "cache_type_v": s.kv_cache_dtype, "n_gpu_layers": spec.n_layer + 1})
-    return out
+def _settings_json(r: CheckResult[EnginePlan]) -> dict[str, Any]:
+    d = r.detail
+    return {"n_ctx": r.n_ctx, "n_parallel": d.n_parallel, "n_layers_total": r.resolved.spec.n_layer + 1,
+            **d.settings_terms}
 
 
-def engine_check_json(r: EngineResult) -> dict[str, Any]:
-    spec = r.resolved.spec
-    host = r.host or {"weights_bytes": 0, "kv_cache_bytes": 0, "compute_bytes": 0, "total_bytes": 0,
+def engine_check_json(r: CheckResult[EnginePlan]) -> dict[str, Any]:
+    spec, d = r.resolved.spec, r.detail
+    host = d.host or {"weights_bytes": 0, "kv_cache_bytes": 0, "compute_bytes": 0, "total_bytes": 0,
                       "capacity_bytes": None}
-    specific = {k: v for k, v in r.extras.items() if k != "python"}
-    if "python" in r.extras:
-        specific["python_snippet"] = r.extras["python"]
+    specific = {k: v for k, v in d.extras.items() if k != "python"}
+    if "python" in d.extras:
+        specific["python_snippet"] = d.extras["python"]
     return {
         "schema": SCHEMA,
         "engine": r.engine,
-        "model": {"id": spec.id, "quant": r.quant, "arch": spec.arch, "n_params": r.n_params,
-                  "file_size_bytes": r.weights_total_bytes, "resolved": r.resolved.how,
+        "model": {"id": spec.id, "quant": r.quant, "arch": spec.arch, "n_params": d.n_params,
+                  "file_size_bytes": d.weights_total_bytes, "resolved": r.resolved.how,
                   "n_ctx_train": spec.n_ctx_train},
-        "hardware": {"name": r.hardware_label, "gpus": [d.id for d in r.devices]},
+        "hardware": {"name": r.hardware.label, "gpus": [x.id for x in d.devices]},
         "settings": _settings_json(r),
-        "memory": {"devices": [device_json(d) for d in r.devices], "host": host},
-        "verdict": r.verdict,
+        "memory": {"devices": [device_json(x) for x in d.devices], "host": host},
+        "verdict": r.verdict.value,
         "reasons": list(r.reasons),
         "max_ctx_fit": r.max_ctx_fit,
         "performance": performance_json(r.performance),
         "command": r.command,
         r.engine: specific,
-        "sources": list(r.sources),
+        "sources": list(d.sources),
     }
 
 
@@ -134,14 +126,19 @@ def performance_json(p: Performance | None) -> dict[str, Any] | None:
             "notes": list(p.notes)}
 
 
-def _performance_json(r: CheckResult) -> dict[str, Any] | None:
-    return performance_json(r.performance)
-
-
 def llama_device_json(d: DeviceMemory) -> dict[str, Any]:
     return {"id": d.id, "name": d.name, "weights_bytes": d.weights_bytes, "kv_cache_bytes": d.kv_cache_bytes,
             "compute_bytes": d.compute_bytes, "overhead_bytes": d.overhead_bytes, "mmproj_bytes": d.mmproj_bytes,
             "total_bytes": d.total_bytes, "capacity_bytes": d.capacity_bytes, "headroom_bytes": d.headroom_bytes}
+
+
+def cluster_device_json(d: ClusterDevice) -> dict[str, Any]:
+    """One GPU of a cluster plan: its node and host (and vLLM's stage), then its memory as the engine counts it."""
+    where: dict[str, Any] = {"node": d.node, "host": d.host}
+    if d.stage is not None:
+        where.update(stage=d.stage, layers=d.layers)
+    memory = llama_device_json(d.memory) if isinstance(d.memory, DeviceMemory) else device_json(d.memory)
+    return {**where, **memory}
 
 
 def _host_json(h: HostMemory) -> dict[str, Any]:
@@ -160,14 +157,15 @@ def _pool_json(pool: UnifiedPool | None) -> dict[str, Any]:
                              "os_reserve_measured": pool.platform.reserve_measured}}
 
 
-def check_json(r: CheckResult) -> dict[str, Any]:
-    spec, s, v = r.resolved.spec, r.settings, r.verdict
+def check_json(r: LlamaCppResult) -> dict[str, Any]:
+    d = r.detail
+    spec, s, v = r.resolved.spec, d.settings, d.fit
     est = v.estimate
     return {
         "schema": SCHEMA,
-        "model": {"id": spec.id, "quant": r.plan.ftype.name, "arch": spec.arch, "n_params": r.plan.n_params,
-                  "file_size_bytes": r.file_size_bytes, "resolved": r.resolved.how,
-                  "n_ctx_train": spec.n_ctx_train, "tensor_types": r.plan.type_counts()},
+        "model": {"id": spec.id, "quant": d.plan.ftype.name, "arch": spec.arch, "n_params": d.plan.n_params,
+                  "file_size_bytes": d.file_size_bytes, "resolved": r.resolved.how,
+                  "n_ctx_train": spec.n_ctx_train, "tensor_types": d.plan.type_counts()},
         "hardware": {"name": r.hardware.label, "gpus": [g.id for g in r.hardware.gpus],
                      "notes": list(r.hardware.notes)},
         "settings": {"n_ctx": est.n_ctx, "n_ubatch": s.ubatch, "n_batch": s.n_batch, "n_parallel": s.n_parallel,
@@ -178,28 +176,29 @@ def check_json(r: CheckResult) -> dict[str, Any]:
                      "n_cpu_moe": s.n_cpu_moe, "cpu_moe": s.cpu_moe, "override_tensor": list(s.override_tensor)},
         "memory": {"devices": [llama_device_json(d) for d in est.devices], "host": _host_json(est.host),
                    **_pool_json(est.unified_pool)},
-        "verdict": v.verdict,
-        "reasons": list(v.reasons),
-        "max_ctx_fit": v.max_ctx_fit,
+        "verdict": r.verdict.value,
+        "reasons": list(r.reasons),
+        "max_ctx_fit": r.max_ctx_fit,
         "max_ctx_fit_limit": v.max_ctx_fit_limit,  # "n_ctx_train": the trained context stops it, not memory
         "unchecked": list(v.unchecked),  # capacities not checked because unknown ("host_ram")
         "suggestion": v.suggestion,
-        "performance": _performance_json(r),
-        "speed_error": r.speed_error,
-        "llama_server_command": v.server_command,
-        "llamacpp_fit": None if r.llamacpp_fit is None else {
-            "n_ctx": r.llamacpp_fit.n_ctx, "n_gpu_layers": r.llamacpp_fit.n_gpu_layers,
-            "n_cpu_moe": r.llamacpp_fit.n_cpu_moe, "summary": r.llamacpp_fit.summary},
-        "advice": [{"change": a.change, "flags": a.flags, "verdict": a.verdict, "max_ctx_fit": a.max_ctx_fit,
+        "performance": performance_json(r.performance),
+        "speed_error": d.speed_error,
+        "llama_server_command": r.command,
+        "llamacpp_fit": None if d.llamacpp_fit is None else {
+            "n_ctx": d.llamacpp_fit.n_ctx, "n_gpu_layers": d.llamacpp_fit.n_gpu_layers,
+            "n_cpu_moe": d.llamacpp_fit.n_cpu_moe, "summary": d.llamacpp_fit.summary},
+        "advice": [{"change": a.change, "flags": a.flags, "verdict": a.verdict.value, "max_ctx_fit": a.max_ctx_fit,
                     "decode_tokens_per_s": round(a.decode_tokens_per_s, 1) if a.decode_tokens_per_s else None,
-                    "llama_server_command": a.command} for a in r.advice],
-        "assumptions": r.assumptions(),
+                    "llama_server_command": a.command} for a in d.advice],
+        "assumptions": assumptions(r),
     }
 
 
-def check_document(result: CheckResult | EngineResult) -> dict[str, Any]:
-    """The gemma-fit.check/1 document of a check on any engine."""
-    return check_json(result) if isinstance(result, CheckResult) else engine_check_json(result)
+def check_document(result: CheckResult[Any]) -> dict[str, Any]:
+    """The gemma-fit.check/1 document of a check on any engine: llama.cpp's plan has its own keys, the other
+    engines' accounting theirs."""
+    return check_json(result) if isinstance(result.detail, LlamaCppPlan) else engine_check_json(result)
 
 
 def inspect_json(r: InspectResult) -> dict[str, Any]:
@@ -219,19 +218,20 @@ def _min_headroom(headrooms: list[int], host_capacity: int | None, host_total: i
     return None if host_capacity is None else host_capacity - host_total
 
 
-def check_figures(result: CheckResult | EngineResult) -> dict[str, Any]:
+def check_figures(result: CheckResult[Any]) -> dict[str, Any]:
     """What a report's cell and a GPU ranking show of one check (the same figures its document gives)."""
-    n_layers_total = result.resolved.spec.n_layer + 1
-    if isinstance(result, CheckResult):
-        v, est = result.verdict, result.verdict.estimate
-        headroom = _min_headroom([d.headroom_bytes for d in est.devices], est.host.capacity_bytes,
-                                 est.host.total_bytes)
-        return {"n_ctx": est.n_ctx, "verdict": v.verdict, "min_headroom_bytes": headroom,
-                "max_ctx_fit": v.max_ctx_fit, "n_gpu_layers": v.n_gpu_layers, "n_layers_total": n_layers_total,
-                **_rates(result.performance)}
-    host = result.host or {"capacity_bytes": None, "total_bytes": 0}
-    headroom = _min_headroom([d.headroom_bytes for d in result.devices], host["capacity_bytes"],
-                             host["total_bytes"])
-    return {"n_ctx": result.n_ctx, "verdict": result.verdict, "min_headroom_bytes": headroom,
-            "max_ctx_fit": result.max_ctx_fit, "n_gpu_layers": _settings_json(result)["n_gpu_layers"],
-            "n_layers_total": n_layers_total, **_rates(result.performance)}
+    headroom, layers = _room_and_layers(result)
+    return {"n_ctx": result.n_ctx, "verdict": result.verdict.value, "min_headroom_bytes": headroom,
+            "max_ctx_fit": result.max_ctx_fit, "n_gpu_layers": layers,
+            "n_layers_total": result.resolved.spec.n_layer + 1, **_rates(result.performance)}
+
+
+def _room_and_layers(result: CheckResult[Any]) -> tuple[int | None, int]:
+    d = result.detail
+    if isinstance(d, LlamaCppPlan):
+        est = d.estimate
+        return (_min_headroom([x.headroom_bytes for x in est.devices], est.host.capacity_bytes,
+                              est.host.total_bytes), d.fit.n_gpu_layers)
+    host = d.host or {"capacity_bytes": None, "total_bytes": 0}
+    return (_min_headroom([x.headroom_bytes for x in d.devices], host["capacity_bytes"], host["total_bytes"]),
+            _settings_json(result)["n_gpu_layers"])

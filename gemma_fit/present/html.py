@@ -305,6 +305,12 @@ def render_report_html(report: dict[str, Any]) -> str:
     return _env().get_template("report.html.j2").render(**view)
 
 
+def render_buy_html(doc: dict[str, Any]) -> str:
+    """One self-contained HTML page for a `gemma-fit.buy/1` document: every option with its dated, sourced price."""
+    title = f"{', '.join(doc['models'])} {doc['quant']} at {doc['needs']['n_ctx']:,} tokens"
+    return _env().get_template("buy.html.j2").render(doc=doc, title=title)
+
+
 def write_html(path: Path, html: str) -> None:
     """Write the report (base.files.write_text: atomic for a regular file, in place for /dev/null or a pipe)."""
     write_text(Path(path), html)

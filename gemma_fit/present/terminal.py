@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from gemma_fit.base.text import printable_doc
+from gemma_fit.base.text import printable, printable_doc
 from gemma_fit.base.units import fmt_bytes
 
 _STYLE = {"go": "bold green", "tight": "bold yellow", "offload": "bold dark_orange", "no-go": "bold red"}
@@ -31,9 +31,14 @@ def console() -> Console:
     return Console(highlight=False, soft_wrap=True, width=_PIPE_WIDTH if wide else None)
 
 
+def shown(value: Any, limit: int = 400) -> str:
+    """The one door for text from outside (files, databases, probes, what the user typed) into a terminal view:
+    control and bidi characters escaped, rich markup escaped (a machine named "[bold]x[/zz]" is text)."""
+    return escape(printable(str(value), limit))
+
+
 def for_terminal(doc: dict[str, Any]) -> dict[str, Any]:
-    """The document with every string made inert: control bytes escaped, rich markup escaped (a
-    machine named "[bold]x[/zz]" is text, not markup)."""
+    """The document with every string made inert, as `shown` makes one string."""
     return dict(printable_doc(doc, then=escape))
 
 
@@ -198,3 +203,11 @@ def render_engine(out: Console, doc: dict[str, Any]) -> None:
     command = doc.get("command")
     if command:
         out.print(f"  run it: [bold]{command}[/bold]")
+
+
+def render_answer(out: Console, doc: dict[str, Any]) -> None:
+    """A check's answer on any engine: llama.cpp's plan with its advice, or another engine's accounting."""
+    if "llama_server_command" in doc:
+        render_check(out, doc)
+    else:
+        render_engine(out, doc)

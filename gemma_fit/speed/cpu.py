@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from gemma_fit.db.rules import read_packaged_yaml
-from gemma_fit.hardware.select import Hardware
-from gemma_fit.hardware.spec import CPUSpec
+from gemma_fit.hardware.spec import CPUSpec, Hardware
 
 ARM_HINTS = ("arm", "aarch64", "graviton", "ampere", "apple", "snapdragon", "raspberry", "cortex", "neoverse",
              "grace", "jetson")
@@ -53,7 +52,7 @@ def cpu_of(hardware: Hardware) -> CPURates:
         if g.unified_memory and g.unified_platform in UNIFIED_CPU:
             family, isa = UNIFIED_CPU[g.unified_platform]
             return CPURates(CPUSpec(f"{g.name}'s CPU", family, isa), "the unified device's CPU", threads)
-    name = (hardware.machine.cpu if hardware.machine else None) or ""
+    name = hardware.cpu_name or ""
     if any(h in name.lower() for h in ARM_HINTS):
         return CPURates(CPUSpec(name, "arm", "neon"), "an ARM CPU by its name, NEON assumed", threads)
     return CPURates(CPUSpec(name or "x86 CPU", "x86", "avx2"), "an x86 CPU with AVX2 assumed", threads)
@@ -108,8 +107,7 @@ ASSUMED_THREADS = 8  # a desktop CPU's performance cores, where the threads are 
 def system_bandwidth_gbps(hardware: Hardware, rates: CPURates, notes: list[str]) -> float:
     """Datasheet GB/s of the memory the CPU layers read: the machine's (file or flags), a unified device's,
     the CPU's supported maximum, else a current desktop's, each but the first said in the notes."""
-    machine = hardware.machine
-    given = (machine.ram_bandwidth_gbps if machine else None) or hardware.ram_bandwidth_gbps
+    given = hardware.ram_bandwidth_gbps
     if given:
         return given
     unified = next((g for g in hardware.gpus if g.unified_memory and g.memory_bandwidth_gbps), None)

@@ -15,8 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gemma_fit.gguf.tensors import TensorPlan
-from gemma_fit.hardware.select import Hardware
-from gemma_fit.hardware.spec import GPUAttachment, GPUSpec
+from gemma_fit.hardware.spec import GPUAttachment, GPUSpec, Hardware
 from gemma_fit.memory.estimate import MemoryEstimate
 from gemma_fit.memory.placement import CPU
 from gemma_fit.model.spec import ModelSpec
@@ -82,12 +81,11 @@ class SpeedInputError(ValueError):
 
 def predict_performance(plan: TensorPlan, est: MemoryEstimate, hardware: Hardware, prompt_tokens: int) -> Performance:
     """Decode and prefill speed, time to first token and load time of this plan on this hardware."""
-    machine = hardware.machine
     gpus = hardware.gpus
-    disk = machine.disk if machine else hardware.disk
+    disk = hardware.disk
     disk_read_gbps = disk.sequential_read_gbps if disk else None
-    attachments = machine.attachments if machine else None
-    ram_bytes = (machine.ram_bytes if machine else None) or hardware.host_capacity_bytes
+    attachments = hardware.attachments
+    ram_bytes = hardware.host_capacity_bytes
     if prompt_tokens > est.n_ctx:
         raise SpeedInputError(f"a prompt of {prompt_tokens:,} tokens is longer than the context ({est.n_ctx:,})")
     if prompt_tokens < 1:

@@ -14,8 +14,7 @@ from functools import cache
 
 from gemma_fit.db.rules import read_packaged_yaml
 from gemma_fit.gguf.tensors import TensorPlan
-from gemma_fit.hardware.select import Hardware
-from gemma_fit.hardware.spec import GPUSpec
+from gemma_fit.hardware.spec import GPUSpec, Hardware
 from gemma_fit.memory.estimate import MemoryEstimate
 from gemma_fit.memory.placement import CPU
 from gemma_fit.speed.batch import Pipeline, StageWork
@@ -84,7 +83,7 @@ def llamacpp_pipeline(plan: TensorPlan, est: MemoryEstimate, hardware: Hardware,
                              per_thread * (rates.threads or 8) * 1e9, 0.0, share))  # the CPU runs prefill's kernels
     if not gpus:
         return Pipeline(tuple(stages))
-    attachments = hardware.machine.attachments if hardware.machine else tuple(default_attachment(g) for g in gpus)
+    attachments = hardware.attachments or tuple(default_attachment(g) for g in gpus)
     peer = peer_link(gpus, attachments)
     fixed, per_seq = 0.0, 0.0
     hidden = 4.0 * model.n_embd

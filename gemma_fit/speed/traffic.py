@@ -35,7 +35,7 @@ class Traffic:
 
 
 @dataclass(frozen=True)
-class Workload:
+class LoadPoint:
     prompt_tokens: int
     output_tokens: int
     concurrency: int = 1  # closed loop: requests in flight
@@ -53,7 +53,7 @@ class ClosedLoop:
     bound: str  # memory | compute
 
 
-def closed_loop(pipe: Pipeline, prefill_tps: float, w: Workload) -> ClosedLoop:
+def closed_loop(pipe: Pipeline, prefill_tps: float, w: LoadPoint) -> ClosedLoop:
     n, p, g = max(1, w.concurrency), w.prompt_tokens, max(1, w.output_tokens)
     step = pipe.step_s(n)
     prefill_round = n * p / prefill_tps if prefill_tps else float("inf")
@@ -85,7 +85,7 @@ def _prefill_share(rate: float, p: int, prefill_tps: float) -> float:
     return rate * p / prefill_tps if prefill_tps else float("inf")
 
 
-def capacity_per_s(pipe: Pipeline, prefill_tps: float, w: Workload, max_batch: int) -> float:
+def capacity_per_s(pipe: Pipeline, prefill_tps: float, w: LoadPoint, max_batch: int) -> float:
     """Requests/s one server completes when full: each costs its prefill and G steps' share at max_batch."""
     b = max(1, max_batch)
     per_request = w.prompt_tokens / prefill_tps + max(1, w.output_tokens) * pipe.step_s(b) / b
@@ -101,7 +101,7 @@ def _wait_quantile(rho: float, service: float, q: float) -> float:
     return conditional_mean * math.log(rho / (1 - q))
 
 
-def open_loop(pipe: Pipeline, prefill_tps: float, w: Workload, max_batch: int) -> OpenLoop:
+def open_loop(pipe: Pipeline, prefill_tps: float, w: LoadPoint, max_batch: int) -> OpenLoop:
     """A Poisson stream of w.rate_per_s requests against one server that batches up to max_batch sequences.
 
     The server's busy share is rho = R x (P / prefill rate + G / decode rate at max_batch), so it completes at most
@@ -171,12 +171,12 @@ def serve(pipe: Pipeline, prefill_tps: float, n_parallel: int, prompt_tokens: in
         n = min(n, max_concurrency)
     closed = open_ = None
     if output_tokens:
-        closed = closed_loop(pipe, prefill_tps, Workload(prompt_tokens, output_tokens, n))
+        closed = closed_loop(pipe, prefill_tps, LoadPoint(prompt_tokens, output_tokens, n))
         aggregate, per_user = closed.aggregate_tokens_per_s, closed.per_user_tokens_per_s
     else:
         aggregate, per_user = pipe.aggregate_tokens_per_s(n), 1.0 / pipe.step_s(n)
     if rate_per_s is not None:
-        open_ = open_loop(pipe, prefill_tps, Workload(prompt_tokens, output_tokens or 256, n, rate_per_s), max_batch)
+        open_ = open_loop(pipe, prefill_tps, LoadPoint(prompt_tokens, output_tokens or 256, n, rate_per_s), max_batch)
     points = tuple((b, pipe.aggregate_tokens_per_s(b), 1.0 / pipe.step_s(b))
                    for b in SCALING_POINTS if b <= max(n, max_batch))
     return Serving(max(1, n_parallel), aggregate, per_user, pipe.bound(n), max_concurrency, prompt_tokens,

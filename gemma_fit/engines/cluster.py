@@ -18,22 +18,27 @@ With an ideal network (infinite bandwidth, no latency) either plan equals the on
 
 from __future__ import annotations
 
+import ipaddress
+import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from gemma_fit.base.errors import BadInput
-from gemma_fit.engines.base import EngineResult, EngineSettings
+from gemma_fit.base.text import printable
+from gemma_fit.base.verdict import Verdict
+from gemma_fit.engines.base import CheckResult, EngineDevice, EnginePlan, EngineSettings
 from gemma_fit.engines.hf_speed import HFLayout, Requests, hf_model_work, hf_performance
-from gemma_fit.engines.llamacpp import CheckResult, run_check
-from gemma_fit.engines.vllm import estimate_vllm
+from gemma_fit.engines.llamacpp import LlamaCppResult, run_check
+from gemma_fit.engines.vllm import VllmOptions, estimate_vllm
 from gemma_fit.hardware.cluster import Cluster, Node
-from gemma_fit.hardware.select import Hardware, select_hardware
+from gemma_fit.hardware.select import select_hardware
+from gemma_fit.hardware.spec import Hardware
+from gemma_fit.memory.estimate import DeviceMemory
 from gemma_fit.memory.placement import CPU
 from gemma_fit.memory.settings import RunSettings
 from gemma_fit.model.catalog import ResolvedModel
 from gemma_fit.model.spec import ModelSpec
-from gemma_fit.present.documents import device_json, llama_device_json
 from gemma_fit.speed.batch import Pipeline
 from gemma_fit.speed.calibration import split_terms
 from gemma_fit.speed.links import default_attachment, peer_link
@@ -46,10 +51,42 @@ RAY_PORT = 6379  # ray start --head's default GCS port
 
 
 @dataclass(frozen=True)
+class ClusterDevice:
+    """One GPU of a cluster plan: where it is, and its memory as the engine counts it."""
+
+    node: str
+    host: str
+    memory: DeviceMemory | EngineDevice  # llama.cpp's buffers (RPC) or vLLM's accounting (Ray)
+    stage: int | None = None  # vLLM's pipeline stage
+    layers: int | None = None  # the layers of that stage
+
+
+def is_ipv6(host: str) -> bool:
+    try:
+        return isinstance(ipaddress.ip_address(host), ipaddress.IPv6Address)
+    except ValueError:
+        return False
+
+
+def endpoint(host: str, port: int) -> str:
+    """host:port as Ray parses it: an IPv6 address in brackets ([fe80::1]:6379, Ray's build_address)."""
+    return f"[{host}]:{port}" if is_ipv6(host) else f"{host}:{port}"
+
+
+def _ipv4_only(cluster: Cluster) -> None:
+    """llama.cpp's RPC client connects over IPv4 only (ggml-rpc transport.cpp: AF_INET sockets, gethostbyname;
+    parse_endpoint splits at the first ':'), so an IPv6 address cannot be a worker."""
+    for n in cluster.nodes[1:]:
+        if is_ipv6(n.host):
+            raise BadInput(f"node {printable(n.name, 60)}: {n.host} is an IPv6 address, and llama.cpp's RPC connects "
+                           "over IPv4 only (ggml-rpc's transport); give the worker's IPv4 address or host name")
+
+
+@dataclass(frozen=True)
 class ClusterPlan:
     engine: str
-    verdict: str
-    devices: tuple[dict[str, Any], ...]  # node, host, and the engine's memory keys per device
+    verdict: Verdict
+    devices: tuple[ClusterDevice, ...]
     network: dict[str, Any]  # what crosses the network per token and what it costs
     performance: Performance | None
     commands: tuple[str, ...]
@@ -64,20 +101,21 @@ def _hardware(ids: list[str], dirs: tuple[Path, ...]) -> Hardware:
 def rpc_plan(cluster: Cluster, resolved: ResolvedModel, quant: str, settings: RunSettings, prompt_tokens: int,
              traffic: Traffic, hardware_dirs: tuple[Path, ...] = ()) -> ClusterPlan:
     """llama-server on the head with every other node's GPUs as RPC devices (in front of the head's own)."""
+    _ipv4_only(cluster)
     remote = [g for n in cluster.nodes[1:] for g in n.gpus]
     head = list(cluster.nodes[0].gpus)
     owners = [n for n in cluster.nodes[1:] for _ in n.gpus] + [cluster.nodes[0]] * len(head)
     hw = _hardware([g.id for g in remote + head], hardware_dirs)
-    r: CheckResult = run_check(resolved, quant, settings, hw, prompt_tokens=prompt_tokens,
-                               output_tokens=traffic.output_tokens, request_rate=traffic.rate_per_s)
-    est = r.verdict.estimate
+    r: LlamaCppResult = run_check(resolved, quant, settings, hw, prompt_tokens=prompt_tokens,
+                                  output_tokens=traffic.output_tokens, request_rate=traffic.rate_per_s)
+    est = r.detail.estimate
     crossings = _node_crossings(list(est.placement.layer_device), owners)
     net = cluster.network
     hidden = 4.0 * resolved.spec.n_embd
     perf = r.performance
     if perf is not None and perf.serving is not None:
         def over_network(position: int) -> Pipeline:
-            p = llamacpp_pipeline(r.plan, est, hw, position)
+            p = llamacpp_pipeline(r.detail.plan, est, hw, position)
             return replace(p, handover_fixed_s=p.handover_fixed_s + crossings * 2 * net.latency_s,
                            handover_s_per_seq=p.handover_s_per_seq + crossings * (net.seconds(hidden) - net.latency_s))
 
@@ -92,21 +130,21 @@ def rpc_plan(cluster: Cluster, resolved: ResolvedModel, quant: str, settings: Ru
         perf = replace(perf, decode_tokens_per_s=single, prefill_tokens_per_s=prefill,
                        ttft_s=prefill_s + 1.0 / single, serving=sv,
                        notes=(*perf.notes, f"{crossings} layer boundaries cross the network per token"))
-    devices = tuple({"node": o.name, "host": o.host, **llama_device_json(d)}
-                    for o, d in zip(owners, est.devices, strict=True))
-    workers = [f"ssh {n.host} ggml-rpc-server -H 0.0.0.0 -p {RPC_PORT}" for n in cluster.nodes[1:]]
+    devices = tuple(ClusterDevice(o.name, o.host, d) for o, d in zip(owners, est.devices, strict=True))
+    workers = [f"ssh {shlex.quote(n.host)} ggml-rpc-server -H 0.0.0.0 -p {RPC_PORT}" for n in cluster.nodes[1:]]
     rpc = ",".join(f"{n.host}:{RPC_PORT}" for n in cluster.nodes[1:])
-    server = r.verdict.server_command
-    commands = (*workers, f"{server} --rpc {rpc}" if rpc else server)
+    server = r.command
+    commands = (*workers, f"{server} --rpc {shlex.quote(rpc)}" if rpc else server)
     network = {"bandwidth_gbit": round(net.bytes_per_s * 8 / 1e9, 6), "latency_us": round(net.latency_s * 1e6, 3),
                "boundaries_crossing_network": crossings,
                "bytes_per_token_per_sequence": crossings * hidden,
                "seconds_per_token": crossings * (2 * net.latency_s) + crossings * (net.seconds(hidden) - net.latency_s)}
-    reasons = (*r.verdict.reasons, "workers run ggml-rpc-server from a llama.cpp build with -DGGML_RPC=ON (the "
+    reasons = (*r.reasons, "workers run ggml-rpc-server from a llama.cpp build with -DGGML_RPC=ON (the "
                "head's llama-server needs it too); the GGUF stays on the head, which sends each RPC device its "
                "share of the weights at load")
-    settings_doc = {"n_ctx": est.n_ctx, "n_parallel": est.settings.n_parallel, "n_gpu_layers": r.verdict.n_gpu_layers}
-    return ClusterPlan("llama.cpp", r.verdict.verdict, devices, network, perf, commands, reasons, settings_doc)
+    settings_doc = {"n_ctx": est.n_ctx, "n_parallel": est.settings.n_parallel,
+                    "n_gpu_layers": r.detail.fit.n_gpu_layers}
+    return ClusterPlan("llama.cpp", r.verdict, devices, network, perf, commands, reasons, settings_doc)
 
 
 def _node_crossings(layer_device: list[int], owners: list[Node]) -> int:
@@ -117,11 +155,11 @@ def _node_crossings(layer_device: list[int], owners: list[Node]) -> int:
     return sum(1 for a, b in zip(layer_device, layer_device[1:], strict=False) if node(a) != node(b))
 
 
-def _held(r: EngineResult, spec: ModelSpec, tokens: int) -> int:
+def _held(r: CheckResult[EnginePlan], spec: ModelSpec, tokens: int) -> int:
     """Requests of `tokens` one stage's KV pool holds at once (vLLM's concurrency at that length)."""
-    from gemma_fit.engines.vllm import kv_dtype_bytes, kv_plan
+    from gemma_fit.engines.vllm_kv import kv_dtype_bytes, kv_plan
 
-    x = r.extras
+    x = r.detail.extras
     plan = kv_plan(spec, int(x["kv_cache_budget_bytes"]), max(1, tokens), int(x["block_size"]),
                    kv_dtype_bytes(str(x["kv_cache_dtype"]), r.quant), int(x["tensor_parallel_size"]),
                    int(x["max_num_batched_tokens"]))
@@ -141,7 +179,8 @@ def stage_spec(spec: ModelSpec, start: int, count: int) -> ModelSpec:
     return replace(spec, layers=layers)
 
 
-def ray_plan(cluster: Cluster, resolved: ResolvedModel, es: EngineSettings, hardware_dirs: tuple[Path, ...] = (),
+def ray_plan(cluster: Cluster, resolved: ResolvedModel, es: EngineSettings[VllmOptions],
+             hardware_dirs: tuple[Path, ...] = (),
              tp: int | None = None, pp: int | None = None) -> ClusterPlan:
     """vLLM on Ray: tp GPUs per stage (default: per node), pp stages (default: the nodes), one stage per node."""
     counts = {len(n.gpus) for n in cluster.nodes}
@@ -153,7 +192,7 @@ def ray_plan(cluster: Cluster, resolved: ResolvedModel, es: EngineSettings, hard
                        f"{', '.join(str(len(n.gpus)) for n in cluster.nodes)} GPUs")
     spec = resolved.spec
     parts = pp_partition(spec.n_layer, pp)
-    results: list[EngineResult] = []
+    results: list[CheckResult[EnginePlan]] = []
     stages: list[ModelSpec] = []
     start = 0
     for k, n_layers in enumerate(parts):
@@ -163,10 +202,10 @@ def ray_plan(cluster: Cluster, resolved: ResolvedModel, es: EngineSettings, hard
             sub = replace(sub, n_vocab=0)
         stages.append(sub)
         hw = _hardware([g.id for g in node.gpus[:tp]], hardware_dirs)
-        results.append(estimate_vllm(resolved, sub, replace(es, tensor_parallel_size=tp), hw))
+        results.append(estimate_vllm(resolved, sub, replace(es, options=replace(es.options, tensor_parallel_size=tp)),
+                                     hw))
         start += n_layers
-    verdicts = [x.verdict for x in results]
-    verdict = "no-go" if "no-go" in verdicts else "tight" if "tight" in verdicts else "go"
+    verdict = Verdict.worst([x.verdict for x in results])
     need = min(results[0].n_ctx, es.prompt_tokens + (es.output_tokens or 0))
     held = min(_held(x, sub_spec, need) for x, sub_spec in zip(results, stages, strict=True))
     first = results[0]
@@ -174,21 +213,23 @@ def ray_plan(cluster: Cluster, resolved: ResolvedModel, es: EngineSettings, hard
     link = peer_link(gpus[:tp], tuple(default_attachment(g) for g in gpus[:tp])) if tp > 1 else None
     net = cluster.network
     perf = None
-    if verdict != "no-go":
-        layout = HFLayout(gpus, first.quant, tp, pp, int(first.extras["max_num_batched_tokens"]),
+    if verdict != Verdict.NO_GO:
+        layout = HFLayout(gpus, first.quant, tp, pp, int(first.detail.extras["max_num_batched_tokens"]),
                           link.per_direction_gbps if link else 0.0,
                           split_terms()["tensor_allreduce_s"] if link else 0.0, net.latency_s,
                           net.bytes_per_s / 1e9 if net.bytes_per_s != float("inf") else 0.0)
         req = Requests(es.prompt_tokens, es.output_tokens, es.request_rate, es.max_num_seqs or 1,
-                       min(int(first.extras["max_num_seqs"]), max(1, held)), held)
-        perf = hf_performance("vllm", hf_model_work(spec), layout, req, sum(x.weights_total_bytes for x in results))
-    devices = tuple({"node": cluster.nodes[k].name, "host": cluster.nodes[k].host, "stage": k, "layers": parts[k],
-                     **device_json(d)} for k, x in enumerate(results) for d in x.devices)
+                       min(int(first.detail.extras["max_num_seqs"]), max(1, held)), held)
+        perf = hf_performance("vllm", hf_model_work(spec), layout, req,
+                              sum(x.detail.weights_total_bytes for x in results))
+    devices = tuple(ClusterDevice(cluster.nodes[k].name, cluster.nodes[k].host, d, k, parts[k])
+                    for k, x in enumerate(results) for d in x.detail.devices)
     head = cluster.nodes[0].host
     serve_cmd = first.command.replace(f"--tensor-parallel-size {tp} ", "")
     serve_cmd += f" --tensor-parallel-size {tp} --pipeline-parallel-size {pp} --distributed-executor-backend ray"
     commands = (f"ray start --head --port {RAY_PORT}",
-                *(f"ssh {n.host} ray start --address {head}:{RAY_PORT}" for n in cluster.nodes[1:pp]),
+                *(f"ssh {shlex.quote(n.host)} ray start --address {shlex.quote(endpoint(head, RAY_PORT))}"
+                  for n in cluster.nodes[1:pp]),
                 serve_cmd)
     hidden = 2.0 * spec.n_embd
     network = {"bandwidth_gbit": round(net.bytes_per_s * 8 / 1e9, 6), "latency_us": round(net.latency_s * 1e6, 3),
@@ -199,5 +240,5 @@ def ray_plan(cluster: Cluster, resolved: ResolvedModel, es: EngineSettings, hard
                *first.reasons[:1], "every node needs the same vLLM, the model files (or access to the Hub) and "
                "a Ray version of its own; the head serves the API")
     settings_doc = {"n_ctx": first.n_ctx, "tensor_parallel_size": tp, "pipeline_parallel_size": pp,
-                    "max_num_seqs": first.extras["max_num_seqs"], "n_parallel": es.max_num_seqs or 1}
+                    "max_num_seqs": first.detail.extras["max_num_seqs"], "n_parallel": es.max_num_seqs or 1}
     return ClusterPlan("vllm", verdict, devices, network, perf, commands, reasons, settings_doc)

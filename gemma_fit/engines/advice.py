@@ -12,12 +12,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gemma_fit.base.errors import GemmaFitError
-from gemma_fit.engines.llamacpp import Advice, CheckResult, run_check
+from gemma_fit.base.verdict import Verdict
+from gemma_fit.engines.llamacpp import Advice, LlamaCppResult, run_check
 from gemma_fit.gguf.tensors import build_plan
 from gemma_fit.hardware.spec import MAX_GPUS_PER_CONTEXT
 from gemma_fit.memory.settings import RunSettings
 
-VERDICT_RANK = {"go": 0, "tight": 1, "offload": 2, "no-go": 3}
 # Quality notes from llama.cpp's own measurements of KV cache quantization (PR #7412 perplexity table:
 # q8_0 K and V +0.002 ppl on 7B, q4_0 +0.06), kept as words: the numbers are the PR's, not ours.
 KV_NOTE = {"q8_0": "near-lossless (llama.cpp PR #7412: +0.002 perplexity)",
@@ -27,29 +27,26 @@ QUANT_LADDER = ("BF16", "Q8_0", "Q6_K", "Q5_K_M", "Q5_K_S", "Q4_K_M", "Q4_K_S", 
                 "IQ3_M", "IQ3_XXS", "Q2_K", "IQ2_M")
 
 
-def _try(base: CheckResult, change: str, flags: str, settings: RunSettings | None = None,
+def _try(base: LlamaCppResult, change: str, flags: str, settings: RunSettings | None = None,
          quant: str | None = None, gpus: int = 0) -> Advice | None:
-    hw = base.hardware
-    if gpus:  # the same machine with each GPU (and its slot) twice
-        machine = hw.machine and replace(hw.machine, gpus=hw.machine.gpus * gpus,
-                                         attachments=hw.machine.attachments * gpus)
-        hw = replace(hw, gpus=hw.gpus * gpus, machine=machine, label=f"{gpus} x {hw.label}")
-    s = settings or base.settings
-    plan = build_plan(base.resolved.spec, quant) if quant else base.plan
+    hw = base.hardware.times(gpus) if gpus else base.hardware  # the same machine with each GPU (and slot) twice
+    d = base.detail
+    s = settings or d.settings
+    plan = build_plan(base.resolved.spec, quant) if quant else d.plan
     try:
-        r = run_check(base.resolved, plan.ftype.name, s, hw, plan=plan, margin_bytes=base.margin_bytes,
-                      unmodelled=base.unmodelled)
+        r = run_check(base.resolved, plan.ftype.name, s, hw, plan=plan, margin_bytes=d.margin_bytes,
+                      unmodelled=d.unmodelled)
     except GemmaFitError:
         return None
-    if r.verdict.verdict == "no-go":
+    if r.verdict == Verdict.NO_GO:
         return None
     speed = r.performance.decode_tokens_per_s if r.performance else None
-    return Advice(change, flags, r.verdict.verdict, r.verdict.max_ctx_fit, speed, r.verdict.server_command)
+    return Advice(change, flags, r.verdict, r.max_ctx_fit, speed, r.command)
 
 
-def _moves(r: CheckResult) -> list[Advice | None]:
-    s = r.settings
-    if r.verdict.auto_n_cpu_moe:  # experts -ngl auto moved: each move chooses its own
+def _moves(r: LlamaCppResult) -> list[Advice | None]:
+    s = r.detail.settings
+    if r.detail.fit.auto_n_cpu_moe:  # experts -ngl auto moved: each move chooses its own
         s = replace(s, n_cpu_moe=0)
     model = r.resolved.spec
     out: list[Advice | None] = []
@@ -61,8 +58,8 @@ def _moves(r: CheckResult) -> list[Advice | None]:
                             f"-ctk {kv} -ctv {kv}{fa}",
                             replace(auto, cache_type_k=kv, cache_type_v=kv,
                                     flash_attn="on" if s.flash_attn == "off" else s.flash_attn)))
-    ctx = r.verdict.max_ctx_fit
-    if 256 <= ctx < r.verdict.estimate.n_ctx:
+    ctx = r.max_ctx_fit
+    if 256 <= ctx < r.n_ctx:
         out.append(_try(r, f"a smaller context: {ctx:,} tokens fit", f"-c {ctx}", replace(auto, n_ctx=ctx)))
     if s.n_parallel > 1:
         out.append(_try(r, "one slot instead of " + str(s.n_parallel), "-np 1", replace(auto, n_parallel=1)))
@@ -71,7 +68,7 @@ def _moves(r: CheckResult) -> list[Advice | None]:
                         replace(s, cpu_moe=True, n_cpu_moe=0, n_gpu_layers=None)))
     if r.hardware.gpus and s.n_gpu_layers is not None:
         out.append(_try(r, "the layers that fit on the GPU(s), the rest on the CPU (-ngl auto)", "-ngl auto", auto))
-    lower = _next_quant_down(r.plan.ftype.name)
+    lower = _next_quant_down(r.detail.plan.ftype.name)
     if lower:
         out.append(_try(r, f"the next smaller quant, {lower}", f"--quant {lower}", auto, quant=lower))
     if r.hardware.gpus and len(r.hardware.gpus) * 2 <= MAX_GPUS_PER_CONTEXT and not any(
@@ -89,18 +86,18 @@ def _next_quant_down(quant: str) -> str | None:
     return "Q4_K_M" if quant in ("F16", "F32") else None
 
 
-def advise(r: CheckResult) -> tuple[Advice, ...]:
+def advise(r: LlamaCppResult) -> tuple[Advice, ...]:
     """The moves that make this plan fit or fit better (a better verdict, or the same one faster), best first."""
-    if r.verdict.verdict == "go":  # nothing needs changing
+    if r.verdict == Verdict.GO:  # nothing needs changing
         return ()
-    current = VERDICT_RANK[r.verdict.verdict]
+    current = r.verdict.rank
     moves = [a for a in _moves(r) if a is not None]  # in the order a user would try them
-    better = [a for a in moves if VERDICT_RANK[a.verdict] < current
-              or (VERDICT_RANK[a.verdict] == current and (a.decode_tokens_per_s or 0) > _speed(r))]
+    better = [a for a in moves if a.verdict.rank < current
+              or (a.verdict.rank == current and (a.decode_tokens_per_s or 0) > _speed(r))]
     # the best verdict first; among equals, the cheaper move (the order above: KV cache before context,
     # context before quality or hardware)
-    return tuple(sorted(better, key=lambda a: VERDICT_RANK[a.verdict]))
+    return tuple(sorted(better, key=lambda a: a.verdict.rank))
 
 
-def _speed(r: CheckResult) -> float:
+def _speed(r: LlamaCppResult) -> float:
     return r.performance.decode_tokens_per_s if r.performance else 0.0

@@ -1,0 +1,110 @@
+"""One door for every number a user gives: each option and file value has its range here, and one check.
+
+A value outside its range, NaN, an infinity or a boolean where a number belongs is bad input: one line that
+names the option, the value and the range. The limits are past any real use (a typo is caught, a real plan
+never is); where a limit is llama.cpp's or an engine's own, the comment says where it comes from.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from gemma_fit.base.errors import BadInput
+from gemma_fit.base.text import printable
+
+MAX_TOKENS = 16 * 1024 * 1024  # past any Gemma's trained context x 64: certainly a typo
+MAX_SEQUENCES = 65536
+LLAMA_MAX_SEQUENCES = 256  # llama.cpp's LLAMA_MAX_SEQ
+MAX_GIB = 1024  # GiB kept free on a GPU: past any GPU made
+MAX_RATE = 1e6  # requests per second: past any one deployment's traffic
+
+
+@dataclass(frozen=True)
+class Range:
+    low: float
+    high: float
+    note: str = ""  # what the number means, said after the range
+    integer: bool = True
+    low_open: bool = False  # the low end itself is refused: (low, high]
+
+    def holds(self, value: float) -> bool:
+        above = value > self.low if self.low_open else value >= self.low
+        return above and value <= self.high
+
+    def shown(self) -> str:
+        low = f"more than {_num(self.low)}" if self.low_open else _num(self.low)
+        return f"{low} to {_num(self.high)}" + (f"; {self.note}" if self.note else "")
+
+
+def _num(x: float) -> str:
+    return f"{x:,.0f}" if float(x).is_integer() else f"{x:g}"
+
+
+RANGES: dict[str, Range] = {
+    # llama.cpp's options (check, report, inspect, smoke, serve-plan)
+    "--ctx": Range(0, MAX_TOKENS, "0 = the model's trained context"),
+    "--batch": Range(1, MAX_TOKENS),
+    "--ubatch": Range(1, MAX_TOKENS),
+    "--parallel": Range(1, LLAMA_MAX_SEQUENCES, "llama.cpp runs at most 256 sequences"),
+    "--n-cpu-moe": Range(0, 4096, "layers whose routed experts stay in system memory"),
+    "--margin": Range(0, MAX_GIB, "GiB kept free on each GPU", integer=False),
+    "--reserve": Range(0, MAX_GIB, "GiB kept free on each GPU", integer=False),
+    # what the user will run
+    "--prompt-tokens": Range(1, MAX_TOKENS),
+    "--output-tokens": Range(1, MAX_TOKENS),
+    "--rate": Range(0, MAX_RATE, "requests per second", integer=False, low_open=True),
+    "--images": Range(0, 1024, "images per prompt"),
+    # the engines' own
+    "--engine-parallel": Range(1, MAX_SEQUENCES),
+    "--gpu-memory-utilization": Range(0, 1, "vLLM's share of each GPU", integer=False, low_open=True),
+    "--max-num-batched-tokens": Range(1, MAX_TOKENS),
+    "--tensor-parallel-size": Range(1, 64),
+    "--pipeline-parallel-size": Range(1, 64),
+    "--block-size": Range(1, 1024),
+    "--batch-size": Range(1, MAX_SEQUENCES),
+    "--max-new-tokens": Range(0, MAX_TOKENS),
+    "--gpu-overhead": Range(0, 2**50, "bytes"),
+    # the machine said on the command line
+    "--ram": Range(0.25, 64 * 1024, "GiB of system memory", integer=False),
+    "--ram-channels": Range(1, 24),
+    "--cores": Range(1, 1024),
+    "--threads": Range(1, 1024),
+    # what a user needs (recommend, buy)
+    "--need-ctx": Range(1, MAX_TOKENS, "the context you need, in tokens"),
+    "--min-tps": Range(0, 1e6, "tokens/s", integer=False),
+    "--top": Range(1, 100),
+    "--budget": Range(0, 1e8, "US dollars", integer=False, low_open=True),
+    "--max-gpus": Range(1, 4),
+    # smoke
+    "--n-predict": Range(1, MAX_TOKENS),
+    "--timeout": Range(0, 7 * 24 * 3600, "seconds", integer=False, low_open=True),
+    # values in files
+    "bandwidth_gbit": Range(0.001, 100_000, "Gbit/s per direction", integer=False),
+    "latency_us": Range(0, 10_000_000, "microseconds, one way", integer=False),
+    "ram_gb": Range(0.25, 64 * 1024, "GiB", integer=False),
+    "usd": Range(0, 1e8, "US dollars", integer=False, low_open=True),
+}
+
+
+def check_range(name: str, value: object, shown_name: str | None = None) -> float:
+    """`value` if it is a number inside RANGES[name]; else BadInput in one line. `shown_name` is how the
+    message names it (a flag as the user typed it, or a file's field)."""
+    limits = RANGES[name]
+    label = shown_name or name
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise BadInput(f"{label} {printable(repr(value), 60)} is not a number ({limits.shown()})")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise BadInput(f"{label} {value} is impossible ({limits.shown()})")
+    if limits.integer and isinstance(value, float) and not value.is_integer():
+        raise BadInput(f"{label} {value:g} must be a whole number ({limits.shown()})")
+    if not limits.holds(value):
+        raise BadInput(f"{label} {_num(value) if isinstance(value, int) else f'{value:g}'} is impossible "
+                       f"({limits.shown()})")
+    return value
+
+
+def check_optional(name: str, value: object, shown_name: str | None = None) -> None:
+    """check_range for a value that may be unset (None)."""
+    if value is not None:
+        check_range(name, value, shown_name)

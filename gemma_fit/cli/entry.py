@@ -1,0 +1,58 @@
+"""The `gemma-fit` program: one-line errors and the contract's exit statuses, never a traceback.
+
+`gemma-fit --version` is answered here, before the command line's machinery loads (as pip and llama.cpp answer
+it: at once); everything else goes to cli.app.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from gemma_fit.base.errors import EXIT_BAD_INPUT, GemmaFitError
+from gemma_fit.base.version import __version__
+
+
+def _fail(message: str, code: int) -> None:
+    """The one line a failure prints: control bytes escaped, so user input cannot drive the terminal."""
+    from gemma_fit.base.text import printable
+
+    print(f"gemma-fit: error: {printable(message, limit=2000)}", file=sys.stderr)
+    sys.exit(code)
+
+
+def main() -> None:
+    """Entry point of the gemma-fit script and of `python -m gemma_fit`."""
+    if sys.argv[1:] == ["--version"]:
+        print(f"gemma-fit {__version__}")
+        return
+    import signal
+
+    # `gemma-fit ... | head`: die of SIGPIPE (status 141 in the shell) like cat and grep, instead of
+    # click's "exit 1" or Python's BrokenPipeError at the first write after head has gone.
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    try:
+        import typer
+
+        from gemma_fit.cli.app import app
+    except GemmaFitError as exc:  # a database that does not load
+        _fail(str(exc), exc.exit_code)
+    try:
+        rc = app(standalone_mode=False, prog_name="gemma-fit")  # returns typer.Exit's code, not raising it
+        if isinstance(rc, int) and rc:
+            sys.exit(rc)
+    except GemmaFitError as exc:
+        _fail(str(exc), exc.exit_code)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        print("gemma-fit: aborted", file=sys.stderr)
+        sys.exit(130)
+    except Exception as exc:  # usage errors and anything unexpected: one line, no traceback
+        format_message = getattr(exc, "format_message", None)
+        if format_message is not None:  # typer/click usage errors (unknown option, bad value)
+            message = format_message()
+            if not message:  # no command given: click printed the help, there is nothing more to say
+                sys.exit(EXIT_BAD_INPUT)
+            _fail(message, EXIT_BAD_INPUT)
+        print(f"gemma-fit: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        sys.exit(1)

@@ -1,0 +1,87 @@
+"""vLLM's KV cache pool: how many blocks the budget buys and how many requests of a length they hold, as vLLM
+0.33.0 plans them (vllm/v1/core/kv_cache_planning.py, vllm/v1/kv_cache_interface.py; engines.vllm's docstring
+cites each rule)."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+
+from gemma_fit.base.errors import BadInput
+from gemma_fit.engines.hf_weights import kv_layers
+from gemma_fit.model.spec import ModelSpec
+
+ASYNC_CONCURRENT_BATCHES = 2  # vllm/config/vllm.py max_concurrent_batches with async scheduling
+
+
+@dataclass(frozen=True)
+class KVGroupType:
+    sliding: bool
+    n_layers: int
+    bytes_per_token: int  # one layer's K + V per token
+    block_size: int  # after page-size unification
+    page_bytes: int  # one layer's page after unification
+
+
+def kv_dtype_bytes(kv_cache_dtype: str, quant: str) -> int:
+    if kv_cache_dtype.startswith("fp8"):
+        return 1
+    if kv_cache_dtype not in ("auto", "bf16", "fp16", "bfloat16", "float16"):
+        raise BadInput(f"--kv-cache-dtype {kv_cache_dtype} is not a vLLM KV dtype (auto, fp8, fp8_e4m3, fp8_e5m2)")
+    return 2  # auto = the model dtype (bf16; fp8/int4 checkpoints keep bf16 activations)
+
+
+def kv_group_types(spec: ModelSpec, block_size: int, dtype_bytes: int, tp: int) -> list[KVGroupType]:
+    """One entry per KV spec (sliding / full with their head sizes), page sizes unified."""
+    counts: Counter[tuple[bool, int]] = Counter()
+    for layer in kv_layers(spec):
+        heads = max(1, layer.n_head_kv // tp)  # KV heads are replicated when fewer than the TP ranks
+        per_token = heads * 2 * layer.head_dim * dtype_bytes
+        counts[(layer.is_swa and spec.has_swa, per_token)] += 1
+    max_page = max(block_size * per_token for (_, per_token) in counts)
+    out = []
+    for (sliding, per_token), n in counts.items():
+        page = block_size * per_token
+        bs = block_size * (max_page // page) if max_page % page == 0 else block_size
+        out.append(KVGroupType(sliding, n, per_token, bs, max_page))
+    return out
+
+
+def group_layout(types: list[KVGroupType]) -> tuple[int, dict[int, int]]:
+    """(group size, groups per type index) as _get_kv_cache_groups_uniform_page_size builds them."""
+    counts = [t.n_layers for t in types]
+    size = min(counts)
+    if max(counts) < size * 1.5:
+        size = max(counts)
+    return size, {i: math.ceil(t.n_layers / size) for i, t in enumerate(types)}
+
+
+def blocks_per_request(t: KVGroupType, max_model_len: int, window: int, in_flight: int) -> int:
+    if t.sliding:
+        return math.ceil(min(window - 1 + in_flight, max_model_len) / t.block_size) + 1
+    return math.ceil(max_model_len / t.block_size)
+
+
+@dataclass(frozen=True)
+class KVPlan:
+    bytes_per_block: int
+    num_blocks: int
+    blocks_per_request: int
+    concurrency: float
+    max_tokens: int  # "GPU KV cache size" vLLM logs: concurrency x max_model_len
+    full_layer_bytes_per_token: int
+
+
+def kv_plan(spec: ModelSpec, budget: int, max_model_len: int, block_size: int, dtype_bytes: int, tp: int,
+            max_num_batched_tokens: int) -> KVPlan:
+    types = kv_group_types(spec, block_size, dtype_bytes, tp)
+    size, groups = group_layout(types)
+    bytes_per_block = size * types[0].page_bytes
+    num_blocks = max(0, budget) // bytes_per_block
+    in_flight = ASYNC_CONCURRENT_BATCHES * max_num_batched_tokens
+    per_req = sum(groups[i] * blocks_per_request(t, max_model_len, spec.n_swa, in_flight)
+                  for i, t in enumerate(types))
+    conc = num_blocks / per_req if per_req else 0.0
+    full = sum(t.n_layers * t.bytes_per_token for t in types)
+    return KVPlan(bytes_per_block, num_blocks, per_req, conc, int(conc * max_model_len), full)
