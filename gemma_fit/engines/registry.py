@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import difflib
 from typing import Any, cast
 
 from gemma_fit.base.errors import BadInput
+from gemma_fit.base.suggest import did_you_mean
 from gemma_fit.base.text import printable
 from gemma_fit.engines import llamacpp_engine, ollama, transformers_hf, vllm
 from gemma_fit.engines.base import CheckRequest, CheckResult, Engine, PlanEngine, option_names
@@ -33,8 +33,7 @@ def engine_named(name: str) -> Engine:
     names = _names()
     if key in names:
         return names[key]
-    close = difflib.get_close_matches(key, list(names), n=1, cutoff=0.5)
-    hint = f"; did you mean {names[close[0]].name}?" if close else ""
+    hint = did_you_mean(key, list(ENGINES)) if key else ""
     raise BadInput(f"--engine {printable(name.strip() or repr(name), 60)} is not one of {', '.join(ENGINES)}{hint}")
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from gemma_fit.base.errors import BadInput
+from gemma_fit.base.text import printable
 from gemma_fit.db.rules import read_packaged_yaml
 
 
@@ -113,5 +114,8 @@ def file_type(name: str) -> FileType:
     try:
         return file_types()[key]
     except KeyError:
-        known = ", ".join((*CONTRACT_QUANTS, *recipes(), *unsloth_ud()))
-        raise BadInput(f"unknown quant '{name}' (known: {known})") from None
+        from gemma_fit.base.suggest import did_you_mean
+
+        hint = did_you_mean(name, (*CONTRACT_QUANTS, *recipes(), *unsloth_ud()))
+        hint = hint or "; see gemma-fit list quants"
+        raise BadInput(f"unknown quant '{printable(name.strip(), 60)}'{hint}") from None

@@ -41,6 +41,7 @@ from gemma_fit.hardware.spec import (  # noqa: F401 - re-exported
     StorageSpec,
     as_seen_by_software,
     cpu_key,
+    ids_named_by_prefix,
     name_key,
 )
 
@@ -182,6 +183,11 @@ def find_gpu_entry(name: str, extra_dirs: tuple[Path, ...] = ()) -> GPUEntry:
     if not key:
         raise BadInput("GPU name is empty (see gemma-fit list gpus)")
     db = load_hardware_db(extra_dirs)
+    if key in db.gpus:
+        return db.gpus[key]
+    several = ids_named_by_prefix(key, list(db.gpus))
+    if len(several) > 1:
+        raise BadInput(f"GPU '{raw}' is sold in several configurations: {', '.join(several)}; give one of those ids")
     if key in db.names:
         return db.gpus[db.names[key]]
     ids = db.device_names.get(key, ())
@@ -267,7 +273,10 @@ def storage_class(storage_id: str, extra_dirs: tuple[Path, ...] = ()) -> Storage
     db = load_hardware_db(extra_dirs)
     key = storage_id.strip().lower()
     if key not in db.storage:
-        raise BadInput(f"unknown storage class '{storage_id}' (known: {', '.join(sorted(db.storage))})")
+        from gemma_fit.base.suggest import did_you_mean
+
+        raise BadInput(f"unknown storage class '{storage_id}' (known: {', '.join(sorted(db.storage))})"
+                       f"{did_you_mean(storage_id, db.storage)}")
     return storage_spec(db.storage[key])
 
 

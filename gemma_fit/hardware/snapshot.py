@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gemma_fit.db.snapshot import snapshot
-from gemma_fit.hardware.spec import CPUSpec, GPUSpec, PcieRate, StorageSpec, cpu_key, name_key
+from gemma_fit.hardware.spec import CPUSpec, GPUSpec, PcieRate, StorageSpec, cpu_key, ids_named_by_prefix, name_key
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,10 @@ class HardwareSnapshot:
         """The GPU an id, alias or unambiguous driver name means; None when unknown or ambiguous
         (hardware.catalog then answers, with its suggestions)."""
         key = name_key(name.strip())
+        if key in self.gpus:
+            return self.gpus[key]
+        if len(ids_named_by_prefix(key, list(self.gpus))) > 1:
+            return None  # a chip sold in several configurations: hardware.catalog lists them
         if key in self.gpu_names:
             return self.gpus[self.gpu_names[key]]
         ids = self.gpu_device_names.get(key, ())

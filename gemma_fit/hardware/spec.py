@@ -44,6 +44,18 @@ def name_key(name: str) -> str:
     return "-".join(tokens)
 
 
+# What follows a chip's name in the id of one of its configurations: a memory size (-64gb, -40gb-pcie) or a form
+# factor (-sxm, -pcie, -nvl, -oam). A different card (-ti, -super, -laptop) is not a configuration.
+_CONFIGURATION = re.compile(r"^(\d+-gb|sxm(-\d+)?|pcie|nvl|oam)(-[a-z0-9]+)*$")  # in name_key's tokens
+
+
+def ids_named_by_prefix(key: str, ids: list[str]) -> list[str]:
+    """The configurations a typed chip name leaves open (`m4-max` -> m4-max-36gb ... m4-max-128gb): the ids that
+    are the name and a memory size or form factor. Two or more is ambiguous, whatever alias the name also is."""
+    found = [i for i in ids if name_key(i).startswith(key + "-") and _CONFIGURATION.match(name_key(i)[len(key) + 1:])]
+    return sorted(found, key=lambda i: [int(t) if t.isdigit() else t for t in name_key(i).split("-")])
+
+
 @dataclass(frozen=True)
 class GPUSpec:
     """What the estimator needs about one GPU. Bytes are integers; bandwidth is decimal GB/s."""

@@ -21,6 +21,8 @@ from typing import Any
 
 from gemma_fit.base.errors import BadInput, GemmaFitError
 from gemma_fit.base.ranges import check_optional, check_range
+from gemma_fit.base.suggest import did_you_mean
+from gemma_fit.base.text import printable
 from gemma_fit.base.verdict import Verdict
 from gemma_fit.hardware.catalog import load_gpu_entries, load_gpus
 from gemma_fit.hardware.prices import Price, current_price, price_table, prices_as_of
@@ -82,7 +84,8 @@ def check_buy_needs(n: BuyNeeds) -> None:
     check_range("--need-ctx", n.n_ctx, "--ctx")
     unknown = [s for s in n.segments if s not in SEGMENTS]
     if unknown:
-        raise BadInput(f"--segment {unknown[0]} is not one of {', '.join(SEGMENTS)} or all")
+        raise BadInput(f"--segment {printable(unknown[0], 60)} is not one of {', '.join(SEGMENTS)} or all"
+                       f"{did_you_mean(unknown[0], SEGMENTS)}")
     check_range("--top", n.top)
 
 

@@ -18,6 +18,8 @@ from typing import Any
 
 from gemma_fit.base.errors import BadInput, GemmaFitError
 from gemma_fit.base.ranges import check_optional, check_range
+from gemma_fit.base.suggest import did_you_mean
+from gemma_fit.base.text import printable
 from gemma_fit.base.verdict import Verdict
 from gemma_fit.engines import registry
 from gemma_fit.engines.llamacpp import LlamaCppResult, run_check
@@ -76,7 +78,8 @@ class Recommendation:
 
 def check_needs(needs: Needs) -> None:
     if needs.prefer not in PREFERENCES:
-        raise BadInput(f"--prefer {needs.prefer} is not one of {', '.join(PREFERENCES)}")
+        raise BadInput(f"--prefer {printable(needs.prefer, 60)} is not one of {', '.join(PREFERENCES)}"
+                       f"{did_you_mean(needs.prefer, PREFERENCES)}")
     check_range("--top", needs.top)
     check_range("--need-ctx", needs.n_ctx, "--ctx")
     check_optional("--min-tps", needs.min_tps)

@@ -9,6 +9,7 @@ cold run needs neither YAML nor the schema.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -109,11 +110,17 @@ def model_cards() -> dict[str, ModelCard]:
     return snapshot("models", dict, _build_cards)
 
 
+def name_key(raw: str) -> str:
+    """A typed model name as the database spells ids: lower case, `_` and spaces as `-`, no `google/` or `-it`,
+    and the generation split from the family as Hugging Face writes it (gemma3-27b -> gemma-3-27b)."""
+    key = re.sub(r"[\s_]+", "-", raw.strip().lower()).removeprefix("google/")
+    key = key[:-3] if key.endswith("-it") else key
+    return re.sub(r"^gemma(\d)", r"gemma-\1", key)
+
+
 def _lookup(raw: str, cards: Mapping[str, C]) -> tuple[C, str] | None:
     """The entry (or catalog card) a typed name means, and how it was read; None when unknown."""
-    key = raw.lower()
-    key = key[:-3] if key.endswith("-it") else key
-    key = key.removeprefix("google/")
+    key = name_key(raw)
     if key in cards:
         return cards[key], f"model {cards[key].id}"
     aliases = _alias_table(cards)
@@ -145,5 +152,7 @@ def resolve_model(name: str, extra_dirs: tuple[Path, ...] = ()) -> ResolvedModel
     if found is not None:
         entry, how = found
         return ResolvedModel(entry_spec(entry), entry.id, how, extra_dirs)
-    known = ", ".join(sorted(e.id for e in entries.values()))
-    raise BadInput(f"unknown model '{_shown(raw)}' (known: {known}; or a path to a config.json)")
+    from gemma_fit.base.suggest import did_you_mean
+
+    hint = did_you_mean(raw, [e.id for e in entries.values()])
+    raise BadInput(f"unknown model '{_shown(raw)}'{hint or ' (gemma-fit list models; or a path to a config.json)'}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gemma_fit.base.units import GIB, fmt_bytes
+from gemma_fit.present.columns import Col, fitted_table
 from gemma_fit.present.terminal import shown as _text
 
 if TYPE_CHECKING:
@@ -58,52 +59,39 @@ def _print_disks(out: Console, disks: list[dict[str, Any]]) -> None:
 
 def render_gpus(out: Console, entries: list[dict[str, Any]], filtered: bool) -> None:
     """Every GPU entry: the id whole (people copy it), the name folded; the figures right-aligned."""
-    from rich.table import Column, Table
-
     if not entries:
         out.print("no GPU in the database matches these filters (gemma-fit list gpus --help)")
         return
-    width = max(len(e["id"]) for e in entries)
-    table = Table(Column("id", no_wrap=True, min_width=width), Column("name", overflow="fold", ratio=1),
-                  *(Column(h, justify="right", no_wrap=True) for h in ("GiB", "usable", "GB/s", "TFLOPS")),
-                  Column("backend", no_wrap=True),
-                  title="memory and usable memory in GiB, bandwidth in GB/s, FP16 tensor TFLOPS", title_justify="left")
-    for e in entries:
-        table.add_row(_text(e["id"]), _text(e["name"]), f"{e['memory_bytes'] / GIB:g}",
-                      f"{e['usable_memory_bytes'] / GIB:.1f}", _num(e.get("memory_bandwidth_gbps")),
-                      _num(e.get("fp16_tensor_tflops")), _text(e["backend"]))
-    out.print(table)
+    cols = (Col("id"), Col("GiB", right=True), Col("GB/s", 1, right=True), Col("TFLOPS", 2, right=True),
+            Col("usable", 3, right=True), Col("backend", 4), Col("name", 5, fold=True))
+    rows = [[_text(e["id"]), f"{e['memory_bytes'] / GIB:g}", _num(e.get("memory_bandwidth_gbps")),
+             _num(e.get("fp16_tensor_tflops")), f"{e['usable_memory_bytes'] / GIB:.1f}", _text(e["backend"]),
+             _text(e["name"])] for e in entries]
+    out.print(fitted_table(cols, rows, out.width, title="memory and usable memory in GiB, bandwidth in GB/s, FP16 "
+                           "tensor TFLOPS"))
     if not filtered:
         out.print(f"{len(entries)} GPUs; narrow with --vendor, --min-memory, --backend or --search")
 
 
 def render_models(out: Console, rows: list[dict[str, Any]]) -> None:
-    from rich.table import Column, Table
-
-    width = max((len(str(r["id"])) for r in rows), default=2)
-    table = Table(Column("id", no_wrap=True, min_width=width), Column("name", overflow="fold", ratio=1), "arch",
-                  "layers", "context", "params (text)", Column("licence", overflow="fold"))
-    for r in rows:
-        table.add_row(_text(r["id"]), _text(r["name"]), _text(r["arch"]), str(r["n_layers"]), f"{r['n_ctx_train']:,}",
-                      f"{float(str(r['n_params'])) / 1e9:.2f} B", _text(r["license"]))
-    out.print(table)
+    cols = (Col("id"), Col("context", 1, right=True), Col("params (text)", 2, right=True), Col("layers", 3, right=True),
+            Col("arch", 4), Col("name", 5, fold=True), Col("licence", 6, fold=True))
+    cells = [[_text(r["id"]), f"{r['n_ctx_train']:,}", f"{float(str(r['n_params'])) / 1e9:.2f} B", str(r["n_layers"]),
+              _text(r["arch"]), _text(r["name"]), _text(r["license"])] for r in rows]
+    out.print(fitted_table(cols, cells, out.width))
 
 
 def render_quants(out: Console, rows: list[dict[str, Any]]) -> None:
-    from rich.table import Column, Table
-
-    table = Table(Column("quant", no_wrap=True), "llama_ftype", "base tensor type", "bits/weight (base)")
-    for r in rows:
-        table.add_row(_text(r["quant"]), str(r["ftype_id"]), _text(r["base_type"]), f"{r['base_bits_per_weight']:.4g}")
-    out.print(table)
+    cols = (Col("quant"), Col("base tensor type"), Col("bits/weight (base)", 1, right=True),
+            Col("llama_ftype", 2, right=True))
+    cells = [[_text(r["quant"]), _text(r["base_type"]), f"{r['base_bits_per_weight']:.4g}", str(r["ftype_id"])]
+             for r in rows]
+    out.print(fitted_table(cols, cells, out.width))
 
 
 def render_cpus(out: Console, rows: list[dict[str, Any]]) -> None:
-    from rich.table import Column, Table
-
-    table = Table(Column("id", no_wrap=True), Column("name", overflow="fold"), "isa", "cores", "threads",
-                  Column("memory (supported maximum)", overflow="fold"), "GB/s")
-    for r in rows:
-        table.add_row(_text(r["id"]), _text(r["name"]), _text(r["isa"]), str(r["cores"]), str(r["threads"]),
-                      _text(r["memory"]), f"{r['ram_bandwidth_gbps']:g}")
-    out.print(table)
+    cols = (Col("id"), Col("cores", right=True), Col("GB/s", 1, right=True), Col("isa", 2),
+            Col("threads", 3, right=True), Col("name", 4, fold=True), Col("memory (supported maximum)", 5, fold=True))
+    cells = [[_text(r["id"]), str(r["cores"]), f"{r['ram_bandwidth_gbps']:g}", _text(r["isa"]), str(r["threads"]),
+              _text(r["name"]), _text(r["memory"])] for r in rows]
+    out.print(fitted_table(cols, cells, out.width))
