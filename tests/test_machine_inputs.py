@@ -24,7 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gemma_fit.base.errors import BadInput
-from gemma_fit.db.files import MAX_YAML_BYTES, read_yaml
+from gemma_fit.db.files import MAX_YAML_BYTES
+from gemma_fit.db.yaml_files import read_yaml
 from gemma_fit.hardware.machine_file import MAX_MACHINE_BYTES, load_machine
 from gemma_fit.hardware.schema import GIB, MAX_GPUS, MAX_HOST_RAM_BYTES
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from pathlib import Path
 
 from gemma_fit.base.errors import BadInput
@@ -45,6 +44,8 @@ def write_text(path: Path, text: str) -> None:
     folder = path.parent if str(path.parent) else Path(".")
     tmp: str | None = None
     try:
+        import tempfile  # only when writing: a check that writes nothing never loads it
+
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
             f.write(text)

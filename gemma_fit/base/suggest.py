@@ -4,7 +4,6 @@ closest to what was typed, compared without case or punctuation, so `Q4_K_XL` fi
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterable
 
@@ -26,6 +25,8 @@ def closest(typed: str, known: Iterable[str], n: int = 3) -> list[str]:
         by_plain.setdefault(_plain(name), name)
     contains = [name for p, name in by_plain.items() if p and (key in p or p in key) and len(p) >= 2]
     contains.sort(key=lambda name: abs(len(_plain(name)) - len(key)))
+    import difflib  # only when a name is unknown
+
     close = [by_plain[p] for p in difflib.get_close_matches(key, list(by_plain), n=n, cutoff=0.6)]
     return list(dict.fromkeys([*contains, *close]))[:n]
 

@@ -17,7 +17,6 @@ import hashlib
 import os
 import pickle
 import sys
-import tempfile
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
@@ -47,7 +46,10 @@ def source_key() -> str:
 
 
 def cache_file(name: str) -> Path:
-    return cache_root() / f"{name}.pickle"
+    """The snapshot's file: one per installed copy of the package (two virtual environments, or a checkout beside
+    an install, would otherwise overwrite each other's snapshot on every run)."""
+    where = hashlib.sha256(str(Path(__file__).resolve().parent.parent).encode()).hexdigest()[:12]
+    return cache_root() / f"{name}-{where}.pickle"
 
 
 def load(path: Path, key: str, kind: type[T]) -> T | None:
@@ -62,6 +64,8 @@ def load(path: Path, key: str, kind: type[T]) -> T | None:
 def store(path: Path, key: str, value: object) -> None:
     with contextlib.suppress(OSError):  # a read-only home: every run validates, nothing breaks
         path.parent.mkdir(parents=True, exist_ok=True)
+        import tempfile  # only when a snapshot is written: a cold run that reads one never loads it
+
         fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", dir=path.parent)
         try:
             with os.fdopen(fd, "wb") as f:

@@ -18,7 +18,6 @@ With an ideal network (infinite bandwidth, no latency) either plan equals the on
 
 from __future__ import annotations
 
-import ipaddress
 import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -62,6 +61,8 @@ class ClusterDevice:
 
 
 def is_ipv6(host: str) -> bool:
+    import ipaddress
+
     try:
         return isinstance(ipaddress.ip_address(host), ipaddress.IPv6Address)
     except ValueError:

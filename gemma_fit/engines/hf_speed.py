@@ -29,7 +29,8 @@ from gemma_fit.speed.traffic import serve
 
 @cache
 def speed_terms() -> dict:
-    from gemma_fit.db.files import packaged_dir, read_yaml
+    from gemma_fit.db.files import packaged_dir
+    from gemma_fit.db.yaml_files import read_yaml
 
     return dict(read_yaml(packaged_dir("model_db") / "engines" / "speed.yaml"))
 

@@ -131,7 +131,8 @@ PRE_QUANTIZED = ("awq-int4", "gptq-int4", "nvfp4")  # formats no engine quantize
 
 @cache
 def _checkpoints() -> dict[str, dict[str, dict[str, str]]]:
-    from gemma_fit.db.files import packaged_dir, read_yaml
+    from gemma_fit.db.files import packaged_dir
+    from gemma_fit.db.yaml_files import read_yaml
 
     return dict(read_yaml(packaged_dir("model_db") / "engines" / "checkpoints.yaml")["checkpoints"])
 

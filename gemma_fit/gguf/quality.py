@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from gemma_fit.db.files import packaged_dir, read_yaml
+from gemma_fit.db.files import packaged_dir
+from gemma_fit.db.yaml_files import read_yaml
 from gemma_fit.gguf.types import FileType
 
 RANKING_BENCHMARK = "mmlu_pro_it"  # published for Gemma 2, 3 (1B-27B), 3n and 4: the widest common benchmark

@@ -18,7 +18,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from gemma_fit.base.errors import BadInput, DatabaseError
-from gemma_fit.db.files import packaged_dir, read_yaml
+from gemma_fit.db.files import packaged_dir
+from gemma_fit.db.yaml_files import read_yaml
 from gemma_fit.db.yaml_lines import compose, format_validation
 from gemma_fit.hardware.schema import (
     CPUEntry,

@@ -102,7 +102,8 @@ def parse_cluster(data: object, path: Path, gpu_of: Callable[[str], GPUSpec]) ->
 
 def load_cluster(path: Path, extra_dirs: tuple[Path, ...] = ()) -> Cluster | None:
     """The cluster in `path`, or None when the file is a machine file (no `nodes:`)."""
-    from gemma_fit.db.files import parse_yaml, read_text, shown
+    from gemma_fit.db.files import read_text, shown
+    from gemma_fit.db.yaml_files import parse_yaml
     from gemma_fit.hardware.catalog import find_gpu_entry, spec_from_entry
 
     data, _ = parse_yaml(read_text(path, MAX_CLUSTER_BYTES), path, unique_keys=True, max_nodes=MAX_CLUSTER_NODES)

@@ -9,7 +9,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from gemma_fit.base.errors import BadInput
-from gemma_fit.db.files import parse_yaml, read_text, shown
+from gemma_fit.db.files import read_text, shown
+from gemma_fit.db.yaml_files import parse_yaml
 from gemma_fit.db.yaml_lines import format_validation, line_of
 from gemma_fit.hardware.catalog import find_gpu_entry, memory_speed, pcie_link, spec_from_entry, storage_class
 from gemma_fit.hardware.schema import (

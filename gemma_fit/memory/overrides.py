@@ -18,10 +18,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cache
+from typing import TYPE_CHECKING
 
-from gemma_fit.base.ecma_regex import EcmaRegex, compile_ecma
 from gemma_fit.base.errors import BadInput
 from gemma_fit.base.text import printable
+
+if TYPE_CHECKING:
+    from gemma_fit.base.ecma_regex import EcmaRegex
 
 CPU_BUFFER = "CPU"
 EXPERTS = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"
@@ -41,7 +44,10 @@ class TensorOverride:
 
 @cache
 def _compiled(pattern: str) -> EcmaRegex:
-    """The pattern as std::regex reads it (ECMAScript), searched in bounded time (base.ecma_regex)."""
+    """The pattern as std::regex reads it (ECMAScript), searched in bounded time (base.ecma_regex; loaded only
+    when a plan has tensor overrides)."""
+    from gemma_fit.base.ecma_regex import compile_ecma
+
     return compile_ecma(pattern, MAX_PATTERN_CHARS)
 
 

@@ -16,8 +16,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from gemma_fit.base.errors import BadInput, DatabaseError
-from gemma_fit.db.files import read_yaml, stat_path
 from gemma_fit.db.files import shown as _shown
+from gemma_fit.db.files import stat_path
+from gemma_fit.db.yaml_files import read_yaml
 from gemma_fit.model.schema import (
     TEXT_MODEL_TYPE,
     HFTextConfig,

@@ -9,17 +9,19 @@ carry what is specific to the engine.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gemma_fit.base.verdict import CELL_STATES
 from gemma_fit.engines.base import CheckResult, EngineDevice, EnginePlan
-from gemma_fit.engines.cluster import ClusterDevice
 from gemma_fit.engines.llamacpp import InspectResult, LlamaCppPlan, LlamaCppResult, assumptions
 from gemma_fit.memory.compute_buffer import flash_attention_on
 from gemma_fit.memory.estimate import DeviceMemory, HostMemory
 from gemma_fit.memory.unified import UnifiedPool
 from gemma_fit.speed.predict import Performance
 from gemma_fit.speed.traffic import HEADROOM, Serving
+
+if TYPE_CHECKING:
+    from gemma_fit.engines.cluster import ClusterDevice
 
 SCHEMA = "gemma-fit.check/1"
 INSPECT_SCHEMA = "gemma-fit.inspect/1"
