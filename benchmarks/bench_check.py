@@ -16,8 +16,8 @@ import sys
 import time
 
 CONTEXTS = (4096, 8192, 32768, 65536, 131072)
-COLD = [sys.executable, "-c", "from gemma_fit.cli.entry import main; main()", "check", "--gpu", "a4000", "--model", "9b",
-        "--quant", "q5_k_m", "--json"]
+COLD = [sys.executable, "-c", "from gemma_fit.cli.entry import main; main()", "check", "--gpu", "a4000",
+        "--model", "9b", "--quant", "q5_k_m", "--json"]
 MATRIX = f"""
 import time
 t0 = time.perf_counter()

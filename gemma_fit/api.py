@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from gemma_fit.jobs.lists import GpuFilter
     from gemma_fit.jobs.recommend import Recommendation
     from gemma_fit.jobs.smoke import SmokeResult, SmokeRun
-    from gemma_fit.jobs.validate_common import Report as ValidationReport
+    from gemma_fit.jobs.validate.common import Report as ValidationReport
 
 # Types the callers build (needs, filters, runs) from modules a cold `check` does not load: imported when first
 # asked for (gemma_fit.api.Needs), so that `import gemma_fit.api` stays cheap.

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from gemma_fit.db.files import packaged_dir
-from gemma_fit.db.yaml_files import read_yaml
 from gemma_fit.db.rules import read_packaged_yaml
 from gemma_fit.db.snapshot import load, source_key, store
+from gemma_fit.db.yaml_files import read_yaml
 from gemma_fit.hardware.catalog import load_gpus, load_hardware_db, storage_spec
 from gemma_fit.hardware.snapshot import HardwareSnapshot, _build, known_hardware
 from gemma_fit.model.catalog import entry_spec, load_model_db, model_cards, resolve_model

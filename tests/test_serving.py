@@ -219,7 +219,8 @@ def test_llama_server_commands_use_real_flags(model: str, gpu: str, extra: dict)
                                                 {"kv_cache_dtype": "fp8", "enforce_eager": True})])
 def test_vllm_commands_use_real_flags(model: str, quant: str, extra: dict) -> None:
     known = _flags("vllm-serve-0.33.0.txt")
-    r = check(model, ["h100-sxm", "h100-sxm"], quant=quant, engine="vllm", settings=RunSettings(n_ctx=8192), options=extra)
+    r = check(model, ["h100-sxm", "h100-sxm"], quant=quant, engine="vllm", settings=RunSettings(n_ctx=8192),
+              options=extra)
     argv = shlex.split(to_json(r)["command"])
     assert argv[:2] == ["vllm", "serve"] and re.fullmatch(r"[\w.-]+/[\w.-]+", argv[2])
     assert [o for o in _options(argv) if o not in known] == []

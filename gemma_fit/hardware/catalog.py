@@ -186,12 +186,15 @@ def find_gpu_entry(name: str, extra_dirs: tuple[Path, ...] = ()) -> GPUEntry:
     db = load_hardware_db(extra_dirs)
     if key in db.gpus:
         return db.gpus[key]
+    reported = db.device_names.get(key, ())
+    if len(reported) == 1:  # the name the driver reports for this one card ("NVIDIA H200" is the SXM part)
+        return db.gpus[reported[0]]
     several = ids_named_by_prefix(key, list(db.gpus))
     if len(several) > 1:
         raise BadInput(f"GPU '{raw}' is sold in several configurations: {', '.join(several)}; give one of those ids")
     if key in db.names:
         return db.gpus[db.names[key]]
-    ids = db.device_names.get(key, ())
+    ids = reported
     if len(ids) == 1:
         return db.gpus[ids[0]]
     if ids:

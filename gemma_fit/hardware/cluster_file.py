@@ -18,11 +18,12 @@ import ipaddress
 from collections.abc import Callable
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError
+from pydantic import Field, StrictFloat, StrictInt, ValidationError
 
 from gemma_fit.base.errors import BadInput
 from gemma_fit.base.ranges import check_range
 from gemma_fit.base.text import printable
+from gemma_fit.db.schema import StrictInput
 from gemma_fit.hardware.cluster import MAX_NODES, Cluster, Network, Node
 from gemma_fit.hardware.spec import GPUSpec
 
@@ -31,26 +32,22 @@ MAX_CLUSTER_NODES = 20_000  # YAML values after alias expansion
 _HOST_NAME = r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}))*\.?$"
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-
 Number = StrictInt | StrictFloat
 
 
-class NetworkEntry(_Strict):
+class NetworkEntry(StrictInput):
     bandwidth_gbit: Number  # per direction, Gbit/s (10 GbE: 10, InfiniBand NDR: 400)
     latency_us: Number  # one way, microseconds
 
 
-class NodeEntry(_Strict):
+class NodeEntry(StrictInput):
     name: str = Field(min_length=1, max_length=100)
     host: str = Field(min_length=1, max_length=253)
     gpus: list[str] = Field(min_length=1, max_length=16)
     ram_gb: Number | None = None
 
 
-class ClusterFile(_Strict):
+class ClusterFile(StrictInput):
     name: str = Field(default="cluster", max_length=200)
     network: NetworkEntry
     nodes: list[NodeEntry] = Field(min_length=1, max_length=MAX_NODES)

@@ -13,9 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Discriminator,
     Field,
     StringConstraints,
@@ -25,6 +23,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from gemma_fit.db.schema import Strict, StrictInput
 from gemma_fit.hardware.spec import (  # noqa: F401 - re-exported: the schema and its limits
     BACKENDS,
     GIB,
@@ -76,11 +75,9 @@ MemoryBytes = Annotated[int, Field(ge=GIB, le=2 * TIB, description="bytes, 1 GiB
 BandwidthGBps = Annotated[float, Field(ge=10, le=20_000, description="decimal GB/s")]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class GPUEntry(_Strict):
+class GPUEntry(Strict):
     """One accelerator (a GPU, or the GPU side of an SoC) in hardware_db/gpus/*.yaml."""
 
     id: str = Field(pattern=SLUG)
@@ -131,11 +128,11 @@ class GPUEntry(_Strict):
         return self
 
 
-class GPUFile(_Strict):
+class GPUFile(Strict):
     gpus: list[GPUEntry] = Field(min_length=1)
 
 
-class InterconnectEntry(_Strict):
+class InterconnectEntry(Strict):
     """A host or GPU-to-GPU link; bandwidths per direction unless named `bidirectional`."""
 
     id: str = Field(pattern=SLUG)
@@ -157,11 +154,11 @@ class InterconnectEntry(_Strict):
         return self
 
 
-class InterconnectFile(_Strict):
+class InterconnectFile(Strict):
     interconnects: list[InterconnectEntry] = Field(min_length=1)
 
 
-class MemoryEntry(_Strict):
+class MemoryEntry(Strict):
     """System memory at one speed; bandwidth per 64-bit channel (LPDDR: per 64 bits of bus)."""
 
     id: str = Field(pattern=SLUG)
@@ -173,11 +170,11 @@ class MemoryEntry(_Strict):
     notes: str = ""
 
 
-class MemoryFile(_Strict):
+class MemoryFile(Strict):
     memory: list[MemoryEntry] = Field(min_length=1)
 
 
-class StorageEntry(_Strict):
+class StorageEntry(Strict):
     """A storage class; rates in decimal GB/s (random read: 4 KiB blocks at high queue depth)."""
 
     id: str = Field(pattern=SLUG)
@@ -197,7 +194,7 @@ class StorageEntry(_Strict):
         return self
 
 
-class StorageFile(_Strict):
+class StorageFile(Strict):
     storage: list[StorageEntry] = Field(min_length=1)
 
 
@@ -205,7 +202,7 @@ class StorageFile(_Strict):
 PRICE_DATE = r"^\d{4}(-Q[1-4]|-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01]))?)?$"
 
 
-class PricePoint(_Strict):
+class PricePoint(Strict):
     """One price in US dollars, as dated by its source."""
 
     usd: float = Field(gt=0, le=10_000_000)
@@ -213,12 +210,12 @@ class PricePoint(_Strict):
     source: str = Field(min_length=8)  # a URL, or where the figure was read (a search index file id)
 
 
-class PowerFigure(_Strict):
+class PowerFigure(Strict):
     w: float = Field(gt=0, le=100_000)
     source: str = Field(min_length=8)
 
 
-class PriceEntry(_Strict):
+class PriceEntry(Strict):
     """What one database GPU (a card) or unified-memory chip (the cheapest whole machine with it) costs:
     launch MSRP and dated street and used prices, each with its source (hardware_db/prices/)."""
 
@@ -238,11 +235,11 @@ class PriceEntry(_Strict):
         return self
 
 
-class PriceFile(_Strict):
+class PriceFile(Strict):
     prices: list[PriceEntry] = Field(min_length=1)
 
 
-class CPUEntry(_Strict):
+class CPUEntry(Strict):
     """One CPU in hardware_db/cpus.yaml: what llama.cpp's CPU backend runs on it and the memory system
     it supports (the officially supported maximum speed and its channels)."""
 
@@ -272,7 +269,7 @@ class CPUEntry(_Strict):
         return self
 
 
-class CPUFile(_Strict):
+class CPUFile(Strict):
     cpus: list[CPUEntry] = Field(min_length=1)
 
 
@@ -281,8 +278,6 @@ class CPUFile(_Strict):
 # also makes a full GPU spec in a machine file strict), every number within a range a real machine has.
 
 
-class _StrictInput(_Strict):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 # A GPU spec in a user's own machine file describes their machine: it needs no source (the database
@@ -308,7 +303,7 @@ GPURef = Annotated[
 ]
 
 
-class GPUSlot(_StrictInput):
+class GPUSlot(StrictInput):
     """One GPU (or `count` identical ones) in a machine, with how it is attached."""
 
     gpu: GPURef  # a database id/alias, or a full spec in the database schema
@@ -344,7 +339,7 @@ def gpu_item_count(item: Any) -> int:
     return 1
 
 
-class MachineFile(_StrictInput):
+class MachineFile(StrictInput):
     """`--hardware FILE.yaml`: a whole machine. Unknown keys are an error."""
 
     name: Line200  # free text, shown in reports

@@ -29,12 +29,12 @@ class HardwareSnapshot:
         key = name_key(name.strip())
         if key in self.gpus:
             return self.gpus[key]
+        ids = self.gpu_device_names.get(key, ())
+        if len(ids) == 1:  # the name the driver reports for this one card
+            return self.gpus[ids[0]]
         if len(ids_named_by_prefix(key, list(self.gpus))) > 1:
             return None  # a chip sold in several configurations: hardware.catalog lists them
-        if key in self.gpu_names:
-            return self.gpus[self.gpu_names[key]]
-        ids = self.gpu_device_names.get(key, ())
-        return self.gpus[ids[0]] if len(ids) == 1 else None
+        return self.gpus[self.gpu_names[key]] if key in self.gpu_names else None
 
     def cpu(self, name: str) -> CPUSpec | None:
         cid = self.cpu_names.get(cpu_key(name))

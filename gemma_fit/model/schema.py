@@ -11,8 +11,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
+from gemma_fit.db.schema import Strict
 from gemma_fit.model.hf_config import HFTextConfig, config_error, dotted, error_loc, explain_config_error
 from gemma_fit.model.hf_defaults import HF_CLASS_NAMES, HF_DEFAULTS, TEXT_MODEL_TYPE, fill_hf_defaults
 
@@ -33,8 +34,7 @@ __all__ = [
 ]
 
 
-class PublishedParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class PublishedParams(Strict):
 
     published: int = Field(gt=0)
     published_label: str
@@ -43,8 +43,7 @@ class PublishedParams(BaseModel):
     note: str | None = None
 
 
-class Tower(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class Tower(Strict):
 
     type: str
     params: int | None = Field(default=None, gt=0)
@@ -53,17 +52,15 @@ class Tower(BaseModel):
     note: str | None = None
 
 
-class Towers(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class Towers(Strict):
 
     vision: Tower | None = None
     audio: Tower | None = None
 
 
-class ModelEntry(BaseModel):
+class ModelEntry(Strict):
     """One file in model_db/."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     id: str = Field(pattern=r"^[a-z0-9][a-zA-Z0-9.-]*$")
     name: str

@@ -1,4 +1,5 @@
-"""`gemma-fit db validate [PATH...]`: schema and physical-consistency checks of the databases.
+"""`gemma-fit db validate [PATH...]`: schema and physical-consistency checks of the databases (common.py: the
+report and its problems; hardware.py, model.py and quality.py: the checks of each kind of file).
 
 Each problem prints as `file:line: field: what is wrong`. Hardware files (hardware_db/), model
 entries (model_db/*.yaml) and machine files (`--hardware`) are told apart by their shape.
@@ -14,10 +15,10 @@ import yaml
 from gemma_fit.db.files import packaged_dir
 from gemma_fit.db.yaml_lines import compose
 from gemma_fit.hardware.catalog import FILE_KINDS
-from gemma_fit.jobs.validate_common import Doc, Problem, Report, Seen
-from gemma_fit.jobs.validate_hardware import check_list_file, check_machine
-from gemma_fit.jobs.validate_model import check_model
-from gemma_fit.jobs.validate_quality import check_engines_file, check_quality
+from gemma_fit.jobs.validate.common import Doc, Problem, Report, Seen
+from gemma_fit.jobs.validate.hardware import check_list_file, check_machine
+from gemma_fit.jobs.validate.model import check_model
+from gemma_fit.jobs.validate.quality import check_engines_file, check_quality
 
 __all__ = ["Problem", "Report", "validate", "validate_paths"]
 

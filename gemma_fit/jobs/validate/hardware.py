@@ -25,7 +25,7 @@ from gemma_fit.hardware.schema import (
     PriceEntry,
     StorageEntry,
 )
-from gemma_fit.jobs.validate_common import Doc, Report, Seen, check_unique, validate_with
+from gemma_fit.jobs.validate.common import Doc, Report, Seen, check_unique, validate_with
 
 BANDWIDTH_TOLERANCE = 0.03  # memory_bandwidth_gbps vs bus_width_bits / 8 x memory_data_rate_gbps
 MEMORY_TOLERANCE = 0.03  # memory.yaml per_channel_gbps vs speed_mts x 8 bytes

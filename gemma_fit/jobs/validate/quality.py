@@ -4,91 +4,9 @@ type llama.cpp (or a published recipe) has, with a score in range."""
 
 from __future__ import annotations
 
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field
-
-from gemma_fit.jobs.validate_common import Doc, Report, Seen, validate_with
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class BenchmarkFigure(_Strict):
-    value: float = Field(ge=0, le=5000)  # percent, or an Elo score
-    setup: str = Field(min_length=3)
-    source: str = Field(pattern=r"^https?://\S+$")
-    source_id: str | None = None
-    quote: str = Field(min_length=5)
-
-
-class SourceNote(_Strict):
-    url: str = Field(pattern=r"^https?://\S+$")
-    note: str = Field(min_length=5)
-
-
-class BenchmarksFile(_Strict):
-    sources: dict[str, SourceNote]
-    benchmarks: dict[str, dict[str, BenchmarkFigure]]
-
-
-class Retention(_Strict):
-    source: str = Field(pattern=r"^https?://\S+$")
-    measured_on: str
-    bf16: float = Field(gt=0, le=100)
-    header: str
-    types: dict[str, float]
-
-
-class KLDRow(_Strict):
-    kld: float = Field(gt=0, le=20)
-    imatrix: str
-    line: str = Field(min_length=10)
-
-
-class KLDTable(_Strict):
-    source: str = Field(min_length=10)
-    measured_on: str
-    types: dict[str, KLDRow]
-
-
-class Checkpoint(_Strict):
-    repo: str = Field(pattern=r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # a Hugging Face owner/name
-    evidence: str = Field(min_length=8)
-
-
-class CheckpointsFile(_Strict):
-    checkpoints: dict[str, dict[Literal["awq-int4", "gptq-int4", "nvfp4", "fp8"], Checkpoint]]
-
-
-class SpeedTerms(_Strict):
-    """One engine's speed terms (gemma_fit/engines/hf_speed.py): shares of datasheet rates and fixed seconds."""
-
-    bandwidth_efficiency: float = Field(gt=0, le=1)
-    compute_efficiency: float = Field(gt=0, le=1)
-    prefill_efficiency: float = Field(gt=0, le=1)
-    step_overhead_s: float = Field(ge=0, lt=1)
-    per_layer_s: float = Field(ge=0, lt=0.1)
-
-
-class PartialSpeedTerms(_Strict):
-    bandwidth_efficiency: float | None = Field(default=None, gt=0, le=1)
-    compute_efficiency: float | None = Field(default=None, gt=0, le=1)
-    prefill_efficiency: float | None = Field(default=None, gt=0, le=1)
-    step_overhead_s: float | None = Field(default=None, ge=0, lt=1)
-    per_layer_s: float | None = Field(default=None, ge=0, lt=0.1)
-
-
-class EngineSpeed(_Strict):
-    default: SpeedTerms
-    formats: dict[str, PartialSpeedTerms] = {}
-    startup_s_budget: float = Field(default=0.0, ge=0, lt=3600)
-
-
-class SpeedFile(_Strict):
-    vllm: EngineSpeed
-    transformers: EngineSpeed
+from gemma_fit.engines.data_schema import Checkpoint, CheckpointsFile, EngineSpeed, SpeedFile, SpeedTerms
+from gemma_fit.gguf.quality_schema import BenchmarkFigure, BenchmarksFile, KLDRow, KLDTable, QuantsFile, Retention
+from gemma_fit.jobs.validate.common import Doc, Report, Seen, validate_with
 
 
 def check_engines_file(doc: Doc, report: Report) -> None:
@@ -114,9 +32,6 @@ def check_checkpoints(doc: Doc, report: Report) -> None:
     report.counts["checkpoints"] = sum(len(v) for v in parsed.checkpoints.values())
 
 
-class QuantsFile(_Strict):
-    retention: Retention
-    kld: KLDTable
 
 
 def _model_ids(seen: Seen) -> set[str]:

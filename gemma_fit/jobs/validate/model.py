@@ -13,7 +13,7 @@ from pydantic import BaseModel, ValidationError
 from gemma_fit.base.errors import BadInput
 from gemma_fit.db.yaml_lines import explain, field_path
 from gemma_fit.gguf import tensors as tensor_plan
-from gemma_fit.jobs.validate_common import Doc, Problem, Report, Seen, check_unique
+from gemma_fit.jobs.validate.common import Doc, Problem, Report, Seen, check_unique
 from gemma_fit.model.hf_config import HFTextConfig, error_loc, explain_config_error
 from gemma_fit.model.schema import ModelEntry
 from gemma_fit.model.spec import spec_from_config

@@ -1,0 +1,48 @@
+"""The schema of model_db/engines/ (read by engines.hf_weights and engines.hf_speed, checked by `db validate`):
+published pre-quantized checkpoints, and the Hugging Face engines' speed terms."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from gemma_fit.db.schema import Strict
+
+
+class Checkpoint(Strict):
+    repo: str = Field(pattern=r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # a Hugging Face owner/name
+    evidence: str = Field(min_length=8)
+
+
+class CheckpointsFile(Strict):
+    checkpoints: dict[str, dict[Literal["awq-int4", "gptq-int4", "nvfp4", "fp8"], Checkpoint]]
+
+
+class SpeedTerms(Strict):
+    """One engine's speed terms (gemma_fit/engines/hf_speed.py): shares of datasheet rates and fixed seconds."""
+
+    bandwidth_efficiency: float = Field(gt=0, le=1)
+    compute_efficiency: float = Field(gt=0, le=1)
+    prefill_efficiency: float = Field(gt=0, le=1)
+    step_overhead_s: float = Field(ge=0, lt=1)
+    per_layer_s: float = Field(ge=0, lt=0.1)
+
+
+class PartialSpeedTerms(Strict):
+    bandwidth_efficiency: float | None = Field(default=None, gt=0, le=1)
+    compute_efficiency: float | None = Field(default=None, gt=0, le=1)
+    prefill_efficiency: float | None = Field(default=None, gt=0, le=1)
+    step_overhead_s: float | None = Field(default=None, ge=0, lt=1)
+    per_layer_s: float | None = Field(default=None, ge=0, lt=0.1)
+
+
+class EngineSpeed(Strict):
+    default: SpeedTerms
+    formats: dict[str, PartialSpeedTerms] = {}
+    startup_s_budget: float = Field(default=0.0, ge=0, lt=3600)
+
+
+class SpeedFile(Strict):
+    vllm: EngineSpeed
+    transformers: EngineSpeed

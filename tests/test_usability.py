@@ -1,0 +1,146 @@
+"""A new user's first five minutes: token counts with k, a suggestion for every mistyped id, chip names sold in
+several sizes refused with the list, tables that never cut an id at 80 columns, help that gives every option a
+meaning and its default, buy --html."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gemma_fit import api
+from gemma_fit.base.ranges import RANGES, check_range
+from gemma_fit.base.suggest import closest
+from gemma_fit.base.verdict import Verdict
+from gemma_fit.engines.registry import ENGINES, engine_named
+
+ENV80 = {**{k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}, "COLUMNS": "80",
+         "NO_COLOR": "1", "TERM": "dumb"}
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gemma_fit", *args], capture_output=True, text=True, env=ENV80,
+                          timeout=600, check=False)
+
+
+def test_token_counts_take_k() -> None:
+    import json
+
+    done = cli("check", "--gpu", "rtx-4090", "--model", "gemma-3-4b", "--ctx", "32k", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["settings"]["n_ctx"] == 32768
+    bad = cli("check", "--gpu", "rtx-4090", "--model", "gemma-3-4b", "--ctx", "8x")
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "token count" in bad.stderr
+
+
+@pytest.mark.parametrize(("args", "suggested"), [
+    (("check", "--gpu", "a4000", "--model", "gema-3-27b"), "gemma-3-27b"),
+    (("check", "--gpu", "a4000", "--model", "9b", "--quant", "Q4_K_XL"), "UD-Q4_K_XL"),
+    (("check", "--gpu", "rtx-409", "--model", "9b"), "rtx-4090"),
+    (("check", "--gpu", "cpu", "--model", "1b", "--cpu", "ryzen 9 7950"), "7950"),
+    (("check", "--gpu", "a4000", "--model", "9b", "--engine", "vlm"), "vllm"),
+    (("check", "--gpu", "cpu", "--model", "1b", "--disk", "nvme-gen9"), "nvme-gen"),
+    (("recommend", "--gpu", "a4000", "--prefer", "qualty"), "quality"),
+    (("buy", "--model", "9b", "--segment", "consmer"), "consumer"),
+])
+def test_every_mistyped_id_gets_a_suggestion(args: tuple[str, ...], suggested: str) -> None:
+    done = cli(*args)
+    assert done.returncode == 2, done.stderr
+    line = done.stderr.strip()
+    assert "\n" not in line and "did you mean" in line and suggested.lower() in line.lower(), line
+
+
+@pytest.mark.parametrize("typed", ["gemma3-27b", "Gemma 3 27B", "gemma_3_27b", "google/gemma-3-27b-it",
+                                   "GEMMA-3-27B-IT"])
+def test_model_names_as_people_type_them(typed: str) -> None:
+    assert api.check(typed, "rtx-4090").resolved.spec.id == "gemma-3-27b"
+
+
+@pytest.mark.parametrize(("typed", "ids"), [("m4-max", {"m4-max-36gb", "m4-max-128gb"}),
+                                            ("a100", {"a100-40gb-sxm", "a100-80gb-sxm"}),
+                                            ("rtx-4060-ti", {"rtx-4060-ti-8gb", "rtx-4060-ti-16gb"})])
+def test_a_chip_sold_in_several_sizes_is_refused_with_the_list(typed: str, ids: set[str]) -> None:
+    with pytest.raises(api.BadInput, match="sold in several configurations") as err:
+        api.check("9b", typed)
+    assert all(i in str(err.value) for i in ids)
+    assert api.check("9b", "NVIDIA H200").hardware.gpus[0].id == "h200-sxm"  # what the driver reports is one card
+
+
+@pytest.mark.parametrize("args", [("recommend", "--gpu", "rtx-3090", "--ctx", "8k"),
+                                  ("buy", "--model", "gemma-3-27b", "--ctx", "32k"),
+                                  ("list", "gpus"), ("list", "models"), ("list", "cpus"),
+                                  ("report", "--gpu", "rtx-4090", "--gpu", "a4000", "--model", "all")])
+def test_no_id_is_cut_at_80_columns(args: tuple[str, ...]) -> None:
+    done = cli(*args)
+    assert done.returncode in (0, 3, 4), done.stderr
+    out = ANSI.sub("", done.stdout)
+    assert "…" not in out
+    known = {m["id"] for m in api.models()} | {g["id"] for g in api.gpus()} | {c["id"] for c in api.cpus()}
+    words = set(re.findall(r"[\w.+-]+", out))
+    for line in out.splitlines():  # an id that starts a row is whole on its line
+        first = line.split()[0] if line.split() else ""
+        if any(first and k.startswith(first) and k != first for k in known) and first not in known:
+            pytest.fail(f"a cut id: {line!r}")
+    assert words & known
+
+
+def test_help_gives_every_option_a_meaning() -> None:
+    for command in ("check", "report", "recommend", "buy", "serve-plan", "inspect", "smoke"):
+        done = cli(command, "--help")
+        assert done.returncode == 0
+        text = ANSI.sub("", done.stdout)
+        options = re.findall(r"(--[a-z][a-z0-9-]+)", text)
+        assert options, command
+        for line in text.splitlines():  # no option explained by one word
+            m = re.match(r"^\W*(--[a-z][a-z0-9-]+)(?:,?\s+-\S+)?\s+(?:[A-Z<][\w\[\]<>.|]*\s+)?(.+?)\W*$", line)
+            if m and m.group(2) and not m.group(2).startswith("["):
+                assert len(m.group(2).split()) >= 2 or m.group(2).startswith("--"), (command, line)
+
+
+def test_buy_writes_a_self_contained_page(tmp_path: Path) -> None:
+    out = tmp_path / "buy.html"
+    done = cli("buy", "--model", "gemma-3-27b", "--ctx", "32k", "--budget", "2000", "--html", str(out), "--json")
+    assert done.returncode == 0, done.stderr
+    page = out.read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") and "What to buy for gemma-3-27b" in page
+    assert "src=\"http" not in page and "<script" not in page
+
+
+def test_list_filters() -> None:
+    apple = api.gpus(which=api.GpuFilter(vendor="apple", min_memory_gib=64))
+    assert apple and all(g["vendor"] == "apple" and g["memory_bytes"] >= 64 * 2**30 for g in apple)
+    assert {m["id"] for m in api.models(generation="3n")} == {"gemma-3n-E2B", "gemma-3n-E4B"}
+    with pytest.raises(api.BadInput, match="--vendor"):
+        api.gpus(which=api.GpuFilter(vendor="nvidiaa"))
+
+
+def test_one_verdict_vocabulary() -> None:
+    assert [v.value for v in sorted(Verdict, key=lambda v: v.rank)] == ["go", "tight", "offload", "no-go"]
+    assert [v.exit_code for v in Verdict] == [0, 0, 3, 4]
+    assert Verdict.worst([Verdict.GO, Verdict.OFFLOAD, Verdict.TIGHT]) == Verdict.OFFLOAD
+
+
+def test_one_registry_of_engines() -> None:
+    assert list(ENGINES) == ["llama.cpp", "ollama", "vllm", "transformers"]
+    assert engine_named("llamacpp").name == "llama.cpp" and engine_named(" VLLM ").name == "vllm"
+    with pytest.raises(api.BadInput, match="is an option of vllm, not of ollama"):
+        api.check("gemma-3-4b", "rtx-4090", engine="ollama", options={"tensor_parallel_size": 2})
+    for name in ENGINES:  # every engine answers with the one result shape
+        assert isinstance(api.check("gemma-3-4b", "rtx-4090", engine=name), api.CheckResult)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -1, True, "3", 1e300])
+def test_one_range_table(bad: object) -> None:
+    with pytest.raises(api.BadInput):
+        check_range("--prompt-tokens", bad)
+    assert all(r.low <= r.high for r in RANGES.values())
+
+
+def test_suggestions_prefer_what_contains_the_typed_text() -> None:
+    assert closest("gemma-4-26b", ["gemma-4-E2B", "gemma-4-26B-A4B", "gemma-4-12B"])[0] == "gemma-4-26B-A4B"
+    assert closest("", ["a"]) == []
