@@ -194,7 +194,7 @@ def test_quantized_cache_adds_cuda_flash_attention_f16_copies() -> None:
     assert fa_f16_copy_bytes(spec, s, kv_cache_layout(spec, s)) == 256 * 2**20
     assert fa_f16_copy_bytes(spec, RunSettings(n_ctx=32768), kv_cache_layout(spec, RunSettings(n_ctx=32768))) == 0
     cuda = check("gemma-3-27b", ["h100-sxm"], n_ctx=32768, cache_type_k="q8_0", cache_type_v="q8_0")
-    metal = check("gemma-3-27b", ["m3-ultra"], n_ctx=32768, cache_type_k="q8_0", cache_type_v="q8_0")
+    metal = check("gemma-3-27b", ["m3-ultra-96gb"], n_ctx=32768, cache_type_k="q8_0", cache_type_v="q8_0")
     assert cuda["memory"]["devices"][0]["compute_bytes"] > metal["memory"]["devices"][0]["compute_bytes"]
 
 

@@ -112,6 +112,6 @@ def test_backend_option_switches_overhead_and_calibration() -> None:
     assert v["memory"]["devices"][0]["overhead_bytes"] == 300 * 2**20
     assert any("vulkan" in n for n in v["performance"]["notes"])
     assert v["performance"]["decode_tokens_per_s"] != c["performance"]["decode_tokens_per_s"]
-    bad = subprocess.run([*cli, "check", "--gpu", "m2-max", "--model", "9b", "--backend", "vulkan"],
+    bad = subprocess.run([*cli, "check", "--gpu", "m2-max-64gb", "--model", "9b", "--backend", "vulkan"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "no such backend" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1

@@ -59,8 +59,12 @@ class TensorPlan:
     def __hash__(self) -> int:  # a plan is fixed by its model and file type; hashed as a cache key
         return self._hash
 
-    def type_counts(self) -> dict[str, int]:
+    @cached_property
+    def _type_counts(self) -> dict[str, int]:
         return dict(Counter(t.type.name for t in self.tensors))
+
+    def type_counts(self) -> dict[str, int]:
+        return dict(self._type_counts)
 
     @cached_property
     def _by_name(self) -> dict[str, TensorSpec]:

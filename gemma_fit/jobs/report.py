@@ -22,7 +22,7 @@ from gemma_fit.base.errors import BadInput, GemmaFitError
 from gemma_fit.base.verdict import CELL_ERROR, CELL_STATES, cell_rank
 from gemma_fit.base.version import LLAMA_CPP_LABEL
 from gemma_fit.engines import registry
-from gemma_fit.engines.base import CheckRequest, Engine
+from gemma_fit.engines.base import CheckRequest, CheckResult, Engine
 from gemma_fit.engines.llamacpp import run_check
 from gemma_fit.gguf.types import CONTRACT_QUANTS, file_type
 from gemma_fit.hardware.catalog import GPUSpec, load_gpu_entries, load_gpus
@@ -34,13 +34,12 @@ from gemma_fit.hardware.spec import Hardware
 from gemma_fit.memory.settings import RunSettings, validate
 from gemma_fit.model.catalog import ResolvedModel, entry_spec, load_model_db, resolve_model
 from gemma_fit.model.spec import GENERATION_ORDER
-from gemma_fit.present.documents import RANKING_SORT, check_document, check_figures
+from gemma_fit.present.documents import RANKING_SORT, check_document, check_figures, compact_document
 
 SCHEMA = "gemma-fit.report/1"
 WHAT_TO_BUY_MAX_COMBOS = 12  # a ranking of every database GPU per (model, quant, context): only for small reports
 FULL_CHECK_MAX_CELLS = 1000  # up to this many cells, each keeps its full check document (about 8 KiB each)
 MAX_CELLS = 1_000_000  # about half an hour of checks; more is surely a mistake in --gpu/--model/--quant/--ctx
-COMPACT_CHECK_KEYS = ("engine", "llama_server_command", "command", "assumptions")  # what `check` keeps when compact
 
 ProgressFn = Callable[[int, int], None]
 
@@ -129,16 +128,12 @@ def hardware_configs(gpus: Sequence[Sequence[str]], hardware_files: Sequence[Pat
     return list(out.values())
 
 
-def compact_check(doc: dict[str, Any], shared: dict[Any, Any] | None = None) -> dict[str, Any]:
+def compact_check(result: CheckResult[Any], shared: dict[Any, Any] | None = None) -> dict[str, Any]:
     """What a cell of a large report keeps of its check document; `shared` makes equal assumption lists one
     object (they differ per hardware, not per cell)."""
-    out: dict[str, Any] = {"schema": doc["schema"], "compact": True}
-    for key in COMPACT_CHECK_KEYS:
-        if key in doc:
-            value = doc[key]
-            if key == "assumptions" and shared is not None:
-                value = shared.setdefault(("assumptions", *value), value)
-            out[key] = value
+    out = compact_document(result)
+    if "assumptions" in out and shared is not None:
+        out["assumptions"] = shared.setdefault(("assumptions", *out["assumptions"]), out["assumptions"])
     return out
 
 
@@ -152,8 +147,7 @@ def _cell(cfg: HardwareConfig, model: ResolvedModel, quant: str, ctx: int, setti
         return {**base, "n_ctx": None, "verdict": CELL_ERROR, "error": str(exc), "min_headroom_bytes": None,
                 "max_ctx_fit": None, "n_gpu_layers": None, "n_layers_total": None, "decode_tokens_per_s": None,
                 "prefill_tokens_per_s": None, "ttft_s": None, "check": None}
-    doc = check_document(result)
-    return {**base, **check_figures(result), "check": doc if full else compact_check(doc, shared)}
+    return {**base, **check_figures(result), "check": check_document(result) if full else compact_check(result, shared)}
 
 
 def check_settings(settings: RunSettings, models: Sequence[ResolvedModel], ctxs: Sequence[int], engine: Engine,
@@ -301,15 +295,21 @@ def run_report(models: Sequence[str], quants: Sequence[str], gpus: Sequence[Sequ
     check_settings(settings, resolved, ctxs, eng, quant_names[0], configs[0].hardware)
     full = total <= FULL_CHECK_MAX_CELLS
     shared: dict[Any, Any] = {}
-    cells: list[dict[str, Any]] = []
-    step = max(1, total // 100)
-    for cfg in configs:
-        for model in resolved:
-            for quant in quant_names:
-                for ctx in ctxs:
-                    cells.append(_cell(cfg, model, quant, ctx, settings, eng, full, shared))
-                    if progress is not None and (len(cells) % step == 0 or len(cells) == total):
-                        progress(len(cells), total)
+    # The cells are worked out plan by plan (a model, quant and context on every hardware config in turn), so
+    # that what a plan shares across GPUs is computed once and found in the estimate's cache; they are kept in
+    # the report's order: hardware, model, quant, context.
+    cells: list[dict[str, Any]] = [{} for _ in range(total)]
+    per_cfg = len(resolved) * len(quant_names) * len(ctxs)
+    step, done = max(1, total // 100), 0
+    for im, model in enumerate(resolved):
+        for iq, quant in enumerate(quant_names):
+            for ic, ctx in enumerate(ctxs):
+                for ih, cfg in enumerate(configs):
+                    index = ih * per_cfg + (im * len(quant_names) + iq) * len(ctxs) + ic
+                    cells[index] = _cell(cfg, model, quant, ctx, settings, eng, full, shared)
+                    done += 1
+                    if progress is not None and (done % step == 0 or done == total):
+                        progress(done, total)
     check_some_answer(cells)
     summary = {v: 0 for v in CELL_STATES}
     for cell in cells:

@@ -5,6 +5,7 @@ the GPU (prices from hardware_db/prices). Pure, from the report's cells."""
 from __future__ import annotations
 
 from datetime import date
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +17,13 @@ RUNS = ("go", "tight")  # the cells whose plan keeps the whole model on the GPU(
 
 
 def _quality(cell: dict[str, Any]) -> float | None:
+    return _score(cell["model"], cell["quant"])
+
+
+@cache
+def _score(model: str, quant: str) -> float | None:
     try:
-        return quality(cell["model"], file_type(cell["quant"])).score
+        return quality(model, file_type(quant)).score
     except Exception:  # noqa: BLE001 - a quant the quality table cannot place (an engine's format): no score
         return None
 
@@ -39,12 +45,18 @@ def report_answer(report: dict[str, Any], hardware_dirs: tuple[Path, ...] = ()) 
     today = prices_as_of(table)
     price = {h["key"]: _config_price(h["gpus"], table, today) for h in report["hardware"]}
     priced = {k: v for k, v in price.items() if v is not None}
+    by_hardware: dict[str, list[dict[str, Any]]] = {}
+    by_combo: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+    for c in report["cells"]:  # one pass: a report may hold a million cells
+        if c["verdict"] in (*RUNS, "offload"):
+            by_hardware.setdefault(c["hardware"], []).append(c)
+        if c["verdict"] in RUNS and c["hardware"] in priced:
+            by_combo.setdefault((c["model"], c["quant"], c["ctx"]), []).append(c)
     best = []
     for h in report["hardware"]:
-        cells = [c for c in report["cells"] if c["hardware"] == h["key"] and c["verdict"] in (*RUNS, "offload")]
-        ranked = sorted(cells, key=lambda c: (-(_quality(c) or -1), -(c.get("decode_tokens_per_s") or 0)))
-        if ranked:
-            c = ranked[0]
+        cells = by_hardware.get(h["key"], [])
+        if cells:
+            c = max(cells, key=lambda c: ((_quality(c) or -1), (c.get("decode_tokens_per_s") or 0)))
             best.append({"hardware": h["name"], "key": h["key"], "model": c["model"], "quant": c["quant"],
                          "ctx": c["ctx"], "verdict": c["verdict"], "quality": _quality(c),
                          "decode_tokens_per_s": c.get("decode_tokens_per_s")})
@@ -52,8 +64,7 @@ def report_answer(report: dict[str, Any], hardware_dirs: tuple[Path, ...] = ()) 
     for m in report["models"]:
         for q in report["quants"]:
             for ctx in report["contexts"]:
-                runs = [c for c in report["cells"] if (c["model"], c["quant"], c["ctx"]) == (m["id"], q, ctx)
-                        and c["verdict"] in RUNS and c["hardware"] in priced]
+                runs = by_combo.get((m["id"], q, ctx), [])
                 if runs:
                     c = min(runs, key=lambda c: (priced[c["hardware"]][0], -(c.get("decode_tokens_per_s") or 0)))
                     usd, dated = priced[c["hardware"]]

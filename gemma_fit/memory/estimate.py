@@ -167,9 +167,72 @@ class ContextTerms:
     phases: ComputePhases
 
 
+@cache
 def context_terms(model: ModelSpec, s: RunSettings) -> ContextTerms:
+    """Cached: a report asks the same model and settings on every GPU."""
     kv = kv_cache_layout(model, s)
     return ContextTerms(kv, compute_phases(model, s, kv))
+
+
+@dataclass(frozen=True)
+class _Core:
+    """What an estimate is on any devices of these backends, before their capacities: the placement, the KV
+    cache and compute buffer, the bytes per device (weights, KV, compute, overhead, projector) and on the host."""
+
+    plan: TensorPlan  # kept so that the cache's id(plan) key cannot outlive its plan
+    placement: Placement
+    terms: ContextTerms
+    per_device: tuple[tuple[int, int, int, int, int], ...]
+    host: tuple[int, int, int, int]  # weights (mapped span), KV, compute, output
+
+
+_CORES: dict[tuple[object, ...], _Core] = {}
+_CORES_MAX = 8192  # a report asks the same plan at the same settings on every GPU of a backend
+
+
+def _core(plan: TensorPlan, s: RunSettings, backends: tuple[str, ...], n_gpu_layers: int,
+          split: tuple[int, ...], terms: ContextTerms | None) -> _Core:
+    """The capacity-free part of an estimate, cached: with one device, the placement does not depend on its
+    capacity (with several, the split proportions do, and are part of the key)."""
+    key = (id(plan), s, backends, n_gpu_layers, split)
+    hit = _CORES.get(key)
+    if hit is not None and hit.plan is plan:
+        return hit
+    model = plan.model
+    overrides = (tensor_overrides(s.override_tensor, s.cpu_moe, s.n_cpu_moe, len(backends), model.n_layer)
+                 if s.has_overrides else ())
+    placement = place_layers(model.n_layer, n_gpu_layers, list(split) or [1] * len(backends),
+                             overrides if backends else ())
+    terms = terms or context_terms(model, s)
+    weights = weights_by_device(plan, placement)
+    kv_dev, kv_host = _kv_by_device(model, terms.kv, placement, s, len(backends))
+    n_tokens = min(s.resolved_ctx(model), s.ubatch)
+    comp_dev, comp_host = _compute_split(model, plan, placement, terms.phases, n_tokens, list(backends))
+    per_device = tuple((weights.device_bytes[i], kv_dev[i], comp_dev[i], runtime_overhead(b).bytes,
+                        s.mmproj_bytes if i == 0 else 0) for i, b in enumerate(backends))
+    host_weights = weights.host_mapped_span_bytes if backends else cpu_only_weights_bytes(plan) + s.mmproj_bytes
+    core = _Core(plan, placement, terms, per_device,
+                 (host_weights, kv_host, comp_host, model.n_vocab * max(1, s.n_parallel) * F32))
+    if len(_CORES) >= _CORES_MAX:
+        _CORES.clear()
+    _CORES[key] = core
+    return core
+
+
+def fits(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...], n_gpu_layers: int,
+         host_capacity: int | None, margin_bytes: int = 0) -> bool:
+    """estimate_memory(...).fits() with `margin_bytes` free on every GPU, without building the estimate: the
+    searches ask this thousands of times in a report."""
+    unified = unified_device(devices)
+    if unified is not None:
+        est = estimate_memory(plan, s, devices, n_gpu_layers, host_capacity)
+        return est.fits() and all(d.headroom_bytes >= margin_bytes for d in est.devices)
+    caps = [d.usable_memory_bytes for d in devices]
+    core = _core(plan, s, tuple(d.backend for d in devices), n_gpu_layers, tuple(caps) if len(caps) > 1 else (),
+                 None)
+    if any(sum(used) + margin_bytes > cap for used, cap in zip(core.per_device, caps, strict=True)):
+        return False
+    return host_capacity is None or sum(core.host) <= host_capacity
 
 
 def estimate_memory(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...], n_gpu_layers: int,
@@ -177,36 +240,19 @@ def estimate_memory(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ..
     model = plan.model
     unified = unified_device(devices)
     capacities = [gpu_ceiling(unified)] if unified else [d.usable_memory_bytes for d in devices]
-    overrides = (tensor_overrides(s.override_tensor, s.cpu_moe, s.n_cpu_moe, len(devices), model.n_layer)
-                 if s.has_overrides else ())
-    placement = place_layers(model.n_layer, n_gpu_layers, capacities, overrides if devices else ())
-    terms = terms or context_terms(model, s)
-    kv, phases = terms.kv, terms.phases
-    weights = weights_by_device(plan, placement)
-    kv_dev, kv_host = _kv_by_device(model, kv, placement, s, len(devices))
-    n_tokens = min(s.resolved_ctx(model), s.ubatch)
-    comp_dev, comp_host = _compute_split(model, plan, placement, phases, n_tokens, [d.backend for d in devices])
-    per_device = tuple(
-        DeviceMemory(
-            id=d.id, name=d.name, weights_bytes=weights.device_bytes[i], kv_cache_bytes=kv_dev[i],
-            compute_bytes=comp_dev[i], overhead_bytes=runtime_overhead(d.backend).bytes,
-            capacity_bytes=capacities[i], mmproj_bytes=s.mmproj_bytes if i == 0 else 0,
-        )
-        for i, d in enumerate(devices)
-    )
-    host_weights = weights.host_mapped_span_bytes if devices else cpu_only_weights_bytes(plan)
-    output = model.n_vocab * max(1, s.n_parallel) * F32
-    if not devices:
-        host_weights += s.mmproj_bytes
+    core = _core(plan, s, tuple(d.backend for d in devices), n_gpu_layers,
+                 tuple(capacities) if len(devices) > 1 else (), terms)
+    per_device = tuple(DeviceMemory(d.id, d.name, w, kv, comp, over, capacities[i], mmproj)
+                       for i, (d, (w, kv, comp, over, mmproj)) in enumerate(zip(devices, core.per_device, strict=True)))
+    kv, phases = core.terms.kv, core.terms.phases
     if unified is None:
-        host = HostMemory(host_weights, kv_host, comp_host, output, host_capacity)
-        return MemoryEstimate(s, s.resolved_ctx(model), placement, kv, phases, per_device, host)
+        host = HostMemory(*core.host, host_capacity)
+        return MemoryEstimate(s, s.resolved_ctx(model), core.placement, kv, phases, per_device, host)
     # one memory: the host side has no capacity of its own; the pool holds both sides
-    host = HostMemory(host_weights, kv_host, comp_host, output, None)
+    host = HostMemory(*core.host, None)
     pool_platform = platform(unified)
     assert pool_platform is not None
     capacity = pool_capacity(unified) if host_capacity is None else min(pool_capacity(unified), host_capacity)
     pool = UnifiedPool(pool_platform, capacity, min(capacities[0], capacity), per_device[0].total_bytes,
                        host.total_bytes)
-    return MemoryEstimate(s, s.resolved_ctx(model), placement, kv, phases, per_device, host, pool)
-
+    return MemoryEstimate(s, s.resolved_ctx(model), core.placement, kv, phases, per_device, host, pool)

@@ -294,6 +294,16 @@ def decide(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...], host_
                    "n_ctx_train" if ctx_capped else "memory", s.n_cpu_moe if experts else 0)
 
 
+_OUTPUTS: dict[RunSettings, RunSettings] = {}
+
+
 def with_parallel_outputs(s: RunSettings) -> RunSettings:
-    """llama-server reserves logits for n_parallel outputs (n_outputs_max = n_parallel)."""
-    return replace(s, n_outputs_max=s.n_parallel) if s.n_outputs_max == 0 else s
+    """llama-server reserves logits for n_parallel outputs (n_outputs_max = n_parallel); the same object for the
+    same settings, so the estimate's caches stay warm."""
+    if s.n_outputs_max:
+        return s
+    if s not in _OUTPUTS:
+        if len(_OUTPUTS) >= 65536:
+            _OUTPUTS.clear()
+        _OUTPUTS[s] = replace(s, n_outputs_max=s.n_parallel)
+    return _OUTPUTS[s]

@@ -37,9 +37,17 @@ _GPU_BUFFER = re.compile(r"^(CUDA|ROCm|Vulkan|SYCL|MTL|Metal|OpenCL|CANN|MUSA)(\
 class TensorOverride:
     pattern: str
     device: int  # GPU index, or placement.CPU (-1)
+    ours: bool = False  # written by gemma-fit (--cpu-moe, --n-cpu-moe): a known-safe pattern, matched by `re`
 
     def matches(self, name: str) -> bool:
+        if self.ours:
+            return _ours(self.pattern).search(name) is not None
         return _compiled(self.pattern).search(name)
+
+
+@cache
+def _ours(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
 
 
 @cache
@@ -81,8 +89,8 @@ def parse_override(text: str, n_gpus: int) -> tuple[TensorOverride, ...]:
 def moe_overrides(cpu_moe: bool, n_cpu_moe: int, n_layer: int) -> tuple[TensorOverride, ...]:
     """--cpu-moe's pattern, then --n-cpu-moe's per layer (those past the model's last layer match nothing
     in llama.cpp either, so they are left out)."""
-    out = [TensorOverride(EXPERTS, -1)] if cpu_moe else []
-    return (*out, *(TensorOverride(rf"blk\.{i}{EXPERTS}", -1) for i in range(min(n_cpu_moe, n_layer))))
+    out = [TensorOverride(EXPERTS, -1, ours=True)] if cpu_moe else []
+    return (*out, *(TensorOverride(rf"blk\.{i}{EXPERTS}", -1, ours=True) for i in range(min(n_cpu_moe, n_layer))))
 
 
 @cache
@@ -96,10 +104,22 @@ def tensor_overrides(override_tensor: tuple[str, ...], cpu_moe: bool, n_cpu_moe:
     return tuple(rules)
 
 
-@cache
+_DEVICES: dict[tuple[int, str], int | None] = {}
+_RULES: dict[int, tuple[TensorOverride, ...]] = {}  # holds each rules tuple, so its id is never reused
+_MAX_CACHED = 1_000_000
+
+
 def override_device(rules: tuple[TensorOverride, ...], name: str) -> int | None:
-    """The device the first matching rule names, or None when none matches."""
-    for r in rules:
-        if r.matches(name):
-            return r.device
-    return None
+    """The device the first matching rule names, or None when none matches. Cached by the rules' identity
+    (tensor_overrides makes one tuple per setting) and the name: hashing the rules for every tensor of every
+    estimate cost more than the matching."""
+    key = (id(rules), name)
+    if key in _DEVICES:
+        return _DEVICES[key]
+    if len(_DEVICES) >= _MAX_CACHED:
+        _DEVICES.clear()
+        _RULES.clear()
+    _RULES[id(rules)] = rules
+    device = next((r.device for r in rules if r.matches(name)), None)
+    _DEVICES[key] = device
+    return device

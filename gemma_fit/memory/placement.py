@@ -48,6 +48,30 @@ class Placement:
                 return d
         return self.layer_device_of(t)
 
+    def devices_of(self, plan: TensorPlan) -> list[int]:
+        """device_of for every tensor of the plan, in its order: the overrides' answers per tensor are worked out
+        once per plan and rule set."""
+        forced = _forced_devices(plan, self.overrides)
+        return [f if f is not None else self.layer_device_of(t) for t, f in zip(plan.tensors, forced, strict=True)]
+
+
+_FORCED: dict[tuple[int, int], tuple[TensorPlan, tuple[TensorOverride, ...], tuple[int | None, ...]]] = {}
+
+
+def _forced_devices(plan: TensorPlan, overrides: tuple[TensorOverride, ...]) -> tuple[int | None, ...]:
+    """Per tensor of the plan, the device the first matching override names (None: the layer split decides)."""
+    if not overrides:
+        return (None,) * len(plan.tensors)
+    key = (id(plan), id(overrides))
+    hit = _FORCED.get(key)
+    if hit is not None and hit[0] is plan and hit[1] is overrides:
+        return hit[2]
+    if len(_FORCED) >= 4096:
+        _FORCED.clear()
+    forced = tuple(override_device(overrides, t.name) for t in plan.tensors)
+    _FORCED[key] = (plan, overrides, forced)
+    return forced
+
 
 def f32(x: float) -> float:
     """Round to float32, the precision llama.cpp computes split points in."""
@@ -181,8 +205,7 @@ def _weights_by_tensor(plan: TensorPlan, placement: Placement) -> WeightsByDevic
     dev = [0] * placement.n_devices
     host: list[tuple[int, int, int]] = []
     pos = 0
-    for t in plan.tensors:
-        d = placement.device_of(t)
+    for t, d in zip(plan.tensors, placement.devices_of(plan), strict=True):
         if d == CPU:
             host.append((t.n_bytes, pos, pos + t.n_bytes))
         else:
@@ -201,11 +224,29 @@ def moved_to_host(plan: TensorPlan, placement: Placement) -> tuple[TensorSpec, .
     read from system memory."""
     if not placement.overrides:
         return ()
-    return tuple(t for t in plan.tensors
-                 if t.layer is not None and placement.layer_device_of(t) != CPU and placement.device_of(t) == CPU)
+    return tuple(t for t, d in zip(plan.tensors, placement.devices_of(plan), strict=True)
+                 if d == CPU and t.layer is not None and placement.layer_device_of(t) != CPU)
+
+
+_MOVED: dict[tuple[int, Placement], tuple[TensorPlan, dict[int, int]]] = {}
 
 
 def moved_bytes_by_layer(plan: TensorPlan, placement: Placement) -> dict[int, int]:
+    """Bytes per layer that overrides keep on the host from layers on a GPU; cached per plan and placement."""
+    if not placement.overrides:
+        return {}
+    key = (id(plan), placement)
+    hit = _MOVED.get(key)
+    if hit is not None and hit[0] is plan:
+        return hit[1]
+    if len(_MOVED) >= 16384:
+        _MOVED.clear()
+    moved = _moved_bytes_by_layer(plan, placement)
+    _MOVED[key] = (plan, moved)
+    return moved
+
+
+def _moved_bytes_by_layer(plan: TensorPlan, placement: Placement) -> dict[int, int]:
     per_layer: dict[int, int] = {}
     for t in moved_to_host(plan, placement):
         assert t.layer is not None

@@ -6,13 +6,43 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any, TypeVar
 
 from gemma_fit.gguf.tensors import TensorPlan, build_plan
 from gemma_fit.gguf.types import CONTRACT_QUANTS
 from gemma_fit.hardware.spec import GPUSpec
 from gemma_fit.memory.estimate import context_terms, estimate_memory
+from gemma_fit.memory.estimate import fits as fits_on
 from gemma_fit.memory.settings import RunSettings
 from gemma_fit.model.spec import ModelSpec
+
+T = TypeVar("T")
+
+
+def memo(search: Callable[..., T]) -> Callable[..., T]:
+    """A search's answer cached by what it reads of its inputs: the plan (by identity), the settings, and of each
+    device only its backend and memory (a report asks the same search on many GPUs of one size)."""
+    answers: dict[tuple[object, ...], tuple[object, T]] = {}
+
+    def cached(first: Any, s: RunSettings, devices: tuple[GPUSpec, ...], *rest: Any) -> T:
+        key = (id(first), s, tuple(_memory_of(d) for d in devices), rest)
+        hit = answers.get(key)
+        if hit is not None and hit[0] is first:
+            return hit[1]
+        value = search(first, s, devices, *rest)
+        if len(answers) >= _MEMO_MAX:
+            answers.clear()
+        answers[key] = (first, value)
+        return value
+
+    return cached
+
+
+_MEMO_MAX = 65536
+
+
+def _memory_of(d: GPUSpec) -> tuple[object, ...]:
+    return d.backend, d.usable_memory_bytes, d.memory_bytes, d.unified_memory, d.unified_platform
 
 
 def largest_fitting(lo: int, hi: int, fits: Callable[[int], bool], *, try_hi_first: bool = False) -> int:
@@ -36,6 +66,7 @@ def largest_fitting(lo: int, hi: int, fits: Callable[[int], bool], *, try_hi_fir
     return lo
 
 
+@memo
 def auto_gpu_layers(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...],
                     host_capacity: int | None, margin_bytes: int = 0) -> int:
     """-ngl auto: every layer when they all fit (the verdict warns when that leaves less than the margin),
@@ -48,7 +79,7 @@ def auto_gpu_layers(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ..
 
     def fits(n: int, margin: int = margin_bytes) -> bool:
         est = estimate_memory(plan, s, devices, n, host_capacity, terms)
-        return all(d.headroom_bytes >= margin for d in est.devices)
+        return all(d.headroom_bytes >= margin for d in est.devices)  # the GPUs only: the host is the verdict's
 
     if fits(n_all, 0):
         return n_all
@@ -56,6 +87,7 @@ def auto_gpu_layers(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ..
     return largest_fitting(0, n_all - 1, fits)
 
 
+@memo
 def experts_to_cpu(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...], host_capacity: int | None,
                    margin_bytes: int) -> int | None:
     """For a mixture-of-experts model that does not fit on the GPU(s): the fewest layers whose routed
@@ -79,6 +111,7 @@ def experts_to_cpu(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...
     return model.n_layer - kept
 
 
+@memo
 def max_ctx_fit(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...], n_gpu_layers: int,
                 host_capacity: int | None) -> int:
     """Largest context (a multiple of 256, at most the trained context) that fits with these
@@ -87,8 +120,7 @@ def max_ctx_fit(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...], 
     step = 256 * (1 if s.kv_unified else s.n_parallel)
 
     def fits(n_steps: int) -> bool:
-        return estimate_memory(plan, replace(s, n_ctx=n_steps * step), devices, n_gpu_layers,
-                               host_capacity).fits()
+        return fits_on(plan, s.with_ctx(n_steps * step), devices, n_gpu_layers, host_capacity)
 
     most = model.n_ctx_train // step
     if most == 0 or not fits(1):
@@ -97,6 +129,7 @@ def max_ctx_fit(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...], 
     return largest_fitting(0, most, fits, try_hi_first=True) * step
 
 
+@memo
 def quant_that_fits(model: ModelSpec, s: RunSettings, devices: tuple[GPUSpec, ...],
                     host_capacity: int | None) -> str | None:
     """The largest (best quality) file type whose model fits entirely at these settings."""

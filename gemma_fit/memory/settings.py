@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from functools import cached_property
 from typing import Literal
 
@@ -57,6 +57,13 @@ class RunSettings:
         return args
 
     @cached_property
+    def _hash(self) -> int:
+        return hash(tuple(getattr(self, f) for f in _FIELDS))
+
+    def __hash__(self) -> int:  # a cache key of every estimate: computed once per settings object
+        return self._hash
+
+    @cached_property
     def type_k(self) -> GGMLType:
         return ggml_type(self.cache_type_k)
 
@@ -88,7 +95,9 @@ class RunSettings:
         return pad_to(n_ctx // self.n_parallel, 256)
 
     def with_ctx(self, n_ctx: int) -> RunSettings:
-        return replace(self, n_ctx=n_ctx)
+        """These settings at another context; the same object for the same context (a report asks each
+        context on every GPU, and equal objects keep the estimate's caches warm)."""
+        return _variant(self, n_ctx)
 
     @classmethod
     def from_flags(cls, *, n_gpu_layers: str = "auto", flash_attn: str = "auto", **values: object) -> RunSettings:
@@ -96,6 +105,9 @@ class RunSettings:
         by field name (n_ctx, n_batch, override_tensor ...)."""
         return cls(n_gpu_layers=parse_n_gpu_layers(n_gpu_layers), flash_attn=parse_flash_attn(flash_attn),
                    **values)  # type: ignore[arg-type]
+
+
+_FIELDS = tuple(f.name for f in fields(RunSettings))
 
 
 def is_llama_cpp(engine: str) -> bool:
@@ -124,8 +136,32 @@ def parse_flash_attn(value: str) -> FlashAttn:
 MAX_OVERRIDE_LAYERS = 4096  # llama_max_tensor_buft_overrides(): one override per layer
 
 
+_VARIANTS: dict[tuple[RunSettings, int], RunSettings] = {}
+_VALID: dict[tuple[RunSettings, ModelSpec], RunSettings] = {}
+_MAX_KEPT = 65536
+
+
+def _variant(s: RunSettings, n_ctx: int) -> RunSettings:
+    key = (s, n_ctx)
+    if key not in _VARIANTS:
+        if len(_VARIANTS) >= _MAX_KEPT:
+            _VARIANTS.clear()
+        _VARIANTS[key] = s if s.n_ctx == n_ctx else replace(s, n_ctx=n_ctx)
+    return _VARIANTS[key]
+
+
 def validate(s: RunSettings, model: ModelSpec) -> RunSettings:
-    """Reject settings llama.cpp would refuse, with the reason in one line."""
+    """Reject settings llama.cpp would refuse, with the reason in one line; the settings as llama.cpp reads
+    them (cache types in lower case), the same object for the same settings and model."""
+    key = (s, model)
+    if key not in _VALID:
+        if len(_VALID) >= _MAX_KEPT:
+            _VALID.clear()
+        _VALID[key] = _validate(s, model)
+    return _VALID[key]
+
+
+def _validate(s: RunSettings, model: ModelSpec) -> RunSettings:
     if s.n_ctx < 0 or s.n_ctx > MAX_CTX:
         raise BadInput(f"--ctx {s.n_ctx} is impossible (0 = trained context, at most {MAX_CTX:,})")
     for name, value in (("--batch", s.n_batch), ("--ubatch", s.n_ubatch), ("--parallel", s.n_parallel)):

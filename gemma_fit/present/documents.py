@@ -197,6 +197,17 @@ def check_json(r: LlamaCppResult) -> dict[str, Any]:
     }
 
 
+def compact_document(result: CheckResult[Any]) -> dict[str, Any]:
+    """What a cell of a large report keeps of its check document: the schema, the command that runs it and, for
+    llama.cpp, the assumptions (report --json gives `check --json` for a cell's full document)."""
+    out: dict[str, Any] = {"schema": SCHEMA, "compact": True}
+    if isinstance(result.detail, LlamaCppPlan):
+        out.update(llama_server_command=result.command, assumptions=assumptions(result))
+    else:
+        out.update(engine=result.engine, command=result.command)
+    return out
+
+
 def check_document(result: CheckResult[Any]) -> dict[str, Any]:
     """The gemma-fit.check/1 document of a check on any engine: llama.cpp's plan has its own keys, the other
     engines' accounting theirs."""

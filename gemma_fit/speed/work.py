@@ -135,7 +135,25 @@ class DeviceWork:
         return self.work[d].read_bytes + self.kv_read[d]
 
 
+_WORK: dict[tuple[object, ...], tuple[TensorPlan, DeviceWork]] = {}
+_WORK_MAX = 8192  # a report asks the same plan and placement on every GPU of a backend
+
+
 def device_work(plan: TensorPlan, est: MemoryEstimate, n_gpus: int, prompt_tokens: int) -> DeviceWork:
+    """Per-token work per device, cached: it depends on the plan, the placement and the settings, never on the
+    GPUs' own figures (those are the speed model's, applied after)."""
+    key = (id(plan), est.settings, est.placement, n_gpus, prompt_tokens)
+    hit = _WORK.get(key)
+    if hit is not None and hit[0] is plan:
+        return hit[1]
+    work = _device_work(plan, est, n_gpus, prompt_tokens)
+    if len(_WORK) >= _WORK_MAX:
+        _WORK.clear()
+    _WORK[key] = (plan, work)
+    return work
+
+
+def _device_work(plan: TensorPlan, est: MemoryEstimate, n_gpus: int, prompt_tokens: int) -> DeviceWork:
     model, placement = plan.model, est.placement
     devices = [*range(n_gpus), CPU]
     sums = {d: [0.0] * 5 for d in devices}  # LayerWork fields, summed without a dataclass per layer
@@ -175,10 +193,9 @@ def _work_by_tensor(plan: TensorPlan, est: MemoryEstimate, devices: list[int]) -
     the CPU: each token reads only the experts it is routed to there)."""
     placement = est.placement
     work = {d: LayerWork() for d in devices}
-    for t in plan.tensors:
+    for t, d in zip(plan.tensors, placement.devices_of(plan), strict=True):
         if t.role == "input":
             continue
-        d = placement.device_of(t)
         work[d] = work[d] + _tensor_work(t, plan)
     if "output.weight" not in plan.by_name():  # the tied output matrix is read every token
         out = placement.output_device
