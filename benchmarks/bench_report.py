@@ -8,6 +8,8 @@ process, imports included.
     python benchmarks/bench_report.py                      # the 3400-cell matrix, library and CLI
     python benchmarks/bench_report.py --large --gpus 20    # --model all --quant all over the first 20
                                                            # database GPUs: time and peak RSS per cell
+    python benchmarks/bench_report.py --whole              # the CLI over every GPU, model, quant and 6
+                                                           # contexts (--json to /dev/null): wall, CPU, RSS
 
 `--large` runs run_report in a fresh process on `--model all --quant all` (every model, every contract
 quant) over the first `--gpus N` GPUs of the database and the `--ctx` list, then writes the report as JSON
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -29,6 +32,7 @@ import time
 GPUS = ["a4000", "rtx-3060-12gb", "rtx-4090", "rtx-3090", "l40s", "a100-80gb-sxm", "h100-sxm", "t4", "l4", "h200-sxm"]
 QUANTS = ["Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0", "BF16"]
 CONTEXTS = [4096, 8192, 32768, 131072]
+WHOLE_CONTEXTS = "4096,8192,16384,32768,131072,0"
 INPROCESS = f"""
 import time
 t0 = time.perf_counter()
@@ -51,16 +55,19 @@ c.main()
 """
 
 LARGE = """
-import json, resource, sys, time
+import json, os, resource, sys, time
 from gemma_fit.hardware.catalog import load_gpus
 from gemma_fit.jobs.report import run_report
 from gemma_fit.memory.settings import RunSettings
 n_gpus, ctxs = int(sys.argv[1]), [int(c) for c in sys.argv[2].split(",")]
 gpus = [[g] for g in list(load_gpus(()))[:n_gpus]]
 rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-t0, c0 = time.perf_counter(), time.process_time()
+def cpu():  # this process and its waited-for workers
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+t0, c0 = time.perf_counter(), cpu()
 report = run_report(["all"], ["all"], gpus, ctxs, RunSettings())
-t1, c1 = time.perf_counter(), time.process_time()
+t1, c1 = time.perf_counter(), cpu()
 rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 try:
     from gemma_fit.cli.report import dump_report_json
@@ -69,13 +76,14 @@ except ImportError:  # before the streaming writer
         fp.write(json.dumps(doc, indent=2) + "\\n")
 with open("/dev/null", "w") as f:
     dump_report_json(report, f)
-t2, c2 = time.perf_counter(), time.process_time()
+t2, c2 = time.perf_counter(), cpu()
 rss2 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print(json.dumps({"cells": len(report["cells"]), "gpus": len(gpus), "contexts": ctxs, "summary": report["summary"],
                   "run_report_s": round(t1 - t0, 2), "json_s": round(t2 - t1, 2),
                   "run_report_cpu_s": round(c1 - c0, 2), "json_cpu_s": round(c2 - c1, 2),
                   "imports_rss_mib": round(rss0 / 1024), "peak_rss_after_run_mib": round(rss1 / 1024),
-                  "peak_rss_after_json_mib": round(rss2 / 1024)}))
+                  "peak_rss_after_json_mib": round(rss2 / 1024),
+                  "workers_peak_rss_mib": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)}))
 """
 
 
@@ -100,6 +108,22 @@ def large(n_gpus: int, contexts: str, extrapolate: int) -> None:
     print(json.dumps(doc, indent=2))
 
 
+def whole(contexts: str) -> None:
+    """The command a user runs: every database GPU x every model x every contract quant x the contexts, as JSON."""
+    args = ["report", "--model", "all", "--quant", "all", "--gpu", "all",
+            *[a for c in contexts.split(",") for a in ("--ctx", c)], "--json"]
+    t = time.perf_counter()
+    with open(os.devnull, "w") as sink:
+        proc = subprocess.Popen([sys.executable, "-m", "gemma_fit", *args], stdout=sink, stderr=subprocess.PIPE)
+        _, status, usage = os.wait4(proc.pid, 0)  # the command and its (waited-for) worker processes
+    wall = time.perf_counter() - t
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(proc.stderr.read().decode()[-2000:] if proc.stderr else "failed")
+    print(json.dumps({"command": "gemma-fit " + " ".join(args) + " > /dev/null", "wall_s": round(wall, 1),
+                      "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
+                      "peak_rss_mib_largest_process": round(usage.ru_maxrss / 1024)}, indent=2))
+
+
 def _cli(*extra: str) -> float:
     args = ["report", "--model", "all", *[a for q in QUANTS for a in ("--quant", q)],
             *[a for g in GPUS for a in ("--gpu", g)], *[a for c in CONTEXTS for a in ("--ctx", str(c))], *extra]
@@ -114,7 +138,13 @@ def main() -> None:
     ap.add_argument("--gpus", type=int, default=20, help="with --large: the first N database GPUs (default 20)")
     ap.add_argument("--ctx", default="4096", help="with --large: contexts, comma-separated (default 4096)")
     ap.add_argument("--extrapolate", type=int, default=442_000, help="with --large: cells to extrapolate to")
+    ap.add_argument("--whole", metavar="CTXS", nargs="?", const=WHOLE_CONTEXTS,
+                    help="time the CLI on every GPU x model x quant at these contexts (comma-separated, default "
+                         f"{WHOLE_CONTEXTS}: 413,712 cells with 156 GPUs) as JSON to /dev/null")
     opts = ap.parse_args()
+    if opts.whole:
+        whole(opts.whole)
+        return
     if opts.large:
         large(opts.gpus, opts.ctx, opts.extrapolate)
         return

@@ -23,6 +23,7 @@ from gemma_fit.engines.base import EngineSettings, validate_numbers
 from gemma_fit.engines.llamacpp import run_check
 from gemma_fit.hardware.select import select_hardware
 from gemma_fit.jobs import report as report_module
+from gemma_fit.jobs import report_cells
 from gemma_fit.jobs.report import run_report
 from gemma_fit.memory.settings import RunSettings
 from gemma_fit.model.catalog import resolve_model
@@ -76,7 +77,7 @@ def test_every_engine_refuses_impossible_settings_before_any_cell(
     def no_cell(*_: Any, **__: Any) -> dict[str, Any]:
         raise AssertionError("a cell ran")
 
-    monkeypatch.setattr(report_module, "_cell", no_cell)
+    monkeypatch.setattr(report_cells, "cell", no_cell)
     quant = "Q4_K_M" if engine in ("llama.cpp", "ollama") else "bf16"
     with pytest.raises(BadInput, match=message.replace("(", r"\(")):
         run_report(["9b", "270m"], [quant], [["h100-sxm"]], [ctx], settings, engine=engine)
@@ -163,7 +164,7 @@ def test_more_than_a_million_cells_is_refused_before_any_check() -> None:
 
 def test_matrix_cap_counts_before_checking(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(report_module, "MAX_CELLS", 3)
-    monkeypatch.setattr(report_module, "_cell", lambda *_, **__: pytest.fail("a cell ran"))
+    monkeypatch.setattr(report_cells, "cell", lambda *_, **__: pytest.fail("a cell ran"))
     with pytest.raises(BadInput, match=r"the report would have 4 cells \(2 hardware configs x 1 models x 2 quants "
                                        r"x 1 contexts\), more than 3"):
         run_report(["9b"], ["Q4_K_M", "Q8_0"], [["a4000"], ["l4"]], [4096], RunSettings())
@@ -207,6 +208,41 @@ def test_large_reports_keep_compact_cells_with_the_same_figures(monkeypatch: pyt
     for lists in by_hw.values():  # one shared list per hardware, not one per cell
         assert all(x is lists[0] for x in lists)
     json.dumps(compact)
+
+
+@pytest.mark.parametrize("full_max", [1000, 10])
+def test_worker_processes_make_the_same_report(full_max: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cells shared out over forked workers (a plan per task, finished in any order) land where the serial
+    loop puts them, equal in every figure and document; compact cells share their assumption lists again."""
+    monkeypatch.setattr(report_module, "FULL_CHECK_MAX_CELLS", full_max)
+    serial = run_report(*MATRIX, RunSettings(), workers=1)
+    parallel = run_report(*MATRIX, RunSettings(), workers=2)
+    assert parallel == serial
+    if full_max < 48:
+        by_hw: dict[str, list[Any]] = {}
+        for c in parallel["cells"]:
+            by_hw.setdefault(c["hardware"], []).append(c["check"]["assumptions"])
+        assert all(x is lists[0] for lists in by_hw.values() for x in lists)
+
+
+def test_only_large_matrices_on_linux_start_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[int] = []
+    real = report_cells.matrix_cells
+
+    def spy(m: report_cells.Matrix, progress: Any = None, workers: int | None = None) -> list[dict[str, Any]]:
+        seen.append(report_cells.workers_for(m))
+        return real(m, progress, 1)
+
+    monkeypatch.setattr(report_module, "matrix_cells", spy)
+    run_report(*MATRIX, RunSettings())
+    assert seen == [1]  # 48 cells: this process
+    monkeypatch.setattr(report_cells, "PARALLEL_MIN_CELLS", 10)
+    monkeypatch.setattr(report_cells.os, "sched_getaffinity", lambda _: {0, 1, 2}, raising=False)
+    monkeypatch.setattr(report_cells.sys, "platform", "linux")
+    run_report(*MATRIX, RunSettings())
+    monkeypatch.setattr(report_cells.sys, "platform", "darwin")
+    run_report(*MATRIX, RunSettings())
+    assert seen[1:] == [3, 1]
 
 
 def _deep_size(obj: Any, seen: set[int]) -> int:
@@ -256,3 +292,22 @@ def test_table_printed_in_pieces_is_the_same_as_whole(monkeypatch: pytest.Monkey
     lines = whole.splitlines()
     assert len(lines) == 4 * (1 + 3 + 12) and lines[0] == "" and lines[1] == "a4000: RTX A4000"
     assert sum("gemma-2-9b" in x for x in lines) == 4 * 4
+
+
+def test_a_compact_report_is_written_one_cell_per_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from gemma_fit.present.report_view import write_report_json
+
+    monkeypatch.setattr(report_module, "FULL_CHECK_MAX_CELLS", 10)
+    report = run_report(*MATRIX, RunSettings())
+    for doc in (report, {**report, "cells": []}):
+        out = io.StringIO()
+        write_report_json(doc, out)
+        assert json.loads(out.getvalue()) == doc
+        lines = out.getvalue().splitlines()
+        assert sum(line.startswith('    {"hardware": ') for line in lines) == len(doc["cells"])
+        assert list(json.loads(out.getvalue())) == list(doc)  # the keys in the report's order
+    report["cells"][0]["decode_tokens_per_s"] = float("inf")
+    with pytest.raises(ValueError, match="not JSON compliant"):
+        write_report_json(report, io.StringIO())

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from contextlib import nullcontext
 from pathlib import Path
@@ -115,7 +114,7 @@ def report_command(
     err = Console(stderr=True)
     show_progress = err.is_terminal and not quiet
     task: list[Any] = []
-    from gemma_fit.present.report_view import progress_bar
+    from gemma_fit.present.report_view import progress_bar, write_report_json
 
     with (progress_bar(err) if show_progress else nullcontext()) as bar:
         def on_progress(done: int, total: int) -> None:
@@ -134,9 +133,8 @@ def report_command(
         write_text(html, api.report_page(report))
         if not quiet:
             print(f"wrote {html}", file=sys.stderr)
-    if as_json:  # written as it is encoded: a large report is never one string in memory
-        json.dump(report, sys.stdout, indent=2, allow_nan=False)
-        sys.stdout.write("\n")
+    if as_json:
+        write_report_json(report, sys.stdout)
     elif not quiet:
         from gemma_fit.present.report_view import render_report
         from gemma_fit.present.terminal import console

@@ -13,8 +13,8 @@ answer). A cell that only some models refuse is an "error" cell and the others s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from gemma_fit.base.errors import BadInput, GemmaFitError
 from gemma_fit.base.verdict import CELL_ERROR, CELL_STATES, cell_rank
 from gemma_fit.base.version import LLAMA_CPP_LABEL
 from gemma_fit.engines import registry
-from gemma_fit.engines.base import CheckRequest, CheckResult, Engine
+from gemma_fit.engines.base import CheckRequest, Engine
 from gemma_fit.engines.llamacpp import run_check
 from gemma_fit.gguf.types import CONTRACT_QUANTS, file_type
 from gemma_fit.hardware.catalog import GPUSpec, load_gpu_entries, load_gpus
@@ -31,23 +31,17 @@ from gemma_fit.hardware.prices import Price
 from gemma_fit.hardware.schema import DESCRIBED_BY_USER
 from gemma_fit.hardware.select import select_hardware
 from gemma_fit.hardware.spec import Hardware
+from gemma_fit.jobs.report_cells import HardwareConfig, Matrix, ProgressFn, matrix_cells
 from gemma_fit.memory.settings import RunSettings, validate
 from gemma_fit.model.catalog import ResolvedModel, entry_spec, load_model_db, resolve_model
 from gemma_fit.model.spec import GENERATION_ORDER
-from gemma_fit.present.documents import RANKING_SORT, check_document, check_figures, compact_document
+from gemma_fit.present.documents import RANKING_SORT, check_figures
 
 SCHEMA = "gemma-fit.report/1"
 WHAT_TO_BUY_MAX_COMBOS = 12  # a ranking of every database GPU per (model, quant, context): only for small reports
 FULL_CHECK_MAX_CELLS = 1000  # up to this many cells, each keeps its full check document (about 8 KiB each)
 MAX_CELLS = 1_000_000  # about half an hour of checks; more is surely a mistake in --gpu/--model/--quant/--ctx
 
-ProgressFn = Callable[[int, int], None]
-
-
-@dataclass(frozen=True)
-class HardwareConfig:
-    key: str  # what the user typed, normalised: ids joined by '+', or 'file:<machine name>'
-    hardware: Hardware
 
 
 def gpu_configs(values: Sequence[str], hardware_dirs: tuple[Path, ...] = ()) -> list[list[str]]:
@@ -126,28 +120,6 @@ def hardware_configs(gpus: Sequence[Sequence[str]], hardware_files: Sequence[Pat
     if not out:
         raise BadInput("give at least one --gpu (a GPU id, ids joined by '+' for one machine) or --hardware FILE")
     return list(out.values())
-
-
-def compact_check(result: CheckResult[Any], shared: dict[Any, Any] | None = None) -> dict[str, Any]:
-    """What a cell of a large report keeps of its check document; `shared` makes equal assumption lists one
-    object (they differ per hardware, not per cell)."""
-    out = compact_document(result)
-    if "assumptions" in out and shared is not None:
-        out["assumptions"] = shared.setdefault(("assumptions", *out["assumptions"]), out["assumptions"])
-    return out
-
-
-def _cell(cfg: HardwareConfig, model: ResolvedModel, quant: str, ctx: int, settings: RunSettings,
-          engine: Engine, full: bool = True, shared: dict[Any, Any] | None = None) -> dict[str, Any]:
-    """One cell: the summary figures and, in "check", the full check document (`full`) or a compact one."""
-    base = {"hardware": cfg.key, "model": model.spec.id, "quant": quant, "ctx": ctx}
-    try:
-        result = engine.estimate(CheckRequest(model, quant, settings.with_ctx(ctx), cfg.hardware))
-    except BadInput as exc:  # a setting this model refuses: the other cells still count
-        return {**base, "n_ctx": None, "verdict": CELL_ERROR, "error": str(exc), "min_headroom_bytes": None,
-                "max_ctx_fit": None, "n_gpu_layers": None, "n_layers_total": None, "decode_tokens_per_s": None,
-                "prefill_tokens_per_s": None, "ttft_s": None, "check": None}
-    return {**base, **check_figures(result), "check": check_document(result) if full else compact_check(result, shared)}
 
 
 def check_settings(settings: RunSettings, models: Sequence[ResolvedModel], ctxs: Sequence[int], engine: Engine,
@@ -277,13 +249,14 @@ def run_report(models: Sequence[str], quants: Sequence[str], gpus: Sequence[Sequ
                settings: RunSettings, hardware_files: Sequence[Path] = (), model_dirs: tuple[Path, ...] = (),
                hardware_dirs: tuple[Path, ...] = (), what_to_buy: bool = False,
                progress: ProgressFn | None = None, engine: str = "llama.cpp",
-               machine: MachineFlags | None = None) -> dict[str, Any]:
+               machine: MachineFlags | None = None, workers: int | None = None) -> dict[str, Any]:
     """The matrix: one cell per (hardware, model, quant, context), in that nesting order.
 
     `what_to_buy` adds, for each (model, quant, context) when there are at most WHAT_TO_BUY_MAX_COMBOS of
     them, a ranking of every GPU in the hardware database. `progress(done, total)` is called as cells finish.
     Raises BadInput for an unknown engine, impossible settings, more than MAX_CELLS cells, and when every cell
     is an error; above FULL_CHECK_MAX_CELLS cells, each cell's "check" is compact (see the module doc).
+    `workers`: processes for the cells (default: report_cells.workers_for, 1 for a small matrix).
     """
     eng = registry.engine_named(engine)
     model_dirs, hardware_dirs = tuple(model_dirs), tuple(hardware_dirs)
@@ -294,22 +267,8 @@ def run_report(models: Sequence[str], quants: Sequence[str], gpus: Sequence[Sequ
     total = check_matrix_size(len(configs), len(resolved), len(quant_names), len(ctxs))
     check_settings(settings, resolved, ctxs, eng, quant_names[0], configs[0].hardware)
     full = total <= FULL_CHECK_MAX_CELLS
-    shared: dict[Any, Any] = {}
-    # The cells are worked out plan by plan (a model, quant and context on every hardware config in turn), so
-    # that what a plan shares across GPUs is computed once and found in the estimate's cache; they are kept in
-    # the report's order: hardware, model, quant, context.
-    cells: list[dict[str, Any]] = [{} for _ in range(total)]
-    per_cfg = len(resolved) * len(quant_names) * len(ctxs)
-    step, done = max(1, total // 100), 0
-    for im, model in enumerate(resolved):
-        for iq, quant in enumerate(quant_names):
-            for ic, ctx in enumerate(ctxs):
-                for ih, cfg in enumerate(configs):
-                    index = ih * per_cfg + (im * len(quant_names) + iq) * len(ctxs) + ic
-                    cells[index] = _cell(cfg, model, quant, ctx, settings, eng, full, shared)
-                    done += 1
-                    if progress is not None and (done % step == 0 or done == total):
-                        progress(done, total)
+    matrix = Matrix(tuple(configs), tuple(resolved), tuple(quant_names), tuple(ctxs), settings, eng, full)
+    cells = matrix_cells(matrix, progress, workers)
     check_some_answer(cells)
     summary = {v: 0 for v in CELL_STATES}
     for cell in cells:
