@@ -95,10 +95,9 @@ def report(models: str | Sequence[str], gpus: str | Sequence[str] = (), *, quant
     from gemma_fit.jobs.report import gpu_configs, run_report
 
     names = [models] if isinstance(models, str) else list(models)
-    configs = gpu_configs([gpus] if isinstance(gpus, str) else list(gpus), catalog.hardware_dirs)
+    configs = gpu_configs([gpus] if isinstance(gpus, str) else list(gpus), catalog)
     return run_report(names, list(quants), configs, list(contexts), settings or RunSettings(),
-                      hardware_files=list(hardware_files), model_dirs=catalog.model_dirs,
-                      hardware_dirs=catalog.hardware_dirs, what_to_buy=what_to_buy, progress=progress,
+                      hardware_files=list(hardware_files), catalog=catalog, what_to_buy=what_to_buy, progress=progress,
                       engine=engine, machine=machine)
 
 
@@ -110,7 +109,7 @@ def recommend(hardware: HardwareArg, needs: Needs, *, settings: RunSettings | No
     from gemma_fit.jobs.recommend import recommend as run
 
     hw = hardware_of(hardware, backend, catalog.hardware_dirs, machine)
-    return run(hw, needs, settings, engine, catalog.model_dirs)
+    return run(hw, needs, settings, engine, catalog)
 
 
 def buy(models: Sequence[str], quant: str, needs: BuyNeeds, *, prices: Path | None = None,
@@ -121,8 +120,7 @@ def buy(models: Sequence[str], quant: str, needs: BuyNeeds, *, prices: Path | No
 
     if not models:
         raise BadInput("--model is required (an id or alias; repeat it for several)")
-    return run(expand_models(models, catalog.model_dirs), quant, needs, hardware_dirs=catalog.hardware_dirs,
-               prices_file=prices)
+    return run(expand_models(models, catalog), quant, needs, catalog=catalog, prices_file=prices)
 
 
 def load_cluster(path: Path, catalog: Catalog = BUILTIN) -> Cluster | None:

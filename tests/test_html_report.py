@@ -25,6 +25,7 @@ from typer.testing import CliRunner
 
 from gemma_fit.base.errors import BadInput
 from gemma_fit.cli.report import report_command
+from gemma_fit.db.catalog import Catalog
 from gemma_fit.engines.llamacpp import run_check
 from gemma_fit.hardware.select import select_hardware
 from gemma_fit.jobs.report import SCHEMA, check_sources, gpu_ranking, run_report
@@ -203,9 +204,9 @@ def test_names_are_escaped(evil_db: Path, tmp_path: Path) -> None:
     hw = select_hardware(["evil-gpu"], None, (evil_db,))
     doc = check_json(run_check(resolved, "Q4_K_M", settings, hw))
     doc["model"]["id"] = "gemma-<script>alert(3)</script>"
-    html = render_check_html(doc, gpu_ranking(resolved, "Q4_K_M", settings, (evil_db,)), check_sources(doc))
-    report = run_report(["2b"], ["Q4_K_M"], [["evil-gpu"]], [4096], RunSettings(), hardware_dirs=(evil_db,),
-                        what_to_buy=True)
+    evil = Catalog(hardware_dirs=(evil_db,))
+    html = render_check_html(doc, gpu_ranking(resolved, "Q4_K_M", settings, evil), check_sources(doc))
+    report = run_report(["2b"], ["Q4_K_M"], [["evil-gpu"]], [4096], RunSettings(), catalog=evil, what_to_buy=True)
     for page in (html, render_report_html(report)):
         assert "<script" not in page.lower()
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page

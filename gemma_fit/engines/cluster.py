@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from gemma_fit.base.errors import BadInput
 from gemma_fit.base.text import printable
 from gemma_fit.base.verdict import Verdict
+from gemma_fit.db.catalog import BUILTIN, Catalog
 from gemma_fit.engines.base import CheckResult, EngineDevice, EnginePlan, EngineSettings
 from gemma_fit.engines.hf_speed import HFLayout, Requests, hf_model_work, hf_performance
 from gemma_fit.engines.llamacpp import LlamaCppResult, run_check
@@ -95,18 +95,18 @@ class ClusterPlan:
     settings: dict[str, Any]
 
 
-def _hardware(ids: list[str], dirs: tuple[Path, ...]) -> Hardware:
-    return select_hardware(ids, None, dirs)
+def _hardware(ids: list[str], catalog: Catalog) -> Hardware:
+    return select_hardware(ids, None, catalog.hardware_dirs)
 
 
 def rpc_plan(cluster: Cluster, resolved: ResolvedModel, quant: str, settings: RunSettings, prompt_tokens: int,
-             traffic: Traffic, hardware_dirs: tuple[Path, ...] = ()) -> ClusterPlan:
+             traffic: Traffic, catalog: Catalog = BUILTIN) -> ClusterPlan:
     """llama-server on the head with every other node's GPUs as RPC devices (in front of the head's own)."""
     _ipv4_only(cluster)
     remote = [g for n in cluster.nodes[1:] for g in n.gpus]
     head = list(cluster.nodes[0].gpus)
     owners = [n for n in cluster.nodes[1:] for _ in n.gpus] + [cluster.nodes[0]] * len(head)
-    hw = _hardware([g.id for g in remote + head], hardware_dirs)
+    hw = _hardware([g.id for g in remote + head], catalog)
     r: LlamaCppResult = run_check(resolved, quant, settings, hw, prompt_tokens=prompt_tokens,
                                   output_tokens=traffic.output_tokens, request_rate=traffic.rate_per_s)
     est = r.detail.estimate
@@ -181,7 +181,7 @@ def stage_spec(spec: ModelSpec, start: int, count: int) -> ModelSpec:
 
 
 def ray_plan(cluster: Cluster, resolved: ResolvedModel, es: EngineSettings[VllmOptions],
-             hardware_dirs: tuple[Path, ...] = (),
+             catalog: Catalog = BUILTIN,
              tp: int | None = None, pp: int | None = None) -> ClusterPlan:
     """vLLM on Ray: tp GPUs per stage (default: per node), pp stages (default: the nodes), one stage per node."""
     counts = {len(n.gpus) for n in cluster.nodes}
@@ -202,7 +202,7 @@ def ray_plan(cluster: Cluster, resolved: ResolvedModel, es: EngineSettings[VllmO
         if 0 < k < pp - 1:  # a middle stage holds neither the embedding nor the logits (vLLM's PPMissingLayer)
             sub = replace(sub, n_vocab=0)
         stages.append(sub)
-        hw = _hardware([g.id for g in node.gpus[:tp]], hardware_dirs)
+        hw = _hardware([g.id for g in node.gpus[:tp]], catalog)
         results.append(estimate_vllm(resolved, sub, replace(es, options=replace(es.options, tensor_parallel_size=tp)),
                                      hw))
         start += n_layers

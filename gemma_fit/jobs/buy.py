@@ -24,6 +24,7 @@ from gemma_fit.base.ranges import check_optional, check_range
 from gemma_fit.base.suggest import did_you_mean
 from gemma_fit.base.text import printable
 from gemma_fit.base.verdict import Verdict
+from gemma_fit.db.catalog import BUILTIN, Catalog
 from gemma_fit.hardware.catalog import load_gpu_entries, load_gpus
 from gemma_fit.hardware.prices import Price, current_price, price_table, prices_as_of
 from gemma_fit.hardware.select import select_hardware
@@ -89,12 +90,12 @@ def check_buy_needs(n: BuyNeeds) -> None:
     check_range("--top", n.top)
 
 
-def hardware_options(needs: BuyNeeds, today: date, hardware_dirs: tuple[Path, ...] = (),
+def hardware_options(needs: BuyNeeds, today: date, catalog: Catalog = BUILTIN,
                      prices_file: Path | None = None) -> tuple[list[HardwareOption], int]:
     """Every priced option in the segments asked, under the budget; and how many parts had no price."""
-    table = price_table(hardware_dirs, prices_file)
-    gpus = load_gpus(hardware_dirs)
-    entries = load_gpu_entries(hardware_dirs)
+    table = price_table(catalog.hardware_dirs, prices_file)
+    gpus = load_gpus(catalog.hardware_dirs)
+    entries = load_gpu_entries(catalog.hardware_dirs)
     priced: list[tuple[GPUSpec, Price, str | None]] = []
     unpriced = 0
     for gid, entry in table.items():
@@ -137,15 +138,15 @@ def _power(table: dict[str, Any], spec: GPUSpec) -> float | None:
     return float(spec.tdp_w) if spec.tdp_w is not None else None
 
 
-def _hardware(option: HardwareOption, hardware_dirs: tuple[Path, ...]) -> Hardware:
-    return select_hardware([g.id for g in option.gpus], None, hardware_dirs)
+def _hardware(option: HardwareOption, catalog: Catalog) -> Hardware:
+    return select_hardware([g.id for g in option.gpus], None, catalog.hardware_dirs)
 
 
 def _best_plan(option: HardwareOption, models: Sequence[ResolvedModel], quants: Sequence[str], needs: BuyNeeds,
-               base: RunSettings, hardware_dirs: tuple[Path, ...]) -> Candidate | None:
+               base: RunSettings, catalog: Catalog) -> Candidate | None:
     """The option's best plan for the models and quants asked that reaches the speed (else its fastest)."""
     try:
-        hw = _hardware(option, hardware_dirs)
+        hw = _hardware(option, catalog)
     except GemmaFitError:
         return None
     rneeds = Needs(n_ctx=needs.n_ctx, vision=needs.vision, margin_bytes=needs.margin_bytes)
@@ -160,7 +161,7 @@ def _best_plan(option: HardwareOption, models: Sequence[ResolvedModel], quants: 
 
 
 def buy(models: Sequence[ResolvedModel], quant: str, needs: BuyNeeds, settings: RunSettings | None = None,
-        today: date | None = None, hardware_dirs: tuple[Path, ...] = (), prices_file: Path | None = None,
+        today: date | None = None, catalog: Catalog = BUILTIN, prices_file: Path | None = None,
         ) -> Purchase:
     """The options for `models` (any of them) at `quant` ('auto': each option's best), cheapest first."""
     check_buy_needs(needs)
@@ -169,7 +170,7 @@ def buy(models: Sequence[ResolvedModel], quant: str, needs: BuyNeeds, settings: 
     if len(models) > MAX_MODELS:
         raise BadInput(f"buy compares hardware for at most {MAX_MODELS} models at once ({len(models)} given): "
                        "name the ones you would run")
-    today = today or prices_as_of(price_table(hardware_dirs, prices_file))
+    today = today or prices_as_of(price_table(catalog.hardware_dirs, prices_file))
     base = replace(settings or RunSettings(), n_ctx=needs.n_ctx, n_gpu_layers=None)
     for m in models:
         validate(base, m.spec)
@@ -177,8 +178,8 @@ def buy(models: Sequence[ResolvedModel], quant: str, needs: BuyNeeds, settings: 
             raise BadInput(f"{m.spec.id} is trained for {m.spec.n_ctx_train:,} tokens, under the --ctx "
                            f"{needs.n_ctx:,} needed")
     quants = AUTO_QUANTS if quant.strip().lower() == "auto" else (quant,)
-    options, unpriced = hardware_options(needs, today, hardware_dirs, prices_file)
-    evaluated = [BuyOption(o, _best_plan(o, models, quants, needs, base, hardware_dirs)) for o in options]
+    options, unpriced = hardware_options(needs, today, catalog, prices_file)
+    evaluated = [BuyOption(o, _best_plan(o, models, quants, needs, base, catalog)) for o in options]
     fitting = [o for o in evaluated if o.plan is not None]
     meeting = [o for o in fitting if o.decode >= needs.min_tps]
     if meeting:

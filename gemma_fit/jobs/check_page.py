@@ -21,10 +21,10 @@ from gemma_fit.present.html import render_check_html
 def check_page(result: CheckResult[Any], catalog: Catalog = BUILTIN, extra: dict[str, Any] | None = None) -> str:
     """The page's HTML. `extra` adds keys to the check document (inspect's header figures)."""
     doc = {**check_document(result), **(extra or {})}
-    srcs = sources([result.resolved], list(result.hardware.gpus), catalog.hardware_dirs)
+    srcs = sources([result.resolved], list(result.hardware.gpus), catalog)
     if not isinstance(result.detail, LlamaCppPlan):
         raise BadInput(f"--html pages show llama.cpp plans; for --engine {result.engine} use --json")
-    ranking = gpu_ranking(result.resolved, result.quant, result.detail.settings, catalog.hardware_dirs)
+    ranking = gpu_ranking(result.resolved, result.quant, result.detail.settings, catalog)
     rec, purchase = _answers(result, catalog)
     return render_check_html(doc, ranking, srcs, rec, purchase)
 
@@ -37,9 +37,9 @@ def _answers(result: LlamaCppResult, catalog: Catalog) -> tuple[dict[str, Any] |
     rec = purchase = None
     try:
         rec = recommend_document(recommend(result.hardware, Needs(n_ctx=n_ctx, top=3), settings,
-                                           model_dirs=catalog.model_dirs))
+                                           catalog=catalog))
         purchase = buy_document(buy([result.resolved], result.quant, BuyNeeds(n_ctx=n_ctx, top=3), settings,
-                                    hardware_dirs=catalog.hardware_dirs))
+                                    catalog=catalog))
     except GemmaFitError:
         pass  # the page still has the check; the answer section says nothing it cannot back
     return rec, purchase

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from gemma_fit.base.errors import BadInput, GemmaFitError
@@ -21,6 +20,7 @@ from gemma_fit.base.ranges import check_optional, check_range
 from gemma_fit.base.suggest import did_you_mean
 from gemma_fit.base.text import printable
 from gemma_fit.base.verdict import Verdict
+from gemma_fit.db.catalog import BUILTIN, Catalog
 from gemma_fit.engines import registry
 from gemma_fit.engines.llamacpp import LlamaCppResult, run_check
 from gemma_fit.engines.projector import with_projector
@@ -85,8 +85,8 @@ def check_needs(needs: Needs) -> None:
     check_optional("--min-tps", needs.min_tps)
 
 
-def _models(needs: Needs, model_dirs: tuple[Path, ...]) -> tuple[list[ResolvedModel], list[str]]:
-    entries = sorted(load_model_db(model_dirs).values(),
+def _models(needs: Needs, catalog: Catalog) -> tuple[list[ResolvedModel], list[str]]:
+    entries = sorted(load_model_db(catalog.model_dirs).values(),
                      key=lambda e: (GENERATION_ORDER[e.generation], entry_spec(e).n_embd, e.id))
     out, skipped = [], []
     for e in entries:
@@ -96,7 +96,7 @@ def _models(needs: Needs, model_dirs: tuple[Path, ...]) -> tuple[list[ResolvedMo
         if spec.n_ctx_train < needs.n_ctx:
             skipped.append(f"{e.id}: trained for {spec.n_ctx_train:,} tokens, under the {needs.n_ctx:,} needed")
             continue
-        out.append(ResolvedModel(spec, e.id, f"model {e.id}", model_dirs))
+        out.append(ResolvedModel(spec, e.id, f"model {e.id}", catalog.model_dirs))
     return out, skipped
 
 
@@ -149,7 +149,7 @@ def _best_per_model(pool: Sequence[Candidate], prefer: str) -> list[Candidate]:
 
 
 def recommend(hw: Hardware, needs: Needs, settings: RunSettings | None = None, engine: str = "llama.cpp",
-              model_dirs: tuple[Path, ...] = ()) -> Recommendation:
+              catalog: Catalog = BUILTIN) -> Recommendation:
     """The ranked configurations of `hw` for `needs`. Raises BadInput for impossible needs or an engine whose
     plans are not llama.cpp's: Ollama runs llama.cpp's llama-server on the same GGUF files since v0.30.0
     (docs/engines.md), so its plans are these with Ollama's commands."""
@@ -160,7 +160,7 @@ def recommend(hw: Hardware, needs: Needs, settings: RunSettings | None = None, e
     engine = eng.name
     margin = SAFETY_MARGIN_BYTES if needs.margin_bytes is None else needs.margin_bytes
     base = replace(settings or RunSettings(), n_ctx=needs.n_ctx, n_parallel=needs.n_parallel, n_gpu_layers=None)
-    models, skipped = _models(needs, model_dirs)
+    models, skipped = _models(needs, catalog)
     tower = eng.loads_vision_tower
     for m in models[:1]:  # settings llama.cpp refuses for every model are bad input, not "nothing fits"
         validate(base, m.spec)

@@ -21,6 +21,7 @@ from typing import Any
 from gemma_fit.base.errors import BadInput, GemmaFitError
 from gemma_fit.base.verdict import CELL_ERROR, CELL_STATES, cell_rank
 from gemma_fit.base.version import LLAMA_CPP_LABEL
+from gemma_fit.db.catalog import BUILTIN, Catalog
 from gemma_fit.engines import registry
 from gemma_fit.engines.base import CheckRequest, Engine
 from gemma_fit.engines.llamacpp import run_check
@@ -44,7 +45,7 @@ MAX_CELLS = 1_000_000  # about half an hour of checks; more is surely a mistake 
 
 
 
-def gpu_configs(values: Sequence[str], hardware_dirs: tuple[Path, ...] = ()) -> list[list[str]]:
+def gpu_configs(values: Sequence[str], catalog: Catalog = BUILTIN) -> list[list[str]]:
     """Each --gpu value is one hardware config: `a4000`; `rtx-4090+rtx-4090` is one two-GPU machine;
     `a4000,rtx-4090` is two configs; `all` is every GPU in the hardware database, one config each."""
     out: list[list[str]] = []
@@ -54,7 +55,7 @@ def gpu_configs(values: Sequence[str], hardware_dirs: tuple[Path, ...] = ()) -> 
             if not part:
                 continue
             if part.lower() == "all":
-                out.extend([gid] for gid in load_gpus(hardware_dirs))
+                out.extend([gid] for gid in load_gpus(catalog.hardware_dirs))
             else:
                 out.append([p.strip() for p in part.split("+")])
     return out
@@ -68,8 +69,9 @@ def settings_json(s: RunSettings) -> dict[str, Any]:
             "kv_unified": s.kv_unified}
 
 
-def expand_models(names: Sequence[str], extra: tuple[Path, ...] = ()) -> list[ResolvedModel]:
+def expand_models(names: Sequence[str], catalog: Catalog = BUILTIN) -> list[ResolvedModel]:
     """Resolve each name once ('all' = every model in the database), first occurrence wins."""
+    extra = catalog.model_dirs
     out: dict[str, ResolvedModel] = {}
     for name in names:
         if name.strip().lower() == "all":
@@ -105,8 +107,9 @@ def expand_contexts(contexts: Sequence[int]) -> list[int]:
 
 
 def hardware_configs(gpus: Sequence[Sequence[str]], hardware_files: Sequence[Path],
-                     extra: tuple[Path, ...] = (), machine: MachineFlags | None = None) -> list[HardwareConfig]:
+                     catalog: Catalog = BUILTIN, machine: MachineFlags | None = None) -> list[HardwareConfig]:
     """One config per GPU list (several ids = one multi-GPU machine) and per machine file."""
+    extra = catalog.hardware_dirs
     out: dict[str, HardwareConfig] = {}
     for names in gpus:
         names = [p.strip() for n in names for p in n.split("+") if p.strip()]  # 'a+b' is one two-GPU machine
@@ -154,13 +157,13 @@ def check_some_answer(cells: Sequence[dict[str, Any]]) -> None:
         raise BadInput(f"no combination could be checked ({which}): {reasons[0]}{more}")
 
 
-def _gpu_sources(spec: GPUSpec, extra: tuple[Path, ...]) -> list[str]:
-    entry = load_gpu_entries(extra).get(spec.id)
+def _gpu_sources(spec: GPUSpec, catalog: Catalog) -> list[str]:
+    entry = load_gpu_entries(catalog.hardware_dirs).get(spec.id)
     urls = [spec.source] + (list(entry.sources) if entry is not None and entry.name == spec.name else [])
     return list(dict.fromkeys(u for u in urls if u.startswith(("http://", "https://"))))
 
 
-def sources(models: Sequence[ResolvedModel], gpus: Sequence[GPUSpec], extra_hw: tuple[Path, ...] = ()
+def sources(models: Sequence[ResolvedModel], gpus: Sequence[GPUSpec], catalog: Catalog = BUILTIN
             ) -> list[dict[str, Any]]:
     """Where the numbers come from: the database entries' source URLs, and the llama.cpp rules."""
     out: list[dict[str, Any]] = [{
@@ -189,15 +192,15 @@ def sources(models: Sequence[ResolvedModel], gpus: Sequence[GPUSpec], extra_hw: 
                     "detail": f"{g.usable_memory_bytes:,} bytes usable"
                               + (f", {g.memory_bandwidth_gbps:g} GB/s" if g.memory_bandwidth_gbps else "")
                               + (f" ({DESCRIBED_BY_USER})" if g.source == DESCRIBED_BY_USER else ""),
-                    "urls": _gpu_sources(g, extra_hw)})
+                    "urls": _gpu_sources(g, catalog)})
     return out
 
 
-def _prices(extra_dirs: tuple[Path, ...]) -> dict[str, Price]:
+def _prices(catalog: Catalog) -> dict[str, Price]:
     """Each priced GPU's price today (hardware_db/prices), for the ranking's price columns."""
     from gemma_fit.hardware.prices import current_price, price_table, prices_as_of
 
-    table = price_table(extra_dirs)
+    table = price_table(catalog.hardware_dirs)
     today = prices_as_of(table)
     return {gid: p for gid, e in table.items() if (p := current_price(e, today)) is not None}
 
@@ -208,18 +211,18 @@ def _price_columns(price: Price | None, decode: float | None, tdp_w: float | Non
             "price_kind": price.kind if price else None, "tokens_per_s_per_1000_usd": per_1000, "tdp_w": tdp_w}
 
 
-def gpu_ranking(resolved: ResolvedModel, quant: str, settings: RunSettings, extra_dirs: tuple[Path, ...] = (),
+def gpu_ranking(resolved: ResolvedModel, quant: str, settings: RunSettings, catalog: Catalog = BUILTIN,
                 gpus: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """Every database GPU (or those named) on its own, for one model, quant and settings, with as many layers on
     the GPU as fit (--n-gpu-layers auto); sorted by RANKING_SORT."""
     settings = replace(settings, n_gpu_layers=None)
-    table = load_gpus(tuple(extra_dirs))
+    table = load_gpus(catalog.hardware_dirs)
     if gpus is None:
         specs = list(table.values())
     else:
-        specs = [select_hardware([g], None, tuple(extra_dirs)).gpus[0] for g in gpus]
+        specs = [select_hardware([g], None, catalog.hardware_dirs).gpus[0] for g in gpus]
     rows = []
-    prices = _prices(extra_dirs)
+    prices = _prices(catalog)
     for g in specs:
         hw = Hardware(g.name, (g,), None, None)
         result = run_check(resolved, quant, settings, hw)
@@ -246,8 +249,8 @@ def gpu_ranking(resolved: ResolvedModel, quant: str, settings: RunSettings, extr
 
 
 def run_report(models: Sequence[str], quants: Sequence[str], gpus: Sequence[Sequence[str]], contexts: Sequence[int],
-               settings: RunSettings, hardware_files: Sequence[Path] = (), model_dirs: tuple[Path, ...] = (),
-               hardware_dirs: tuple[Path, ...] = (), what_to_buy: bool = False,
+               settings: RunSettings, hardware_files: Sequence[Path] = (), catalog: Catalog = BUILTIN,
+               what_to_buy: bool = False,
                progress: ProgressFn | None = None, engine: str = "llama.cpp",
                machine: MachineFlags | None = None, workers: int | None = None) -> dict[str, Any]:
     """The matrix: one cell per (hardware, model, quant, context), in that nesting order.
@@ -259,11 +262,10 @@ def run_report(models: Sequence[str], quants: Sequence[str], gpus: Sequence[Sequ
     `workers`: processes for the cells (default: report_cells.workers_for, 1 for a small matrix).
     """
     eng = registry.engine_named(engine)
-    model_dirs, hardware_dirs = tuple(model_dirs), tuple(hardware_dirs)
-    resolved = expand_models(models, model_dirs)
+    resolved = expand_models(models, catalog)
     quant_names = expand_quants(quants, eng)
     ctxs = expand_contexts(contexts)
-    configs = hardware_configs(gpus, hardware_files, hardware_dirs, machine)
+    configs = hardware_configs(gpus, hardware_files, catalog, machine)
     total = check_matrix_size(len(configs), len(resolved), len(quant_names), len(ctxs))
     check_settings(settings, resolved, ctxs, eng, quant_names[0], configs[0].hardware)
     full = total <= FULL_CHECK_MAX_CELLS
@@ -287,12 +289,12 @@ def run_report(models: Sequence[str], quants: Sequence[str], gpus: Sequence[Sequ
         "contexts": ctxs,
         "summary": summary,
         "cells": cells,
-        "sources": sources(resolved, all_gpus, hardware_dirs),
+        "sources": sources(resolved, all_gpus, catalog),
     }
     report["engine"] = eng.name
     from gemma_fit.jobs.report_answer import report_answer
 
-    report["answer"] = report_answer(report, hardware_dirs)
+    report["answer"] = report_answer(report, catalog)
     if not full:
         report["check_documents"] = (f"compact: {total:,} cells, more than {FULL_CHECK_MAX_CELLS:,}; each cell's "
                                      "check keeps its schema, server command and assumptions (gemma-fit check "
@@ -306,23 +308,22 @@ def run_report(models: Sequence[str], quants: Sequence[str], gpus: Sequence[Sequ
             report["what_to_buy_sort"] = RANKING_SORT
             report["what_to_buy"] = [
                 {"model": m.spec.id, "quant": q, "ctx": c,
-                 "ranking": gpu_ranking(m, q, replace(settings, n_ctx=c), hardware_dirs)}
+                 "ranking": gpu_ranking(m, q, replace(settings, n_ctx=c), catalog)}
                 for m, q, c in combos
             ]
     return report
 
 
-def check_sources(doc: dict[str, Any], model_dirs: tuple[Path, ...] = (), hardware_dirs: tuple[Path, ...] = (),
-                  ) -> list[dict[str, Any]]:
+def check_sources(doc: dict[str, Any], catalog: Catalog = BUILTIN) -> list[dict[str, Any]]:
     """The sources behind a check document: its model's and GPUs' database entries, and llama.cpp."""
     models, gpus = [], []
     try:
-        entry = load_model_db(tuple(model_dirs)).get(str(doc["model"]["id"]).lower())
+        entry = load_model_db(catalog.model_dirs).get(str(doc["model"]["id"]).lower())
         if entry is not None:
             models.append(ResolvedModel(entry_spec(entry), entry.id, doc["model"].get("resolved", ""),
-                                        tuple(model_dirs)))
-        table = load_gpus(tuple(hardware_dirs))
+                                        catalog.model_dirs))
+        table = load_gpus(catalog.hardware_dirs)
         gpus = [table[g] for g in doc.get("hardware", {}).get("gpus", []) if g in table]
     except GemmaFitError:  # an unreadable extra database: the report still renders, with fewer sources
         pass
-    return sources(models, gpus, tuple(hardware_dirs))
+    return sources(models, gpus, catalog)

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from datetime import date
 from functools import cache
-from pathlib import Path
 from typing import Any
 
+from gemma_fit.db.catalog import BUILTIN, Catalog
 from gemma_fit.gguf.quality import quality
 from gemma_fit.gguf.types import file_type
 from gemma_fit.hardware.prices import current_price, price_table, prices_as_of
@@ -40,8 +40,8 @@ def _config_price(gpus: list[str], table: dict[str, Any], today: date) -> tuple[
     return (total, max(dates)) if gpus else None
 
 
-def report_answer(report: dict[str, Any], hardware_dirs: tuple[Path, ...] = ()) -> dict[str, Any]:
-    table = price_table(hardware_dirs)
+def report_answer(report: dict[str, Any], catalog: Catalog = BUILTIN) -> dict[str, Any]:
+    table = price_table(catalog.hardware_dirs)
     today = prices_as_of(table)
     price = {h["key"]: _config_price(h["gpus"], table, today) for h in report["hardware"]}
     priced = {k: v for k, v in price.items() if v is not None}

@@ -115,11 +115,11 @@ def _cluster(cluster: Cluster, model: str, quant: str | None, settings: RunSetti
         if tp or pp:
             raise BadInput("--tensor-parallel-size / --pipeline-parallel-size are vLLM's; llama.cpp RPC splits "
                            "layers over every node's GPUs")
-        plan = rpc_plan(cluster, resolved, quant or "Q4_K_M", settings, prompt_tokens, traffic, catalog.hardware_dirs)
+        plan = rpc_plan(cluster, resolved, quant or "Q4_K_M", settings, prompt_tokens, traffic, catalog)
     elif engine == VLLM.name:
         head = Hardware(cluster.name, cluster.nodes[0].gpus, None)
         es = VLLM.settings(CheckRequest(resolved, quant, settings, head, Workload(prompt_tokens, traffic)))
-        plan = ray_plan(cluster, resolved, es, catalog.hardware_dirs, tp, pp)
+        plan = ray_plan(cluster, resolved, es, catalog, tp, pp)
     else:
         raise BadInput(f"a cluster file plans llama.cpp (RPC) or vLLM (Ray), not {engine}")
     return _with_gpus_needed({
