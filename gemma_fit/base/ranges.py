@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import cast
 
 from gemma_fit.base.errors import BadInput
 from gemma_fit.base.text import printable
@@ -83,25 +84,48 @@ RANGES: dict[str, Range] = {
     "bandwidth_gbit": Range(0.001, 100_000, "Gbit/s per direction", integer=False),
     "latency_us": Range(0, 10_000_000, "microseconds, one way", integer=False),
     "ram_gb": Range(0.25, 64 * 1024, "GiB", integer=False),
-    "usd": Range(0, 1e8, "US dollars", integer=False, low_open=True),
+    # a --prices file (and hardware_db/prices/): a cent at least, so that tokens/s per 1,000 USD stays finite
+    "usd": Range(0.01, 10_000_000, "US dollars", integer=False),
+    "power_w": Range(1, 100_000, "watts at the wall", integer=False),
+    # a GPU spec (hardware_db/gpus/, or a full spec in a machine file): floors well under the slowest part in the
+    # database (34 GB/s, 1.43 Gbit/s a pin, 5.1 fp16 TFLOPS, 0.64 fp32 TFLOPS, 625 MHz), so that a typo such as
+    # 1e-300 TFLOPS (a prefill of 0 tok/s, a first token after 1e297 s, inf in JSON) is refused, never planned.
+    "memory_bandwidth_gbps": Range(10, 20_000, "decimal GB/s", integer=False),
+    "memory_data_rate_gbps": Range(0.1, 64, "Gbit/s per pin", integer=False),
+    "fp16_tensor_tflops": Range(0.001, 10_000, "TFLOPS", integer=False),
+    "int8_tensor_tops": Range(0.001, 20_000, "TOPS", integer=False),
+    "fp32_tflops": Range(0.001, 500, "TFLOPS", integer=False),
+    "boost_clock_mhz": Range(100, 4000, "MHz", integer=False),
+    "nvlink_gbps": Range(0, 20_000, "GB/s both ways; 0 = none", integer=False),
+    "tdp_w": Range(5, 2000, "watts", integer=False),
 }
+
+
+def range_problem(name: str, value: object) -> str | None:
+    """What is wrong with `value` as RANGES[name] sees it ("1e-300 is impossible (...)"), or None when it is
+    inside. The text starts with the value, so that a caller can put the option or the file's field before it."""
+    limits = RANGES[name]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return f"{printable(repr(value), 60)} is not a number ({limits.shown()})"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{value} is impossible ({limits.shown()})"
+    if limits.integer and isinstance(value, float) and not value.is_integer():
+        return f"{value:g} must be a whole number ({limits.shown()})"
+    if value == 0 and math.copysign(1.0, value) < 0:
+        # -0.0 passes `>= 0` and then prints as "-0" wherever it is shown: refused, as the typo it is
+        return f"{value} is a negative zero: write 0 ({limits.shown()})"
+    if not limits.holds(value):
+        return f"{_num(value) if isinstance(value, int) else f'{value:g}'} is impossible ({limits.shown()})"
+    return None
 
 
 def check_range(name: str, value: object, shown_name: str | None = None) -> float:
     """`value` if it is a number inside RANGES[name]; else BadInput in one line. `shown_name` is how the
     message names it (a flag as the user typed it, or a file's field)."""
-    limits = RANGES[name]
-    label = shown_name or name
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise BadInput(f"{label} {printable(repr(value), 60)} is not a number ({limits.shown()})")
-    if isinstance(value, float) and not math.isfinite(value):
-        raise BadInput(f"{label} {value} is impossible ({limits.shown()})")
-    if limits.integer and isinstance(value, float) and not value.is_integer():
-        raise BadInput(f"{label} {value:g} must be a whole number ({limits.shown()})")
-    if not limits.holds(value):
-        raise BadInput(f"{label} {_num(value) if isinstance(value, int) else f'{value:g}'} is impossible "
-                       f"({limits.shown()})")
-    return value
+    problem = range_problem(name, value)
+    if problem is not None:
+        raise BadInput(f"{shown_name or name} {problem}")
+    return cast(float, value)  # range_problem refused anything but an int or a float
 
 
 def check_optional(name: str, value: object, shown_name: str | None = None) -> None:

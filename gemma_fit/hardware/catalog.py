@@ -21,6 +21,7 @@ from gemma_fit.base.errors import BadInput, DatabaseError
 from gemma_fit.db.files import packaged_dir
 from gemma_fit.db.yaml_files import read_yaml
 from gemma_fit.db.yaml_lines import compose, format_validation
+from gemma_fit.hardware.price_schema import PriceEntry, PriceFile
 from gemma_fit.hardware.schema import (
     CPUEntry,
     CPUFile,
@@ -30,8 +31,6 @@ from gemma_fit.hardware.schema import (
     InterconnectFile,
     MemoryEntry,
     MemoryFile,
-    PriceEntry,
-    PriceFile,
     StorageEntry,
     StorageFile,
 )

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from gemma_fit.base.errors import BadInput, DatabaseError
 from gemma_fit.hardware.catalog import load_hardware_db, parse_file
-from gemma_fit.hardware.schema import PriceEntry, PriceFile
+from gemma_fit.hardware.price_schema import PriceEntry, PriceFile
 
 # A launch MSRP older than this is not a price anyone sells the part at new; street and used prices are.
 MSRP_MAX_AGE_YEARS = 3

@@ -23,6 +23,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from gemma_fit.base.ranges import range_problem
 from gemma_fit.db.schema import Strict, StrictInput
 from gemma_fit.hardware.spec import (  # noqa: F401 - re-exported: the schema and its limits
     BACKENDS,
@@ -61,6 +62,17 @@ def _whole_number(value: Any) -> Any:
     return value
 
 
+def ranged(name: str) -> AfterValidator:
+    """A number through base.ranges' one table (RANGES[name]), its message the range's own."""
+    def check(value: float) -> float:
+        problem = range_problem(name, value)
+        if problem is not None:  # the text goes in as a value: a brace in it is not a template field
+            raise PydanticCustomError("out_of_range", "{problem}", {"problem": problem})
+        return value
+
+    return AfterValidator(check)
+
+
 Vendor = Literal["nvidia", "amd", "apple", "intel"]
 Backend = Literal["cuda", "rocm", "metal", "vulkan", "sycl"]
 Arch = Literal[
@@ -72,7 +84,16 @@ Arch = Literal[
 PcieLanes = Annotated[Literal[1, 2, 4, 8, 16], BeforeValidator(_whole_number)]
 
 MemoryBytes = Annotated[int, Field(ge=GIB, le=2 * TIB, description="bytes, 1 GiB to 2 TiB")]
-BandwidthGBps = Annotated[float, Field(ge=10, le=20_000, description="decimal GB/s")]
+# Every rate, bandwidth, clock and power of a GPU spec is checked against base.ranges' table (the database's and a
+# machine file's alike): its floors refuse 1e-300 and denormals, which divide into inf further down.
+BandwidthGBps = Annotated[float, ranged("memory_bandwidth_gbps")]
+DataRateGbps = Annotated[float, ranged("memory_data_rate_gbps")]
+Fp16Tflops = Annotated[float, ranged("fp16_tensor_tflops")]
+Int8Tops = Annotated[float, ranged("int8_tensor_tops")]
+ClockMHz = Annotated[float, ranged("boost_clock_mhz")]
+Fp32Tflops = Annotated[float, ranged("fp32_tflops")]
+TdpW = Annotated[float, ranged("tdp_w")]
+NvlinkGBps = Annotated[float, ranged("nvlink_gbps")]
 
 
 
@@ -99,18 +120,18 @@ class GPUEntry(Strict):
     logical_devices: int = Field(default=1, ge=1, le=8)  # e.g. MI250X: two GCDs, two devices to software
     memory_type: str
     bus_width_bits: int | None = Field(default=None, ge=16, le=16_384)
-    memory_data_rate_gbps: float | None = Field(default=None, gt=0, le=64)
+    memory_data_rate_gbps: DataRateGbps | None = None
     memory_bandwidth_gbps: BandwidthGBps | None = None
-    fp16_tensor_tflops: float | None = Field(default=None, gt=0, le=10_000)
-    int8_tensor_tops: float | None = Field(default=None, gt=0, le=20_000)
-    boost_clock_mhz: float | None = Field(default=None, ge=100, le=4000)  # reference boost clock (TechPowerUp's), MHz
-    fp32_tflops: float | None = Field(default=None, gt=0, le=500)  # non-tensor FP32, shaders x 2 x boost clock, dense
+    fp16_tensor_tflops: Fp16Tflops | None = None
+    int8_tensor_tops: Int8Tops | None = None
+    boost_clock_mhz: ClockMHz | None = None  # reference boost clock (TechPowerUp's), MHz
+    fp32_tflops: Fp32Tflops | None = None  # non-tensor FP32, shaders x 2 x boost clock, dense
     gpu_cores: int | None = Field(default=None, ge=1, le=1024)  # Apple GPU cores (the largest bin the entry covers)
     bf16_supported: bool
-    tdp_w: float | None = Field(default=None, ge=5, le=2000)
+    tdp_w: TdpW | None = None
     pcie_gen: int | None = Field(default=None, ge=1, le=6)
     pcie_lanes: PcieLanes | None = None
-    nvlink_gbps: float | None = Field(default=None, ge=0, le=20_000)  # total bidirectional per GPU; 0 = none
+    nvlink_gbps: NvlinkGBps | None = None  # total bidirectional per GPU; 0 = none
     ecc: bool | None
     form_factor: str
     source: str = Field(pattern=URL)
@@ -196,47 +217,6 @@ class StorageEntry(Strict):
 
 class StorageFile(Strict):
     storage: list[StorageEntry] = Field(min_length=1)
-
-
-# A price's date: a year, a quarter (2026-Q1), a month or a day, as its source states it.
-PRICE_DATE = r"^\d{4}(-Q[1-4]|-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01]))?)?$"
-
-
-class PricePoint(Strict):
-    """One price in US dollars, as dated by its source."""
-
-    usd: float = Field(gt=0, le=10_000_000)
-    date: str = Field(pattern=PRICE_DATE)
-    source: str = Field(min_length=8)  # a URL, or where the figure was read (a search index file id)
-
-
-class PowerFigure(Strict):
-    w: float = Field(gt=0, le=100_000)
-    source: str = Field(min_length=8)
-
-
-class PriceEntry(Strict):
-    """What one database GPU (a card) or unified-memory chip (the cheapest whole machine with it) costs:
-    launch MSRP and dated street and used prices, each with its source (hardware_db/prices/)."""
-
-    id: str = Field(pattern=SLUG)  # a gpus id
-    segment: Literal["consumer", "workstation", "datacenter", "apple", "embedded"]
-    machine: str | None = None  # unified memory: the machine the price buys (model, cores, memory, storage)
-    msrp: PricePoint | None = None
-    street: PricePoint | None = None  # new, retail
-    used: PricePoint | None = None
-    power: PowerFigure | None = None  # a whole machine's rated or measured maximum at the wall
-    note: str = ""
-
-    @model_validator(mode="after")
-    def _priced_or_said(self) -> PriceEntry:
-        if self.msrp is None and self.street is None and self.used is None and not self.note:
-            raise ValueError("no price: give msrp, street or used, or a note saying none was found")
-        return self
-
-
-class PriceFile(Strict):
-    prices: list[PriceEntry] = Field(min_length=1)
 
 
 class CPUEntry(Strict):

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from gemma_fit.base.errors import BadInput
 from gemma_fit.db.yaml_lines import Loc
 from gemma_fit.hardware.catalog import find_gpu_entry, load_hardware_db, name_key
+from gemma_fit.hardware.price_schema import PriceEntry
 from gemma_fit.hardware.prices import price_month
 from gemma_fit.hardware.schema import (
     BACKENDS,
@@ -22,7 +23,6 @@ from gemma_fit.hardware.schema import (
     InterconnectEntry,
     MachineFile,
     MemoryEntry,
-    PriceEntry,
     StorageEntry,
 )
 from gemma_fit.jobs.validate.common import Doc, Report, Seen, check_unique, validate_with

@@ -1,0 +1,71 @@
+"""The price schema (hardware_db/prices/, and a --prices FILE.yaml): what a GPU or unified-memory machine costs,
+dated and sourced. Numbers go through base.ranges (a cent at least, a watt at least), dates are calendar dates."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, Field, model_validator
+from pydantic_core import PydanticCustomError
+
+from gemma_fit.db.schema import Strict
+from gemma_fit.hardware.schema import SLUG, ranged
+
+# A price's date: a year, a quarter (2026-Q1), a month or a day, as its source states it. ASCII digits only
+# ([0-9], not \d, which also takes Arabic-Indic and other digits), and a day that is on the calendar.
+PRICE_DATE = r"^[0-9]{4}(-Q[1-4]|-(0[1-9]|1[0-2])(-(0[1-9]|[12][0-9]|3[01]))?)?$"
+PRICE_YEARS = (1990, 2100)  # GPUs have been sold since the 1990s; a year outside is a typo (0000, 20026)
+
+
+def _price_date(value: str) -> str:
+    year = int(value[:4])
+    if not PRICE_YEARS[0] <= year <= PRICE_YEARS[1]:
+        raise PydanticCustomError("price_date", "year {year} is impossible ({low} to {high})",
+                                  {"year": value[:4], "low": PRICE_YEARS[0], "high": PRICE_YEARS[1]})
+    if len(value) == 10:
+        try:
+            datetime.date(year, int(value[5:7]), int(value[8:10]))
+        except ValueError:
+            raise PydanticCustomError("price_date", "{day} is not a day of the calendar", {"day": value}) from None
+    return value
+
+
+PriceDate = Annotated[str, Field(pattern=PRICE_DATE), AfterValidator(_price_date)]
+
+
+class PricePoint(Strict):
+    """One price in US dollars, as dated by its source."""
+
+    usd: Annotated[float, ranged("usd")]
+    date: PriceDate
+    source: str = Field(min_length=8)  # a URL, or where the figure was read (a search index file id)
+
+
+class PowerFigure(Strict):
+    w: Annotated[float, ranged("power_w")]
+    source: str = Field(min_length=8)
+
+
+class PriceEntry(Strict):
+    """What one database GPU (a card) or unified-memory chip (the cheapest whole machine with it) costs:
+    launch MSRP and dated street and used prices, each with its source (hardware_db/prices/)."""
+
+    id: str = Field(pattern=SLUG)  # a gpus id
+    segment: Literal["consumer", "workstation", "datacenter", "apple", "embedded"]
+    machine: str | None = None  # unified memory: the machine the price buys (model, cores, memory, storage)
+    msrp: PricePoint | None = None
+    street: PricePoint | None = None  # new, retail
+    used: PricePoint | None = None
+    power: PowerFigure | None = None  # a whole machine's rated or measured maximum at the wall
+    note: str = ""
+
+    @model_validator(mode="after")
+    def _priced_or_said(self) -> PriceEntry:
+        if self.msrp is None and self.street is None and self.used is None and not self.note:
+            raise ValueError("no price: give msrp, street or used, or a note saying none was found")
+        return self
+
+
+class PriceFile(Strict):
+    prices: list[PriceEntry] = Field(min_length=1)
