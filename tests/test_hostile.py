@@ -793,14 +793,6 @@ CAUSES: dict[str, tuple[str, list[str]]] = {
                   "(every plan failed), or as Q4_K_M when a newline follows it",
                   ["buy:quant-" + k for k in ("Q9_K", "autox", "empty", "list-empty", "q4_k_m_n", "x1b_31mq4_k_m",
                                               "Q4_K_M_u202e")]),
-    "prices-lax": ("--prices is read like a packaged database (hardware/prices.py read_prices_file -> catalog."
-                   "parse_file -> read_yaml without unique_keys, schema not strict): repeated keys, true and \"999\" "
-                   "as numbers are accepted",
-                   ["buy-prices:" + k for k in ("duplicate-key", "duplicate-top-key", "usd-true", "usd-str-999",
-                                                "power-true", "power-str-450")]),
-    "prices-ids": ("a --prices entry for an id the database does not have, or a second entry for the same id, is "
-                   "silently dropped or overrides (hardware/prices.py read_prices_file)",
-                   ["buy-prices:id-rtx-9999", "buy-prices:duplicate-id"]),
     "vllm-stages": ("vLLM on Ray with more nodes (pipeline stages) than the model has layers: a stage of no layers "
                     "reaches engines/vllm.py estimate_vllm (spec.layers[0]): IndexError, internal error",
                     ["cluster-vllm:" + k for k in ("nodes-64", "nodes-64-terminal", "nodes-64x2", "nodes-64x16-27b",

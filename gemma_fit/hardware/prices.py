@@ -7,9 +7,15 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from gemma_fit.base.errors import BadInput, DatabaseError
-from gemma_fit.hardware.catalog import load_hardware_db, parse_file
-from gemma_fit.hardware.price_schema import PriceEntry, PriceFile
+from gemma_fit.base.suggest import did_you_mean
+from gemma_fit.db.files import read_text, shown
+from gemma_fit.db.yaml_files import parse_yaml
+from gemma_fit.db.yaml_lines import format_validation, line_of
+from gemma_fit.hardware.catalog import classify, load_hardware_db
+from gemma_fit.hardware.price_schema import PowerFigure, PriceEntry, PriceFile, PricePoint
 
 # A launch MSRP older than this is not a price anyone sells the part at new; street and used prices are.
 MSRP_MAX_AGE_YEARS = 3
@@ -34,21 +40,41 @@ def price_table(extra_dirs: tuple[Path, ...] = (), prices_file: Path | None = No
     """Every price entry by GPU id: the database's, with `prices_file`'s entries replacing theirs."""
     table = dict(load_hardware_db(extra_dirs).prices)
     if prices_file is not None:
-        table.update(read_prices_file(prices_file))
+        table.update(read_prices_file(prices_file, extra_dirs))
     return table
 
 
-def read_prices_file(path: Path) -> dict[str, PriceEntry]:
-    """--prices FILE.yaml: `prices:` entries in the database's own schema; anything else is one line, exit 2."""
+def read_prices_file(path: Path, extra_dirs: tuple[Path, ...] = ()) -> dict[str, PriceEntry]:
+    """--prices FILE.yaml: `prices:` entries in the database's schema, read as a file a person wrote (as machine and
+    cluster files are): a key once per mapping, no coercion (`true` and "999" are not prices), numbers inside
+    base.ranges, each id once and one the hardware database has. Anything else is one line, exit 2."""
     if not Path(path).is_file():
         raise BadInput(f"--prices {path}: not a file")
     try:
-        kind, parsed = parse_file(Path(path))
+        data, root = parse_yaml(read_text(Path(path)), Path(path), unique_keys=True)
     except DatabaseError as exc:
         raise BadInput(f"--prices {exc}") from None
-    if kind != "prices" or not isinstance(parsed, PriceFile):
-        raise BadInput(f"--prices {path}: expected a 'prices:' list (the schema of hardware_db/prices/)")
-    return {e.id: e for e in parsed.prices}
+    where = shown(path)
+    if classify(data) != "prices":
+        raise BadInput(f"--prices {where}: expected a 'prices:' list (the schema of hardware_db/prices/)")
+    try:
+        parsed = PriceFile.model_validate(data, strict=True)
+    except ValidationError as exc:
+        lines = format_validation(Path(where), exc, data, root, models=[PriceEntry, PricePoint, PowerFigure])
+        more = f" (+{len(lines) - 1} more)" if len(lines) > 1 else ""
+        raise BadInput(f"--prices {lines[0]}{more}") from None
+    known = load_hardware_db(extra_dirs).gpus
+    out: dict[str, PriceEntry] = {}
+    for i, entry in enumerate(parsed.prices):
+        line = line_of(root, ("prices", i))
+        at = f"--prices {where}:{line}: prices[{i}]" if line else f"--prices {where}: prices[{i}]"
+        if entry.id not in known:  # a price for nothing the database has would be dropped without a word
+            raise BadInput(f"{at}: id {entry.id} is not a GPU of the hardware database (see gemma-fit list gpus)"
+                           f"{did_you_mean(entry.id, known)}")
+        if entry.id in out:  # the later entry would silently win
+            raise BadInput(f"{at}: a second entry for {entry.id}: give each id once")
+        out[entry.id] = entry
+    return out
 
 
 def prices_as_of(table: dict[str, PriceEntry]) -> date:
