@@ -788,11 +788,6 @@ add("ot-check", "cpu-only", ["check", "--gpu", "cpu", "--ram", "64", "--model", 
 # --- known failures at HEAD 78b8576 (HOSTILE_FAILURES.md: each with its command, files and outcome) ------------------
 # A fix turns its cases into XPASS, which strict xfail reports as a failure: remove the cause's entry with the fix.
 CAUSES: dict[str, tuple[str, list[str]]] = {
-    "buy-quant": ("buy never checks --quant (jobs/buy.py buy: quants = (quant,)): an unknown, empty or hostile file "
-                  "type answers exit 0 with 'nothing reaches 20 tok/s: these are the fastest options that fit' "
-                  "(every plan failed), or as Q4_K_M when a newline follows it",
-                  ["buy:quant-" + k for k in ("Q9_K", "autox", "empty", "list-empty", "q4_k_m_n", "x1b_31mq4_k_m",
-                                              "Q4_K_M_u202e")]),
     "vllm-stages": ("vLLM on Ray with more nodes (pipeline stages) than the model has layers: a stage of no layers "
                     "reaches engines/vllm.py estimate_vllm (spec.layers[0]): IndexError, internal error",
                     ["cluster-vllm:" + k for k in ("nodes-64", "nodes-64-terminal", "nodes-64x2", "nodes-64x16-27b",

@@ -24,6 +24,12 @@ def _escape(ch: str) -> str:
     return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
+def has_unsafe(s: str) -> bool:
+    """Whether `s` holds a character `printable` escapes (a control, a line separator, a bidi mark): in an id or a
+    name to look up, that is a typo or an attack, never part of the name."""
+    return _UNSAFE.search(s) is not None
+
+
 def printable(s: str, limit: int = 200) -> str:
     """`s` with every control character escaped (ESC -> `\\x1b`), at most `limit` characters long:
     a longer result is cut at a character boundary (never inside an escape) and ends in an ellipsis.

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from gemma_fit.base.errors import BadInput
-from gemma_fit.base.text import printable
+from gemma_fit.base.text import has_unsafe, printable
 from gemma_fit.db.rules import read_packaged_yaml
 
 
@@ -106,7 +106,15 @@ CONTRACT_QUANTS = (
 )
 
 
+def quant_names() -> tuple[str, ...]:
+    """The names `gemma-fit list quants` shows (the contract's file types, published mixes, Unsloth's): what a
+    "did you mean" for a quant picks from."""
+    return (*CONTRACT_QUANTS, *recipes(), *unsloth_ud())
+
+
 def file_type(name: str) -> FileType:
+    if has_unsafe(name):  # 'q4_k_m\n' or a bidi mark: refused as typed, never stripped into a valid name
+        raise BadInput(f"unknown quant '{printable(name, 60)}': it holds a control or bidi character")
     key = name.strip().upper()
     key = _aliases().get(key.replace("-", "_"), key)
     if key not in file_types():
@@ -116,6 +124,5 @@ def file_type(name: str) -> FileType:
     except KeyError:
         from gemma_fit.base.suggest import did_you_mean
 
-        hint = did_you_mean(name, (*CONTRACT_QUANTS, *recipes(), *unsloth_ud()))
-        hint = hint or "; see gemma-fit list quants"
+        hint = did_you_mean(name, quant_names()) or "; see gemma-fit list quants"
         raise BadInput(f"unknown quant '{printable(name.strip(), 60)}'{hint}") from None

@@ -22,9 +22,11 @@ from typing import Any
 from gemma_fit.base.errors import BadInput, GemmaFitError
 from gemma_fit.base.ranges import check_optional, check_range
 from gemma_fit.base.suggest import did_you_mean
-from gemma_fit.base.text import printable
+from gemma_fit.base.text import has_unsafe, printable
 from gemma_fit.base.verdict import Verdict
 from gemma_fit.db.catalog import BUILTIN, Catalog
+from gemma_fit.engines.llamacpp_engine import ENGINE as LLAMA_CPP
+from gemma_fit.gguf.types import quant_names
 from gemma_fit.hardware.catalog import load_gpu_entries, load_gpus
 from gemma_fit.hardware.prices import Price, current_price, price_table, prices_as_of
 from gemma_fit.hardware.select import select_hardware
@@ -160,6 +162,22 @@ def _best_plan(option: HardwareOption, models: Sequence[ResolvedModel], quants: 
     return max(_best_per_model(pool, "quality"), key=lambda c: (c.axes()[0], c.decode))
 
 
+def buy_quants(quant: str) -> tuple[str, ...]:
+    """--quant as buy takes it: auto (each option's best of AUTO_QUANTS), or one file type llama.cpp makes (its
+    canonical name). Anything else is bad input before any plan: an unknown type made every plan fail, and the
+    answer read "nothing reaches N tok/s"."""
+    if has_unsafe(quant):  # 'q4_k_m\n' is not stripped into Q4_K_M: a control character is never part of a name
+        raise BadInput(f"--quant '{printable(quant, 60)}' holds a control or bidi character: give a file type "
+                       "(see gemma-fit list quants) or auto")
+    if quant.strip().lower() == "auto":
+        return AUTO_QUANTS
+    try:
+        return (LLAMA_CPP.canonical_quant(quant),)
+    except BadInput:
+        hint = did_you_mean(quant, ("auto", *quant_names())) or "; see gemma-fit list quants"
+        raise BadInput(f"--quant '{quant.strip()}' is not a file type llama.cpp makes, nor auto{hint}") from None
+
+
 def buy(models: Sequence[ResolvedModel], quant: str, needs: BuyNeeds, settings: RunSettings | None = None,
         today: date | None = None, catalog: Catalog = BUILTIN, prices_file: Path | None = None,
         ) -> Purchase:
@@ -177,7 +195,7 @@ def buy(models: Sequence[ResolvedModel], quant: str, needs: BuyNeeds, settings: 
         if m.spec.n_ctx_train < needs.n_ctx:
             raise BadInput(f"{m.spec.id} is trained for {m.spec.n_ctx_train:,} tokens, under the --ctx "
                            f"{needs.n_ctx:,} needed")
-    quants = AUTO_QUANTS if quant.strip().lower() == "auto" else (quant,)
+    quants = buy_quants(quant)
     options, unpriced = hardware_options(needs, today, catalog, prices_file)
     evaluated = [BuyOption(o, _best_plan(o, models, quants, needs, base, catalog)) for o in options]
     fitting = [o for o in evaluated if o.plan is not None]
@@ -186,7 +204,8 @@ def buy(models: Sequence[ResolvedModel], quant: str, needs: BuyNeeds, settings: 
         ranked = sorted(meeting, key=lambda o: (o.hardware.price_usd, -o.decode, o.hardware.key))
     else:
         ranked = sorted(fitting, key=lambda o: (-o.decode, o.hardware.price_usd, o.hardware.key))
-    return Purchase(needs, tuple(m.spec.id for m in models), quant, tuple(ranked[: needs.top]), bool(meeting),
+    shown = "auto" if quants is AUTO_QUANTS else quants[0]
+    return Purchase(needs, tuple(m.spec.id for m in models), shown, tuple(ranked[: needs.top]), bool(meeting),
                     len(options), unpriced, today.isoformat())
 
 
