@@ -802,15 +802,6 @@ CAUSES: dict[str, tuple[str, list[str]]] = {
                     "while --cpu refuses an unknown CPU: any text is accepted",
                     [*[f"machine-{c}:cpu-unknown" for c in ("check", "recommend", "report")],
                      *[f"machine-check:cpu-{k}" for k in ("bidi-isolate", "bidi-rlo", "c1-csi", *sorted(MARKUP))]]),
-    "vllm-parallel": ("--engine vllm --parallel N > 256 is refused with llama.cpp's limit (memory/settings.py "
-                      "validate applied to every engine), though vLLM's --max-num-seqs has no such limit",
-                      ["serve-plan:ok-vllm-65536-json", "serve-plan:ok-vllm-parallel-1024"]),
-    "ctx-below-request": ("serve-plan --ctx under one request's prompt + output tokens says GO (jobs/serve_plan.py "
-                          "plan_document: max(n_ctx, 256)): --ctx 5 plans -c 256 with no speed and no warning; "
-                          "--ctx 300 says 'llama-server rejects such requests' and 'holds 0 such requests' under GO",
-                          ["serve-plan:ctx-below-request", "serve-plan:ctx-below-request-json"]),
-    "empty-quant": ("serve-plan --quant '' is taken as the default Q4_K_M (jobs/serve_plan.py: quant or ...)",
-                    ["serve-plan:quant-empty"]),
 }
 XFAIL: dict[str, str] = {case_id: f"{cause}: {text}" for cause, (text, ids) in CAUSES.items() for case_id in ids}
 

@@ -51,7 +51,7 @@ class LlamaCppEngine:
         r = request
         settings = with_projector(r.resolved, r.settings, r.workload.images, r.workload.mmproj)
         traffic = r.workload.traffic
-        return run_check(r.resolved, r.quant or self.default_quant, settings, r.hardware,
+        return run_check(r.resolved, self.default_quant if r.quant is None else r.quant, settings, r.hardware,
                          prompt_tokens=r.workload.prompt_tokens, plan=r.plan, gguf_path=r.gguf_path,
                          margin_bytes=r.margin_bytes, unmodelled=r.unmodelled, output_tokens=traffic.output_tokens,
                          request_rate=traffic.rate_per_s)

@@ -242,9 +242,10 @@ class OllamaEngine:
     def settings(self, request: CheckRequest) -> EngineSettings[OllamaOptions]:
         o = engine_options(OllamaOptions, request.options)
         s = request.settings
+        quant = self.default_quant if request.quant is None else request.quant  # '' is a quant to refuse
         # --flash-attn auto = OLLAMA_FLASH_ATTENTION unset: Ollama then uses the model's default
         # (fs/ggml/ggml.go @c664d9c1 FlashAttention(): on for gemma3).
-        return engine_settings(NAME, request.quant or self.default_quant, s, request.workload, o,
+        return engine_settings(NAME, quant, s, request.workload, o,
                                max_num_seqs=s.n_parallel, kv_cache_dtype=o.kv_cache_dtype or s.cache_type_k,
                                flash_attention={"on": True, "off": False}.get(s.flash_attn))
 

@@ -62,7 +62,7 @@ from gemma_fit.engines.hf_weights import (
 from gemma_fit.hardware.spec import Hardware
 from gemma_fit.memory.estimate import runtime_overhead
 from gemma_fit.memory.search import largest_fitting
-from gemma_fit.memory.settings import validate
+from gemma_fit.memory.settings import validate_shared
 from gemma_fit.model.catalog import ResolvedModel
 from gemma_fit.model.spec import ModelSpec
 
@@ -265,14 +265,15 @@ class TransformersEngine:
         o = engine_options(TransformersOptions, request.options)
         s = request.settings
         o = o if o.batch_size is not None else replace(o, batch_size=s.n_parallel)  # --parallel is the batch
-        return engine_settings(NAME, request.quant or self.default_quant, s, request.workload, o,
+        quant = self.default_quant if request.quant is None else request.quant  # '' is a quant to refuse
+        return engine_settings(NAME, quant, s, request.workload, o,
                                kv_cache_dtype=o.kv_cache_dtype or hf_kv_dtype(s.cache_type_k))
 
     def validate(self, request: CheckRequest) -> None:
         validate_numbers(self.settings(request))
 
     def estimate(self, request: CheckRequest) -> CheckResult[EnginePlan]:
-        validate(request.settings, request.resolved.spec)  # --ctx, --parallel ... mean the same for every engine
+        validate_shared(request.settings, request.resolved.spec)  # --ctx, --batch ...: llama.cpp's meaning
         s = self.settings(request)
         validate_numbers(s)
         return estimate_transformers(request.resolved, request.resolved.spec, s, request.hardware)

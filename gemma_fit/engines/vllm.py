@@ -79,7 +79,7 @@ from gemma_fit.engines.hf_weights import (
 from gemma_fit.engines.vllm_kv import kv_dtype_bytes, kv_plan
 from gemma_fit.hardware.spec import GPUSpec, Hardware
 from gemma_fit.memory.search import largest_fitting
-from gemma_fit.memory.settings import validate
+from gemma_fit.memory.settings import validate_shared
 from gemma_fit.model.catalog import ResolvedModel
 from gemma_fit.model.spec import ModelSpec
 from gemma_fit.speed.calibration import split_terms
@@ -342,7 +342,8 @@ class VllmEngine:
     def settings(self, request: CheckRequest) -> EngineSettings[VllmOptions]:
         o = engine_options(VllmOptions, request.options)
         s = request.settings
-        return engine_settings(NAME, request.quant or self.default_quant, s, request.workload, o,
+        quant = self.default_quant if request.quant is None else request.quant  # '' is a quant to refuse
+        return engine_settings(NAME, quant, s, request.workload, o,
                                max_num_seqs=s.n_parallel if s.n_parallel != 1 else None,
                                kv_cache_dtype=o.kv_cache_dtype or hf_kv_dtype(s.cache_type_k))
 
@@ -350,7 +351,7 @@ class VllmEngine:
         validate_numbers(self.settings(request))
 
     def estimate(self, request: CheckRequest) -> CheckResult[EnginePlan]:
-        validate(request.settings, request.resolved.spec)  # --ctx, --parallel ... mean the same for every engine
+        validate_shared(request.settings, request.resolved.spec)  # --ctx, --batch ...: llama.cpp's meaning
         s = self.settings(request)
         validate_numbers(s)
         return estimate_vllm(request.resolved, request.resolved.spec, s, request.hardware)

@@ -59,7 +59,7 @@ def check(model: str | ResolvedModel | None, hardware: Hardware | str | Sequence
         resolved = model if isinstance(model, ResolvedModel) else resolve_model(model or "", catalog.model_dirs)
     unmodelled = None
     if tag is not None and eng.name == registry.DEFAULT_ENGINE:
-        q = eng.canonical_quant(quant or eng.default_quant)
+        q = eng.canonical_quant(eng.default_quant if quant is None else quant)
         unmodelled = tag_unmodelled(tag, resolved, build_plan(resolved.spec, q), workload.images or 0)
     request = CheckRequest(resolved, quant, settings, hw, workload, dict(options or {}), margin_bytes(margin_gib),
                            plan, gguf, unmodelled)

@@ -33,7 +33,7 @@ from gemma_fit.hardware.schema import DESCRIBED_BY_USER
 from gemma_fit.hardware.select import select_hardware
 from gemma_fit.hardware.spec import Hardware
 from gemma_fit.jobs.report_cells import HardwareConfig, Matrix, ProgressFn, matrix_cells
-from gemma_fit.memory.settings import RunSettings, validate
+from gemma_fit.memory.settings import RunSettings, validate, validate_shared
 from gemma_fit.model.catalog import ResolvedModel, entry_spec, load_model_db, resolve_model
 from gemma_fit.model.spec import GENERATION_ORDER
 from gemma_fit.present.documents import RANKING_SORT, check_figures
@@ -134,8 +134,9 @@ def check_settings(settings: RunSettings, models: Sequence[ResolvedModel], ctxs:
         raise BadInput(f"--n-gpu-layers {settings.n_gpu_layers} is impossible: a number of layers from 0 "
                        "(more than a model has means all), or auto")
     widest = max(models, key=lambda m: m.spec.n_ctx_train).spec  # --ctx 0: the per-sequence check at its widest
+    rules = validate if engine.ranks_plans else validate_shared  # llama.cpp's plans (and Ollama's) or another's
     for c in ctxs:
-        validate(replace(settings, n_ctx=c, n_gpu_layers=None), widest)
+        rules(replace(settings, n_ctx=c, n_gpu_layers=None), widest)
         engine.validate(CheckRequest(models[0], quant, settings.with_ctx(c), hardware))
 
 

@@ -8,16 +8,17 @@ from pathlib import Path
 from typing import Any
 
 from gemma_fit.base.errors import BadInput
-from gemma_fit.base.ranges import check_optional
+from gemma_fit.base.ranges import MAX_TOKENS, check_optional
 from gemma_fit.base.verdict import Verdict
 from gemma_fit.db.catalog import BUILTIN, Catalog
 from gemma_fit.engines import registry
 from gemma_fit.engines.base import CheckRequest, CheckResult, Workload
+from gemma_fit.engines.vllm import ENGINE as VLLM
 from gemma_fit.hardware.cluster import Cluster
 from gemma_fit.hardware.spec import Hardware
 from gemma_fit.jobs.check import check
 from gemma_fit.jobs.inputs import check_workload
-from gemma_fit.memory.settings import RunSettings, validate
+from gemma_fit.memory.settings import RunSettings, validate, validate_shared
 from gemma_fit.model.catalog import resolve_model
 from gemma_fit.present.documents import check_document, cluster_device_json, performance_json
 from gemma_fit.speed.traffic import Traffic
@@ -35,7 +36,13 @@ def plan_document(*, model: str, quant: str | None, gpus: list[str], hardware: P
     check_optional("--pipeline-parallel-size", pp)
     eng = registry.engine_named(engine)
     engine = eng.name
+    if quant is not None:
+        eng.canonical_quant(quant)  # '' or Q9_K: refused here, not read as the default
     llama = engine == registry.DEFAULT_ENGINE
+    if llama and ctx is None:
+        _check_sized_context(parallel, prompt_tokens, output_tokens)
+    if ctx and engine in (registry.DEFAULT_ENGINE, VLLM.name):
+        _check_holds_a_request(ctx, parallel if llama else 1, prompt_tokens, output_tokens, engine)
     n_ctx = ctx if ctx is not None else (parallel * (prompt_tokens + (output_tokens or 0)) if llama else 0)
     settings = RunSettings(n_ctx=max(n_ctx, 256) if llama else n_ctx, n_parallel=parallel)
     if cluster is None:
@@ -45,6 +52,8 @@ def plan_document(*, model: str, quant: str | None, gpus: list[str], hardware: P
         options: dict[str, Any] = {} if llama or tp is None else {"tensor_parallel_size": tp}
 
         def at(n: int) -> dict[str, Any]:
+            if llama and ctx:  # --ctx stays: a slot of n_ctx / n that no longer holds a request is no plan
+                _check_holds_a_request(ctx, n, prompt_tokens, output_tokens, engine)
             s = replace(settings, n_parallel=n, n_ctx=n * (prompt_tokens + (output_tokens or 0)) if llama and
                         ctx is None else settings.n_ctx)
             return _one_machine(check(model, target, quant=quant, settings=s, engine=engine,
@@ -54,6 +63,38 @@ def plan_document(*, model: str, quant: str | None, gpus: list[str], hardware: P
         doc["more_parallel"] = _more_parallel(doc, parallel, at) if rate is not None else None
         return doc
     return _cluster(cluster, model, quant, settings, engine, prompt_tokens, traffic, tp, pp, catalog)
+
+
+def _request(prompt_tokens: int, output_tokens: int | None) -> tuple[int, str]:
+    """One request's tokens, and how they add up in the options' names."""
+    if output_tokens is None:
+        return prompt_tokens, f"--prompt-tokens {prompt_tokens:,}"
+    return (prompt_tokens + output_tokens,
+            f"--prompt-tokens {prompt_tokens:,} + --output-tokens {output_tokens:,}")
+
+
+def _check_sized_context(parallel: int, prompt_tokens: int, output_tokens: int | None) -> None:
+    """Without --ctx, llama-server's -c is --parallel x one request: past llama.cpp's limit it is bad input that
+    names the options given (the user gave no --ctx to blame)."""
+    one, terms = _request(prompt_tokens, output_tokens)
+    if parallel * one > MAX_TOKENS:
+        raise BadInput(f"--parallel {parallel} x ({terms}) = {parallel * one:,} tokens of context, more than the "
+                       f"{MAX_TOKENS:,} gemma-fit plans for: fewer or shorter requests")
+
+
+def _check_holds_a_request(ctx: int, slots: int, prompt_tokens: int, output_tokens: int | None, engine: str) -> None:
+    """A context that cannot hold one request (prompt + output) serves nothing: llama-server splits -c over its
+    --parallel slots and rejects a request past its slot; vLLM rejects one past --max-model-len. Bad input, with
+    the numbers, rather than a plan that says GO."""
+    one, terms = _request(prompt_tokens, output_tokens)
+    per_slot = ctx // slots
+    if per_slot >= one:
+        return
+    given = f"--ctx {ctx:,} over --parallel {slots} slots leaves {per_slot:,} tokens a slot," if slots > 1 else \
+        f"--ctx {ctx:,} is"
+    server = "llama-server" if engine == registry.DEFAULT_ENGINE else "vLLM"
+    raise BadInput(f"{given} less than one request: {terms} = {one:,} tokens, which {server} rejects; give "
+                   f"--ctx {slots * one:,} or more, or leave --ctx out (serve-plan sizes it)")
 
 
 MAX_PARALLEL_TRIED = 512
@@ -107,15 +148,15 @@ def _one_machine(result: CheckResult[Any]) -> dict[str, Any]:
 def _cluster(cluster: Cluster, model: str, quant: str | None, settings: RunSettings, engine: str,
              prompt_tokens: int, traffic: Traffic, tp: int | None, pp: int | None, catalog: Catalog) -> dict[str, Any]:
     from gemma_fit.engines.cluster import ray_plan, rpc_plan
-    from gemma_fit.engines.vllm import ENGINE as VLLM
 
     resolved = resolve_model(model, catalog.model_dirs)
-    validate(settings, resolved.spec)
+    (validate if engine == registry.DEFAULT_ENGINE else validate_shared)(settings, resolved.spec)
     if engine == registry.DEFAULT_ENGINE:
         if tp or pp:
             raise BadInput("--tensor-parallel-size / --pipeline-parallel-size are vLLM's; llama.cpp RPC splits "
                            "layers over every node's GPUs")
-        plan = rpc_plan(cluster, resolved, quant or "Q4_K_M", settings, prompt_tokens, traffic, catalog)
+        plan = rpc_plan(cluster, resolved, "Q4_K_M" if quant is None else quant, settings, prompt_tokens, traffic,
+                        catalog)
     elif engine == VLLM.name:
         head = Hardware(cluster.name, cluster.nodes[0].gpus, None)
         es = VLLM.settings(CheckRequest(resolved, quant, settings, head, Workload(prompt_tokens, traffic)))
@@ -124,7 +165,8 @@ def _cluster(cluster: Cluster, model: str, quant: str | None, settings: RunSetti
         raise BadInput(f"a cluster file plans llama.cpp (RPC) or vLLM (Ray), not {engine}")
     return _with_gpus_needed({
         "schema": SCHEMA, "engine": plan.engine, "model": resolved.spec.id,
-        "quant": quant or ("Q4_K_M" if plan.engine == "llama.cpp" else "bf16"), "hardware": cluster.name,
+        "quant": quant if quant is not None else ("Q4_K_M" if plan.engine == "llama.cpp" else "bf16"),
+        "hardware": cluster.name,
         "verdict": plan.verdict.value, "settings": plan.settings,
         "devices": [cluster_device_json(d) for d in plan.devices], "network": plan.network,
         "performance": performance_json(plan.performance), "commands": list(plan.commands),

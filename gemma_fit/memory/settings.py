@@ -7,6 +7,7 @@ from functools import cached_property
 from typing import Literal
 
 from gemma_fit.base.errors import BadInput
+from gemma_fit.base.ranges import check_range
 from gemma_fit.gguf.types import GGMLType, ggml_type
 from gemma_fit.model.spec import ModelSpec
 
@@ -159,6 +160,14 @@ def validate(s: RunSettings, model: ModelSpec) -> RunSettings:
             _VALID.clear()
         _VALID[key] = _validate(s, model)
     return _VALID[key]
+
+
+def validate_shared(s: RunSettings, model: ModelSpec) -> RunSettings:
+    """validate's rules for an engine that is not llama.cpp (vLLM, transformers): --parallel is its own number
+    there (--max-num-seqs, the batch; base.ranges' --engine-parallel checks it) and --ctx is one request's, not
+    split over the sequences as llama-server's -c is, so llama.cpp's 256 sequences do not apply."""
+    check_range("--engine-parallel", s.n_parallel, "--parallel")
+    return validate(replace(s, n_parallel=1), model)
 
 
 def _validate(s: RunSettings, model: ModelSpec) -> RunSettings:
