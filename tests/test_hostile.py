@@ -788,13 +788,6 @@ add("ot-check", "cpu-only", ["check", "--gpu", "cpu", "--ram", "64", "--model", 
 # --- known failures at HEAD 78b8576 (HOSTILE_FAILURES.md: each with its command, files and outcome) ------------------
 # A fix turns its cases into XPASS, which strict xfail reports as a failure: remove the cause's entry with the fix.
 CAUSES: dict[str, tuple[str, list[str]]] = {
-    "vllm-stages": ("vLLM on Ray with more nodes (pipeline stages) than the model has layers: a stage of no layers "
-                    "reaches engines/vllm.py estimate_vllm (spec.layers[0]): IndexError, internal error",
-                    ["cluster-vllm:" + k for k in ("nodes-64", "nodes-64-terminal", "nodes-64x2", "nodes-64x16-27b",
-                                                   "ipv6-64-nodes")]),
-    "rpc-multidevice": ("llama.cpp RPC with a card that is two devices (MI250X): engines/cluster.py _node_crossings "
-                        "indexes owners per card with a per-device layer map: IndexError, internal error",
-                        ["cluster-rpc:mi250x", "cluster-rpc:mixed-vendors"]),
     "dup-hosts": ("two nodes whose hosts differ only in letter case or a trailing dot are one machine, yet "
                   "accepted (hardware/cluster_file.py parse_cluster compares the raw strings)",
                   [f"cluster-{e}:host-duplicate-{k}" for e in ("rpc", "vllm") for k in ("case", "dot")]),

@@ -18,6 +18,7 @@ With an ideal network (infinite bandwidth, no latency) either plan equals the on
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass, replace
 from typing import Any
@@ -32,7 +33,7 @@ from gemma_fit.engines.llamacpp import LlamaCppResult, run_check
 from gemma_fit.engines.vllm import VllmOptions, estimate_vllm
 from gemma_fit.hardware.cluster import Cluster, Node
 from gemma_fit.hardware.select import select_hardware
-from gemma_fit.hardware.spec import Hardware
+from gemma_fit.hardware.spec import MAX_GPUS, Hardware, as_seen_by_software
 from gemma_fit.memory.estimate import DeviceMemory
 from gemma_fit.memory.placement import CPU
 from gemma_fit.memory.settings import RunSettings
@@ -103,10 +104,18 @@ def rpc_plan(cluster: Cluster, resolved: ResolvedModel, quant: str, settings: Ru
              traffic: Traffic, catalog: Catalog = BUILTIN) -> ClusterPlan:
     """llama-server on the head with every other node's GPUs as RPC devices (in front of the head's own)."""
     _ipv4_only(cluster)
-    remote = [g for n in cluster.nodes[1:] for g in n.gpus]
-    head = list(cluster.nodes[0].gpus)
-    owners = [n for n in cluster.nodes[1:] for _ in n.gpus] + [cluster.nodes[0]] * len(head)
-    hw = _hardware([g.id for g in remote + head], catalog)
+    order = (*cluster.nodes[1:], cluster.nodes[0])  # the RPC devices first, then the head's own
+    cards = [g for n in order for g in n.gpus]
+    # one owner per llama.cpp device, as the placement counts them: a card that is several devices to software
+    # (an MI250X: two) owns each of them
+    owners = [n for n in order for g in n.gpus for _ in as_seen_by_software(g)]
+    if len(owners) > MAX_GPUS:
+        what = f"{len(cards)} GPUs" + ("" if len(owners) == len(cards) else
+                                       f" ({len(owners)} devices to software: an MI250X is two)")
+        raise BadInput(f"the cluster file's {what} on {len(cluster.nodes)} nodes: llama.cpp uses at most "
+                       f"{MAX_GPUS} devices, its RPC servers' included (llama_max_devices()); list {MAX_GPUS} or "
+                       "fewer, or plan it with --engine vllm")
+    hw = _hardware([g.id for g in cards], catalog)
     r: LlamaCppResult = run_check(resolved, quant, settings, hw, prompt_tokens=prompt_tokens,
                                   output_tokens=traffic.output_tokens, request_rate=traffic.rate_per_s)
     est = r.detail.estimate
@@ -185,6 +194,7 @@ def ray_plan(cluster: Cluster, resolved: ResolvedModel, es: EngineSettings[VllmO
              tp: int | None = None, pp: int | None = None) -> ClusterPlan:
     """vLLM on Ray: tp GPUs per stage (default: per node), pp stages (default: the nodes), one stage per node."""
     counts = {len(n.gpus) for n in cluster.nodes}
+    pp_given = pp is not None
     tp = tp or min(counts)
     pp = pp or len(cluster.nodes)
     if pp > len(cluster.nodes) or any(len(n.gpus) < tp for n in cluster.nodes[:pp]):
@@ -192,6 +202,10 @@ def ray_plan(cluster: Cluster, resolved: ResolvedModel, es: EngineSettings[VllmO
                        f"{pp} nodes; the cluster has {len(cluster.nodes)} nodes with "
                        f"{', '.join(str(len(n.gpus)) for n in cluster.nodes)} GPUs")
     spec = resolved.spec
+    if pp > spec.n_layer:  # a stage of no layers is no stage (vLLM's get_pp_indices would hand it none)
+        given = "--pipeline-parallel-size" if pp_given else "pipeline stages (one per node)"
+        raise BadInput(f"{pp} {given} for the {spec.n_layer} layers of {spec.id}: each stage needs a layer; "
+                       f"give --pipeline-parallel-size {spec.n_layer} or fewer (the first nodes serve)")
     parts = pp_partition(spec.n_layer, pp)
     results: list[CheckResult[EnginePlan]] = []
     stages: list[ModelSpec] = []
@@ -226,7 +240,8 @@ def ray_plan(cluster: Cluster, resolved: ResolvedModel, es: EngineSettings[VllmO
     devices = tuple(ClusterDevice(cluster.nodes[k].name, cluster.nodes[k].host, d, k, parts[k])
                     for k, x in enumerate(results) for d in x.detail.devices)
     head = cluster.nodes[0].host
-    serve_cmd = first.command.replace(f"--tensor-parallel-size {tp} ", "")
+    # the stage's own flag goes (wherever it sits: last, it has no space after it), then the cluster's are added
+    serve_cmd = re.sub(r" --tensor-parallel-size \d+(?= |$)", "", first.command)
     serve_cmd += f" --tensor-parallel-size {tp} --pipeline-parallel-size {pp} --distributed-executor-backend ray"
     commands = (f"ray start --head --port {RAY_PORT}",
                 *(f"ssh {shlex.quote(n.host)} ray start --address {shlex.quote(endpoint(head, RAY_PORT))}"

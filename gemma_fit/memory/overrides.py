@@ -101,7 +101,13 @@ def tensor_overrides(override_tensor: tuple[str, ...], cpu_moe: bool, n_cpu_moe:
     rules += moe_overrides(cpu_moe, n_cpu_moe, n_layer)
     if len(rules) > MAX_OVERRIDES:
         raise BadInput(f"{len(rules):,} tensor overrides: llama.cpp takes at most {MAX_OVERRIDES:,}")
-    return tuple(rules)
+    # A rule with the pattern of an earlier one is never the first to match, so it is tried once: 4,096 copies of
+    # one pattern shared its compiled form and step budget, spent it on each other and were refused as "too
+    # costly" in that pattern's name.
+    first: dict[tuple[str, bool], TensorOverride] = {}
+    for r in rules:
+        first.setdefault((r.pattern, r.ours), r)
+    return tuple(first.values())
 
 
 _DEVICES: dict[tuple[int, str], int | None] = {}
