@@ -787,15 +787,7 @@ add("ot-check", "cpu-only", ["check", "--gpu", "cpu", "--ram", "64", "--model", 
 
 # --- known failures at HEAD 78b8576 (HOSTILE_FAILURES.md: each with its command, files and outcome) ------------------
 # A fix turns its cases into XPASS, which strict xfail reports as a failure: remove the cause's entry with the fix.
-CAUSES: dict[str, tuple[str, list[str]]] = {
-    "dup-hosts": ("two nodes whose hosts differ only in letter case or a trailing dot are one machine, yet "
-                  "accepted (hardware/cluster_file.py parse_cluster compares the raw strings)",
-                  [f"cluster-{e}:host-duplicate-{k}" for e in ("rpc", "vllm") for k in ("case", "dot")]),
-    "machine-cpu": ("a machine file's cpu: is never looked up (hardware/machine_file.py keeps parsed.cpu as a name) "
-                    "while --cpu refuses an unknown CPU: any text is accepted",
-                    [*[f"machine-{c}:cpu-unknown" for c in ("check", "recommend", "report")],
-                     *[f"machine-check:cpu-{k}" for k in ("bidi-isolate", "bidi-rlo", "c1-csi", *sorted(MARKUP))]]),
-}
+CAUSES: dict[str, tuple[str, list[str]]] = {}
 XFAIL: dict[str, str] = {case_id: f"{cause}: {text}" for cause, (text, ids) in CAUSES.items() for case_id in ids}
 
 _ids = [c.id for c in CASES]

@@ -164,6 +164,7 @@ VALUES: dict[str, tuple[str, str]] = {
     "unknown-key": ("name: x\ngpus: [a4000]\nram_gigs: 64\n", "ram_gigs"),
     "disk-number": ("name: x\ngpus: [a4000]\ndisk: 5\n", "disk"),
     "cpu-number": ("name: x\ngpus: [a4000]\ncpu: 7950\n", "cpu"),
+    "cpu-unknown": ("name: x\ngpus: [a4000]\ncpu: Ryzen 9 7950\n", "did you mean ryzen-9-7950x"),
     "notes-too-long": ("name: x\ngpus: [a4000]\nnotes: " + "n" * 20_000 + "\n", "notes"),
 }
 

@@ -402,3 +402,15 @@ def test_middle_pipeline_stages_hold_no_embedding() -> None:
     assert stages[1]["weights_bytes"] == stages[2]["weights_bytes"]  # 16 layers, no embedding
     # the first stage: one layer fewer than a middle one, and the embedding
     assert 0 < stages[0]["weights_bytes"] - stages[1]["weights_bytes"] < embedding
+
+
+@pytest.mark.parametrize("engine", ["llama.cpp", "vllm"])
+def test_a_request_past_the_trained_context_is_bad_input(engine: str) -> None:
+    """gemma-3-1b is trained on 32,768 tokens: llama-server caps a slot there and vLLM its --max-model-len, so a
+    request of 32,000 + 1,000 tokens is served by neither (it was a GO), while 31,000 + 1,000 is planned."""
+    from gemma_fit.api import serve_plan
+
+    with pytest.raises(BadInput, match="trained context of 32,768"):
+        serve_plan("gemma-3-1b", gpus=["h100-sxm"], engine=engine, prompt_tokens=32_000, output_tokens=1000)
+    assert serve_plan("gemma-3-1b", gpus=["h100-sxm"], engine=engine, prompt_tokens=31_000,
+                      output_tokens=1000)["verdict"] == "go"

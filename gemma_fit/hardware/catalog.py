@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from gemma_fit.base.errors import BadInput, DatabaseError
+from gemma_fit.base.text import printable
 from gemma_fit.db.files import packaged_dir
 from gemma_fit.db.yaml_files import read_yaml
 from gemma_fit.db.yaml_lines import compose, format_validation
@@ -233,7 +234,8 @@ def find_cpu(name: str, extra_dirs: tuple[Path, ...] = ()) -> CPUSpec | None:
     return cpu_spec(db.cpus[cid], extra_dirs) if cid else None
 
 
-def resolve_cpu(name: str, extra_dirs: tuple[Path, ...] = ()) -> CPUSpec:
+def resolve_cpu(name: str, extra_dirs: tuple[Path, ...] = (), otherwise: str = "or give --cores N (and --ram-type)",
+                ) -> CPUSpec:
     """The CPU for --cpu NAME (id, name, alias or model number); BadInput naming close ids when unknown."""
     raw = name.strip()
     key = cpu_key(raw)
@@ -245,8 +247,8 @@ def resolve_cpu(name: str, extra_dirs: tuple[Path, ...] = ()) -> CPUSpec:
     db = load_hardware_db(extra_dirs)
     close = [db.cpu_names[k] for k in difflib.get_close_matches(key, list(db.cpu_names), n=8, cutoff=0.6)]
     hint = list(dict.fromkeys(close))[:5]
-    more = f"; did you mean {', '.join(hint)}?" if hint else "; or give --cores N (and --ram-type)"
-    raise BadInput(f"unknown CPU '{raw}' (see gemma-fit list cpus){more}")
+    more = f"; did you mean {', '.join(hint)}? {otherwise}" if hint else f"; {otherwise}"
+    raise BadInput(f"unknown CPU '{printable(raw, 80)}' (see gemma-fit list cpus){more}")
 
 
 def resolve_gpu(name: str, extra_dirs: tuple[Path, ...] = ()) -> GPUSpec:

@@ -89,8 +89,13 @@ def parse_cluster(data: object, path: Path, gpu_of: Callable[[str], GPUSpec]) ->
         raise BadInput(f"{path}: {where}: {first['msg']}") from None
     _numbers(entry, path)
     hosts = [_host(n.host, f"{path}: nodes.{i}.host") for i, n in enumerate(entry.nodes)]
-    if len(set(hosts)) != len(hosts):
-        raise BadInput(f"{path}: two nodes share a host; each node is one machine")
+    seen: dict[str, int] = {}
+    for i, host in enumerate(hosts):
+        # DNS names ignore letter case and a trailing dot: "Node1", "node1" and "node1." are one machine
+        j = seen.setdefault(host.lower().rstrip("."), i)
+        if j != i:
+            raise BadInput(f"{path}: nodes.{j} and nodes.{i} share a host ({printable(hosts[j], 80)!r} and "
+                           f"{printable(host, 80)!r}); each node is one machine")
     nodes = tuple(Node(n.name, host, tuple(gpu_of(g) for g in n.gpus), round(n.ram_gb * 1e9) if n.ram_gb else None)
                   for n, host in zip(entry.nodes, hosts, strict=True))
     net = Network(entry.network.bandwidth_gbit * 1e9 / 8, entry.network.latency_us * 1e-6)

@@ -12,7 +12,14 @@ from gemma_fit.base.errors import BadInput
 from gemma_fit.db.files import read_text, shown
 from gemma_fit.db.yaml_files import parse_yaml
 from gemma_fit.db.yaml_lines import format_validation, line_of
-from gemma_fit.hardware.catalog import find_gpu_entry, memory_speed, pcie_link, spec_from_entry, storage_class
+from gemma_fit.hardware.catalog import (
+    find_gpu_entry,
+    memory_speed,
+    pcie_link,
+    resolve_cpu,
+    spec_from_entry,
+    storage_class,
+)
 from gemma_fit.hardware.schema import (
     GIB,
     MAX_GPUS,
@@ -131,6 +138,13 @@ def _load_machine(path: Path, extra_dirs: tuple[Path, ...]) -> Hardware:
         disk = storage_class(parsed.disk, extra_dirs) if parsed.disk else None
     except BadInput as exc:
         raise BadInput(f"{shown(path)}: disk: {exc}") from None
+    if parsed.cpu:
+        # looked up as --cpu is: an unknown name would silently mean an AVX2 x86 CPU's speed
+        try:
+            resolve_cpu(parsed.cpu, extra_dirs, otherwise="or leave cpu: out (ram_type:, ram_speed_mts: and "
+                        "ram_channels: give the memory speed)")
+        except BadInput as exc:
+            raise BadInput(f"{_where(path, root, 'cpu')}: {exc}") from None
     ram = int(parsed.ram_gb * GIB) if parsed.ram_gb is not None else None
     return Hardware(parsed.name, gpus, ram, attachments=links, disk=disk,
                     ram_bandwidth_gbps=_ram_bandwidth(parsed, extra_dirs), cpu_name=parsed.cpu, source=path)

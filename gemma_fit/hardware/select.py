@@ -88,7 +88,7 @@ def _cpu_note(cpu: CPUSpec | None, threads: int | None) -> str:
 
 
 def _named_cpu(name: str | None, extra: tuple[Path, ...]) -> CPUSpec | None:
-    """The database's CPU of that name, or None (a machine file's cpu may be any free text)."""
+    """The database's CPU of that name, or None (a machine file's cpu is checked against it when read)."""
     if not name:
         return None
     if not extra:

@@ -20,6 +20,7 @@ from gemma_fit.jobs.check import check
 from gemma_fit.jobs.inputs import check_workload
 from gemma_fit.memory.settings import RunSettings, validate, validate_shared
 from gemma_fit.model.catalog import resolve_model
+from gemma_fit.model.spec import ModelSpec
 from gemma_fit.present.documents import check_document, cluster_device_json, performance_json
 from gemma_fit.speed.traffic import Traffic
 
@@ -39,6 +40,8 @@ def plan_document(*, model: str, quant: str | None, gpus: list[str], hardware: P
     if quant is not None:
         eng.canonical_quant(quant)  # '' or Q9_K: refused here, not read as the default
     llama = engine == registry.DEFAULT_ENGINE
+    if engine in (registry.DEFAULT_ENGINE, VLLM.name):
+        _check_trained_context(resolve_model(model, catalog.model_dirs).spec, prompt_tokens, output_tokens, engine)
     if llama and ctx is None:
         _check_sized_context(parallel, prompt_tokens, output_tokens)
     if ctx and engine in (registry.DEFAULT_ENGINE, VLLM.name):
@@ -71,6 +74,18 @@ def _request(prompt_tokens: int, output_tokens: int | None) -> tuple[int, str]:
         return prompt_tokens, f"--prompt-tokens {prompt_tokens:,}"
     return (prompt_tokens + output_tokens,
             f"--prompt-tokens {prompt_tokens:,} + --output-tokens {output_tokens:,}")
+
+
+def _check_trained_context(spec: ModelSpec, prompt_tokens: int, output_tokens: int | None, engine: str) -> None:
+    """A request past the model's trained context is served by neither engine: llama-server caps each slot at
+    n_ctx_train and rejects a longer request; vLLM refuses a --max-model-len past max_position_embeddings. Bad
+    input, not a GO for a plan whose every request fails."""
+    one, terms = _request(prompt_tokens, output_tokens)
+    if one > spec.n_ctx_train:
+        server = "llama-server caps each slot there" if engine == registry.DEFAULT_ENGINE else \
+            "vLLM's --max-model-len stops there"
+        raise BadInput(f"{terms} = {one:,} tokens, more than {spec.id}'s trained context of {spec.n_ctx_train:,} "
+                       f"({server}): a shorter request, or a model with a longer context")
 
 
 def _check_sized_context(parallel: int, prompt_tokens: int, output_tokens: int | None) -> None:
