@@ -1,4 +1,5 @@
-"""Shared fixtures: the llama.cpp build (built once into a cache outside the repo) and helpers."""
+"""Shared fixtures: the llama.cpp build (built once into a cache outside the repo), zero-weight GGUF files
+written once per session (tests/shared.py) and helpers."""
 
 from __future__ import annotations
 
@@ -15,12 +16,19 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
 
 import build_llamacpp  # noqa: E402
+from shared import SynthFiles, shared_dir  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def llama_bin() -> Path:
     """llama.cpp's bin/ folder; builds it on first use (CI builds it before pytest)."""
     return build_llamacpp.build()
+
+
+@pytest.fixture(scope="session")
+def synth(tmp_path_factory: pytest.TempPathFactory) -> SynthFiles:
+    """synth(model, quant) -> Synth(path, size): the zero-weight file, written once for the whole session."""
+    return SynthFiles(shared_dir(tmp_path_factory, "synth"))
 
 
 def run_llama(bin_dir: Path, tool: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:

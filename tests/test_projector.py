@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 from conftest import run_llama
+from shared import SynthFiles
 
 from gemma_fit.base.errors import BadInput
 from gemma_fit.gguf.projector import compute_bytes, image_compute_bytes, projector_plan, projectors, tower_for
-from gemma_fit.gguf.tensors import build_plan
-from gemma_fit.gguf.writer import write_synthetic_gguf, write_synthetic_projector
+from gemma_fit.gguf.writer import write_synthetic_projector
 from gemma_fit.jobs.check import check
 from gemma_fit.model.catalog import resolve_model
 
@@ -83,14 +83,13 @@ MTMD = [("gemma-3-4b", 256), ("gemma-4-E2B", 256), ("gemma-4-12B", 256), ("gemma
 
 @pytest.mark.llamacpp
 @pytest.mark.parametrize(("model_id", "warmup_tokens"), MTMD)
-def test_mtmd_loads_the_zero_weight_projector(model_id: str, warmup_tokens: int, tmp_path: Path,
+def test_mtmd_loads_the_zero_weight_projector(model_id: str, warmup_tokens: int, tmp_path: Path, synth: SynthFiles,
                                              llama_bin: Path) -> None:
     """llama.cpp's clip reads our file (names, shapes, metadata), reports our tensor bytes as its model size,
     and reserves the compute buffer the table holds for its warmup image (within 5%)."""
     r = resolve_model(model_id)
     assert r.entry is not None and r.entry.towers is not None and r.entry.towers.vision is not None
-    text = tmp_path / f"{model_id}-Q4_0.gguf"
-    write_synthetic_gguf(build_plan(r.spec, "Q4_0"), text)
+    text = synth(model_id, "Q4_0").path
     mmproj = tmp_path / "mmproj.gguf"
     plan = projector_plan(str(tower_for(r.entry.towers.vision.type, model_id)), r.spec.n_embd)
     write_synthetic_projector(plan, mmproj)
