@@ -32,9 +32,10 @@ def synth(tmp_path_factory: pytest.TempPathFactory) -> SynthFiles:
 
 
 def run_llama(bin_dir: Path, tool: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """A llama.cpp tool, its stdin empty (llama-mtmd-cli without an image reads its chat from stdin)."""
     env = dict(os.environ, LD_LIBRARY_PATH=str(bin_dir))
     return subprocess.run([str(bin_dir / tool), *args], capture_output=True, text=True, timeout=timeout,
-                          env=env, check=False)
+                          env=env, check=False, stdin=subprocess.DEVNULL)
 
 
 @dataclass(frozen=True)
