@@ -20,7 +20,7 @@ CLI = [sys.executable, "-c", "from gemma_fit.cli.app import main; main()"]
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=300, check=False)
 
 
 MATRIX = [("rtx-4060-ti-16gb", 8192), ("rtx-4060-ti-16gb", 32768), ("rtx-3090", 8192), ("rtx-3090", 32768),
