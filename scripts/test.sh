@@ -22,5 +22,9 @@ step "db validate, ruff, mypy"
 gemma-fit db validate
 ruff check .
 mypy gemma_fit --ignore-missing-imports
-step "pytest (12 to 16 minutes on two cores)"
-pytest -q
+# One pytest-xdist worker per core (serial on one core); --dist loadgroup keeps the tests that share a
+# module's expensive fixture (xdist_group marks) in one worker. Zero-weight files and llama.cpp's answers are
+# made once per session and shared by the workers (tests/shared.py); slow tests start first (tests/conftest.py).
+workers=$(python -c 'import os; n = len(os.sched_getaffinity(0)); print(min(n, 8) if n > 1 else 0)')
+step "pytest, $workers workers"
+pytest -q -n "$workers" --dist loadgroup

@@ -19,6 +19,14 @@ from pathlib import Path
 import pytest
 
 
+def cores_per_worker() -> int:
+    """The cores one test process has to itself: all of them without xdist, one each when xdist runs a worker
+    per core. llama.cpp's threads wait for each other spinning, so a run with more threads than free cores
+    is many times slower (seconds per token on a busy two-core machine instead of tens of milliseconds)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, cores // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+
+
 def shared_dir(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
     """<session temp base>/<name>: under xdist the base all workers' own bases are made in."""
     base = tmp_path_factory.getbasetemp()

@@ -2,7 +2,8 @@
 printed when recorded (exit status, stdout and stderr), across restructurings of the package.
 
 The cases run in CHUNKS tests (every CHUNKS-th case each), so that pytest-xdist spreads them over its
-workers; the GGUF files and the catalog snapshot they read are made once per session (golden.prepare).
+workers, each chunk as many at a time as its worker has cores; the GGUF files and the catalog snapshot
+they read are made once per session (golden.prepare).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import golden
 import pytest
-from shared import once, shared_dir
+from shared import cores_per_worker, once, shared_dir
 
 CHUNKS = 12
 
@@ -50,6 +51,6 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_golden_outputs_are_byte_identical(chunk: int, prepared: Path) -> None:
     recorded = _recorded()
     todo = golden.cases()[chunk::CHUNKS]
-    now = golden.run_cases(todo, prepared)
+    now = golden.run_cases(todo, prepared, workers=cores_per_worker())
     changed = [case for case in todo if now[case] != recorded.get(case)]
     assert not changed, f"{len(changed)} outputs changed, first: {changed[0]}\n{now[changed[0]]}"

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import run_llama
+from conftest import LLAMA_THREADS, run_llama
 from shared import SynthFiles
 from test_model_db import CONTRACT_MODELS
 
@@ -40,7 +40,7 @@ GENERATE = [("gemma-2b", "Q4_0"), ("gemma-2-2b", "Q4_0"), ("gemma-3-270m", "Q8_0
 def test_zero_weight_model_generates_tokens(model: str, quant: str, synth: SynthFiles, llama_bin: Path) -> None:
     path = synth(model, quant).path
     proc = run_llama(llama_bin, "llama-completion", "-m", str(path), "-p", "Hello", "-n", "4", "-c", "512",
-                     "-no-cnv", "--temp", "0", "-t", "2", timeout=600)
+                     "-no-cnv", "--temp", "0", "-t", LLAMA_THREADS, timeout=600)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-3000:]
     evals = re.search(r"eval time =\s+[\d.]+ ms /\s+(\d+) runs", log)

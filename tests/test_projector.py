@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import run_llama
+from conftest import LLAMA_THREADS, run_llama
 from shared import SynthFiles
 
 from gemma_fit.base.errors import BadInput
@@ -96,7 +96,7 @@ def test_mtmd_loads_the_zero_weight_projector(model_id: str, warmup_tokens: int,
     plan = projector_plan(str(tower_for(r.entry.towers.vision.type, model_id)), r.spec.n_embd)
     write_synthetic_projector(plan, mmproj)
     proc = run_llama(llama_bin, "llama-mtmd-cli", "-m", str(text), "--mmproj", str(mmproj), "-p", "hi", "-n", "1",
-                     "-c", "1024", "-t", "2", "-lv", "4", "--chat-template", "gemma", "--no-repack",
+                     "-c", "1024", "-t", LLAMA_THREADS, "-lv", "4", "--chat-template", "gemma", "--no-repack",
                      timeout=600)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-3000:]

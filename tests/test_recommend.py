@@ -17,6 +17,7 @@ from gemma_fit.jobs.recommend import QUALITY_RESOLUTION, Needs, recommend, recom
 from gemma_fit.memory.fit import SAFETY_MARGIN_BYTES
 
 CLI = [sys.executable, "-c", "from gemma_fit.cli.app import main; main()"]
+pytestmark = pytest.mark.xdist_group("recommend")  # one xdist worker: the matrix's recommendations are made once
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import LLAMA_THREADS
 
 CLI = [sys.executable, "-c", "from gemma_fit.cli.app import main; main()"]
 
@@ -26,7 +27,7 @@ def smoke(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize(("model", "ctx"), [("gemma-2-2b", 4096), ("gemma-3-1b", 8192), ("gemma-4-E4B", 4096)])
 def test_smoke_host_terms_agree_within_5pct(model: str, ctx: int, llama_bin: Path) -> None:
     proc = smoke("--model", model, "--quant", "Q4_0", "--synthetic", "--ctx", str(ctx), "--llama-bin", str(llama_bin),
-                 "--threads", "2", "--prompt-tokens", "64", "--n-predict", "4", "--json")
+                 "--threads", LLAMA_THREADS, "--prompt-tokens", "64", "--n-predict", "4", "--json")
     assert proc.returncode == 0, proc.stderr[-2000:]
     doc = json.loads(proc.stdout)
     assert doc["schema"] == "gemma-fit.smoke/1"

@@ -19,6 +19,8 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 import calibrate_speed  # noqa: E402
 import gemma_holdout  # noqa: E402
 
+pytestmark = pytest.mark.xdist_group("speed_calibration")  # one xdist worker: the fits below are made once
+
 
 @pytest.fixture(scope="module")
 def points() -> list[dict]:
