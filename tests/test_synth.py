@@ -6,8 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from gguf import GGUFReader
-from shared import SynthFiles
+from shared import PlainGGUFReader, SynthFiles
 
 from gemma_fit.base.errors import BadInput
 from gemma_fit.gguf.layout import synth_file_bytes
@@ -23,7 +22,7 @@ def test_synth_writes_the_plan(model: str, quant: str, synth: SynthFiles) -> Non
     plan = build_plan(resolve_model(model).spec, quant)
     out, size = synth(model, quant).path, synth(model, quant).size  # size: what write_synthetic_gguf returned
     assert size == out.stat().st_size == synth_file_bytes(plan)
-    reader = GGUFReader(out)
+    reader = PlainGGUFReader(out)  # the gguf package's reader (see shared.py)
     got = [(t.name, tuple(int(x) for x in t.shape), t.tensor_type.name) for t in reader.tensors]
     want = [(t.name, t.shape, t.type.name) for t in plan.tensors]
     assert got == want
