@@ -16,6 +16,10 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
         || echo "chromium could not be installed: the browser test will say so and skip"
 fi
+step "compiling gemma-fit's bytecode (the tests start its command line hundreds of times)"
+# Python reads these even where PYTHONDONTWRITEBYTECODE keeps it from writing them; without them every
+# start of the CLI compiles the whole package again.
+python -m compileall -q gemma_fit > /dev/null
 step "llama.cpp for the CPU (built once into the cache: about 6 minutes the first time)"
 python scripts/build_llamacpp.py
 step "db validate, ruff, mypy"
