@@ -10,6 +10,9 @@ Environment: GEMMA_FIT_CACHE (default ~/.cache/gemma-fit).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
 import os
 import re
 import shutil
@@ -17,6 +20,7 @@ import subprocess
 import sys
 import tarfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -50,10 +54,37 @@ def bin_dir() -> Path:
 
 
 PROBE_SOURCE = Path(__file__).resolve().parent.parent / "tools" / "llama_mem_probe.cpp"
+PROBE = "llama-mem-probe"
+PROBE_FLAGS = ("-O1", "-std=c++17")
+
+
+def probe_stamp() -> str:
+    """What the probe binary is built from (its source and compile flags): a build from an older source is
+    rebuilt, also in a cache that CI restores from an earlier run."""
+    digest = hashlib.sha256(PROBE_SOURCE.read_bytes())
+    digest.update(" ".join(PROBE_FLAGS).encode())
+    return digest.hexdigest()
+
+
+def _probe_current(b: Path) -> bool:
+    stamp = b / f"{PROBE}.sha256"
+    return (b / PROBE).is_file() and stamp.is_file() and stamp.read_text().strip() == probe_stamp()
 
 
 def _have_all(b: Path) -> bool:
-    return all((b / t).is_file() for t in (*TARGETS, "llama-mem-probe"))
+    return all((b / t).is_file() for t in TARGETS) and _probe_current(b)
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """One builder at a time (parallel test workers all ask for the build)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _log(msg: str) -> None:
@@ -90,6 +121,13 @@ def fetch_source(work: Path) -> Path:
 def build() -> Path:
     b = bin_dir()
     if _have_all(b):
+        return b
+    with _locked(b.parent.parent / "build.lock"):
+        return _build(b)
+
+
+def _build(b: Path) -> Path:
+    if _have_all(b):  # built by another process while this one waited for the lock
         return b
     if all((b / t).is_file() for t in TARGETS):  # llama.cpp built, the probe missing or changed
         build_probe(b.parent.parent / "src", b)
@@ -136,14 +174,20 @@ def _run_with_progress(cmd: list[str]) -> None:
 
 
 def build_probe(src: Path, b: Path) -> None:
-    """gemma-fit's own measuring tool (tools/llama_mem_probe.cpp), linked against the build."""
-    _log("compiling llama-mem-probe")
+    """gemma-fit's own measuring tool (tools/llama_mem_probe.cpp), linked against the build; stamped with
+    probe_stamp() so that a changed source is rebuilt."""
+    _log(f"compiling {PROBE}")
+    stamp = probe_stamp()
+    tmp = b / f".{PROBE}.{os.getpid()}"
     subprocess.run(
-        ["c++", "-O1", "-std=c++17", "-I", str(src / "include"), "-I", str(src / "ggml" / "include"),
+        ["c++", *PROBE_FLAGS, "-I", str(src / "include"), "-I", str(src / "ggml" / "include"),
          "-I", str(src / "src"), str(PROBE_SOURCE), "-L", str(b), "-lllama", "-lggml", "-lggml-base",
-         "-Wl,-rpath,$ORIGIN", "-o", str(b / "llama-mem-probe")],
+         "-Wl,-rpath,$ORIGIN", "-o", str(tmp)],
         check=True,
     )
+    os.replace(tmp, b / PROBE)  # never a half-written binary under the probe's name
+    (b / f".{PROBE}.sha256.{os.getpid()}").write_text(stamp + "\n")
+    os.replace(b / f".{PROBE}.sha256.{os.getpid()}", b / f"{PROBE}.sha256")
 
 
 if __name__ == "__main__":

@@ -42,6 +42,13 @@ step "recommend and buy from the installed quality and price data"
 "$gf" buy --model gemma-3-27b --ctx 32768 --budget 1000 --segment consumer --json > "$work/buy.json"
 "$work/venv/bin/python" -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["options"][0]["price_usd"], d' "$work/buy.json"
 "$gf" check --gpu rtx-4090 --model gemma-4-E4B --images 1 > /dev/null
+"$gf" buy --model gemma-3-12b --ctx 8k --segment consumer --html "$work/buy.html" > /dev/null
+grep -q "gemma-3-12b" "$work/buy.html"
+step "a newcomer's inputs: names as typed, k suffixes, filtered lists, a typo answered with a suggestion"
+"$gf" check --gpu rtx-4090 --model "Gemma 3 12B" --ctx 32k > /dev/null
+[ "$("$gf" list gpus --vendor nvidia --min-memory 80 | wc -l)" -lt 40 ]
+rc=0; "$gf" check --gpu rtx-4090 --model gemma-3-12 2> "$work/typo.txt" || rc=$?
+[ "$rc" = 2 ] && grep -q "did you mean" "$work/typo.txt"
 step "serving speed from the installed engine terms, and a cluster plan"
 "$gf" check --gpu h100-sxm --model gemma-3-27b --engine vllm --parallel 16 --ctx 8192 --output-tokens 256 --json \
     > "$work/vllm.json"

@@ -1,4 +1,5 @@
-"""Shared fixtures: the llama.cpp build (built once into a cache outside the repo) and helpers."""
+"""Shared fixtures: the llama.cpp build (built once into a cache outside the repo), zero-weight GGUF files
+written once per session (tests/shared.py) and helpers."""
 
 from __future__ import annotations
 
@@ -15,6 +16,34 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
 
 import build_llamacpp  # noqa: E402
+from shared import SynthFiles, cores_per_worker, shared_dir  # noqa: E402
+
+# Tests that take several seconds (tens of seconds for some) on two cores run first, so that parallel workers
+# (pytest-xdist, scripts/test.sh) finish together instead of one waiting for the other's last long test. Only
+# the order depends on this list.
+SLOW_FIRST = (
+    "test_smoke.py::test_smoke_host_terms_agree_within_5pct",
+    "test_llamacpp_load.py::test_zero_weight_model_generates_tokens",
+    "test_projector.py::test_mtmd_loads_the_zero_weight_projector",
+    "test_synth.py::test_synth_writes_the_plan",
+    "test_golden.py::test_golden_outputs_are_byte_identical",
+    "test_gguf_reader.py::test_fuzz_mutated_header",
+    "test_gguf_reader.py::test_real_vocab_files",
+    "test_gguf_reader.py::test_truncated_anywhere",
+    "test_bad_input.py::test_file_arguments_that_are_not_files",
+    "test_bad_input.py::test_html_to_a_special_file_writes_in_place_and_keeps_it",
+    "test_llamacpp_quantize.py::",
+)
+
+# llama.cpp's threads in the tests' runs (-t): the cores a test worker has to itself.
+LLAMA_THREADS = str(cores_per_worker())
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def slow(item: pytest.Item) -> bool:
+        return any(f"tests/{prefix}" in item.nodeid for prefix in SLOW_FIRST)
+
+    items.sort(key=lambda item: not slow(item))  # stable: the order within each part is kept
 
 
 @pytest.fixture(scope="session")
@@ -23,10 +52,17 @@ def llama_bin() -> Path:
     return build_llamacpp.build()
 
 
+@pytest.fixture(scope="session")
+def synth(tmp_path_factory: pytest.TempPathFactory) -> SynthFiles:
+    """synth(model, quant) -> Synth(path, size): the zero-weight file, written once for the whole session."""
+    return SynthFiles(shared_dir(tmp_path_factory, "synth"))
+
+
 def run_llama(bin_dir: Path, tool: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """A llama.cpp tool, its stdin empty (llama-mtmd-cli without an image reads its chat from stdin)."""
     env = dict(os.environ, LD_LIBRARY_PATH=str(bin_dir))
     return subprocess.run([str(bin_dir / tool), *args], capture_output=True, text=True, timeout=timeout,
-                          env=env, check=False)
+                          env=env, check=False, stdin=subprocess.DEVNULL)
 
 
 @dataclass(frozen=True)

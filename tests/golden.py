@@ -60,26 +60,38 @@ def _expand(case: str, gguf_dir: Path) -> list[str]:
     return shlex.split(case)
 
 
+def prepare(root: Path) -> None:
+    """The `{gguf}` files (root/gguf) and the catalog snapshot of the cases' cache (root/cache), made before the
+    cases run; the cases only read them, so one prepared folder serves any number of runs."""
+    gguf_dir = root / "gguf"
+    gguf_dir.mkdir(exist_ok=True)
+    env = _env(root / "cache")
+    _cli(["list", "quants"], env)  # builds the catalog snapshot once, before the parallel runs
+    for model, quant in GGUFS:
+        done = _cli(["synth", str(gguf_dir / f"{model}-{quant}.gguf"), "--model", model, "--quant", quant], env)
+        assert done.returncode == 0, done.stderr
+
+
+def run_cases(todo: list[str], root: Path, workers: int | None = None) -> dict[str, dict[str, object]]:
+    """These cases' exit status, stdout and stderr, run in parallel in a folder made by prepare(), with its
+    GGUF folder as `{gguf}`."""
+    gguf_dir = root / "gguf"
+    env = _env(root / "cache")
+    with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 2) as pool:
+        runs = list(pool.map(lambda c: _cli(_expand(c, gguf_dir), env), todo))
+
+    def scrub(text: str) -> str:
+        return text.replace(str(gguf_dir), "{gguf}").replace(str(REPO), "{repo}")
+
+    return {case: {"rc": r.returncode, "stdout": scrub(r.stdout), "stderr": scrub(r.stderr)}
+            for case, r in zip(todo, runs, strict=True)}
+
+
 def run_all(workers: int | None = None) -> dict[str, dict[str, object]]:
     """Every case's exit status, stdout and stderr, with the temporary GGUF folder as `{gguf}`."""
     with tempfile.TemporaryDirectory(prefix="gemma-fit-golden-") as tmp:
-        root = Path(tmp)
-        gguf_dir, cache = root / "gguf", root / "cache"
-        gguf_dir.mkdir()
-        env = _env(cache)
-        _cli(["list", "quants"], env)  # builds the catalog snapshot once, before the parallel runs
-        for model, quant in GGUFS:
-            done = _cli(["synth", str(gguf_dir / f"{model}-{quant}.gguf"), "--model", model, "--quant", quant], env)
-            assert done.returncode == 0, done.stderr
-        todo = cases()
-        with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 2) as pool:
-            runs = list(pool.map(lambda c: _cli(_expand(c, gguf_dir), env), todo))
-
-        def scrub(text: str) -> str:
-            return text.replace(str(gguf_dir), "{gguf}").replace(str(REPO), "{repo}")
-
-        return {case: {"rc": r.returncode, "stdout": scrub(r.stdout), "stderr": scrub(r.stderr)}
-                for case, r in zip(todo, runs, strict=True)}
+        prepare(Path(tmp))
+        return run_cases(cases(), Path(tmp), workers)
 
 
 def record() -> None:

@@ -154,7 +154,7 @@ def test_html_to_a_special_file_writes_in_place_and_keeps_it(tmp_path: Path) -> 
     reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
     reader.start()
     assert run([*CHECK, "--html", str(fifo)]).returncode == 0
-    reader.join(60)
+    reader.join(300)
     assert stat.S_ISFIFO(fifo.stat().st_mode) and b"<html" in b"".join(received)
     link = tmp_path / "report.html"
     target = tmp_path / "real.html"

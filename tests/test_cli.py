@@ -13,7 +13,7 @@ CLI = [sys.executable, "-c", "from gemma_fit.cli.entry import main; main()"]
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=60, cwd=cwd, check=False)
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=300, cwd=cwd, check=False)
 
 
 def test_check_json_model_block() -> None:

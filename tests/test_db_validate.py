@@ -199,7 +199,7 @@ def test_ten_times_hidden_size_is_caught_by_the_parameter_count(tmp_path: Path) 
     shutil.copy(packaged_dir("model_db") / "gemma-3-1b.yaml", path)
     _edit_model(path, "\n  hidden_size: 1152\n", "\n  hidden_size: 11520\n")
     proc = subprocess.run([sys.executable, "-c", "from gemma_fit.cli.entry import main; main()", "db", "validate",
-                           str(tmp_path)], capture_output=True, text=True, timeout=60, check=False)
+                           str(tmp_path)], capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode != 0
     lines = [line for line in proc.stdout.splitlines() if "config.hidden_size" in line]
     assert len(lines) == 1 and PROBLEM_LINE.match(lines[0]), proc.stdout

@@ -25,9 +25,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType, GGUFWriter
+from gguf import GGMLQuantizationType, GGUFValueType, GGUFWriter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from shared import PlainGGUFReader, SynthFiles
 from test_model_db import CONTRACT_MODELS
 
 from gemma_fit.base.errors import BadInput
@@ -137,11 +138,13 @@ def _bad(path: Path, match: str | None = None, names: Path | None = None) -> str
 
 @pytest.mark.parametrize("quant", QUANTS)
 @pytest.mark.parametrize("model_id", CONTRACT_MODELS)
-def test_round_trip_of_every_model(model_id: str, quant: str, tmp_path: Path) -> None:
+def test_round_trip_of_every_model(model_id: str, quant: str, synth: SynthFiles) -> None:
+    """The file synth writes (once a session: the llama.cpp tests run on the same files) reads back whole."""
     spec = _spec(model_id)
     plan = build_plan(spec, quant)
-    path = tmp_path / f"{model_id}-{quant}.gguf"
-    size = write_synthetic_gguf(plan, path)
+    written = synth(model_id, quant)
+    path, size = written.path, written.size  # size: what write_synthetic_gguf returned
+    assert path.name == f"{model_id}-{quant}.gguf"
     h = read_gguf_header(path)
     assert h.file_bytes == size == h.shards[0].file_bytes
     assert h.version == 3 and h.alignment == 32 and len(h.shards) == 1
@@ -166,9 +169,8 @@ def test_round_trip_of_every_model(model_id: str, quant: str, tmp_path: Path) ->
             assert (t.layer, t.role) == (want.layer, want.role), t.name
 
 
-def test_header_is_immutable(tmp_path: Path) -> None:
-    path = tmp_path / "m.gguf"
-    write_synthetic_gguf(build_plan(_spec("gemma-3-270m"), "Q8_0"), path)
+def test_header_is_immutable(synth: SynthFiles) -> None:
+    path = synth("gemma-3-270m", "Q8_0").path
     h = read_gguf_header(path)
     with pytest.raises(TypeError):
         h.metadata["general.name"] = "x"  # type: ignore[index]
@@ -180,9 +182,8 @@ def test_header_is_immutable(tmp_path: Path) -> None:
     assert h.tensor(h.tensors[3].name) is h.tensors[3] and h.tensor("nope") is None
 
 
-def test_big_sparse_file_reads_only_the_header(tmp_path: Path, reads: _Reads) -> None:
-    path = tmp_path / "big.gguf"
-    write_synthetic_gguf(build_plan(_spec("gemma-3-27b"), "BF16"), path)
+def test_big_sparse_file_reads_only_the_header(synth: SynthFiles, reads: _Reads) -> None:
+    path = synth("gemma-3-27b", "BF16").path
     assert path.stat().st_size > 50 * 2**30
     h = read_gguf_header(path)
     assert h.file_bytes == path.stat().st_size
@@ -342,7 +343,7 @@ def test_real_vocab_files(reads: _Reads) -> None:
             assert len(h.metadata.get(key, range(n_tokens))) == n_tokens, (path, key)
         if path.stat().st_size > 1_200_000:
             continue
-        reader = GGUFReader(path)
+        reader = PlainGGUFReader(path)  # gguf.GGUFReader, faster (see shared.py)
         fields = {k: f for k, f in reader.fields.items() if not k.startswith("GGUF.")}
         assert list(h.metadata) == list(fields), path
         for key, f in fields.items():
@@ -750,12 +751,11 @@ def test_hostile_files_through_the_cli(tmp_path: Path) -> None:
         _one_line(lines[0])
 
 
-@pytest.fixture(scope="module")
-def small_synth(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, bytes, int, int]:
+@pytest.fixture(scope="session")
+def small_synth(synth: SynthFiles) -> tuple[Path, bytes, int, int]:
     """The gemma-3-270m Q4_K_M file: its path, header bytes, start of the tensor infos, data offset."""
     plan = build_plan(_spec("gemma-3-270m"), "Q4_K_M")
-    path = tmp_path_factory.mktemp("synth") / "gemma-3-270m.gguf"
-    write_synthetic_gguf(plan, path)
+    path = synth("gemma-3-270m", "Q4_K_M").path
     h = read_gguf_header(path)
     with open(path, "rb") as f:
         header = f.read(h.data_offset)

@@ -50,7 +50,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def run_cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120, env=_env(**env), check=False)
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=300, env=_env(**env), check=False)
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +128,7 @@ def chromium(args: list[str], tmp: Path) -> subprocess.CompletedProcess[str]:
     cmd = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
            "--disable-background-networking", "--disable-component-update", "--disable-sync",
            f"--user-data-dir={tmp / 'profile'}", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=_env(HOME=str(tmp)), check=False)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=_env(HOME=str(tmp)), check=False)
 
 
 def assert_self_contained(html: str) -> None:
@@ -337,7 +337,7 @@ def _run_in_pty(*args: str, **env: str) -> str:
             break
         chunks.append(chunk)
     os.close(master)
-    assert proc.wait(timeout=120) == 0
+    assert proc.wait(timeout=300) == 0
     return b"".join(chunks).decode("utf-8", "replace")
 
 

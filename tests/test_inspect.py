@@ -8,13 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from shared import SynthFiles
 from test_model_db import CONTRACT_MODELS
 
 from gemma_fit.engines.llamacpp import run_check
 from gemma_fit.gguf.from_file import plan_from_gguf, spec_from_gguf
 from gemma_fit.gguf.reader import read_gguf_header
-from gemma_fit.gguf.tensors import build_plan
-from gemma_fit.gguf.writer import write_synthetic_gguf
 from gemma_fit.hardware.select import select_hardware
 from gemma_fit.memory.settings import RunSettings
 from gemma_fit.model.catalog import ResolvedModel, resolve_model
@@ -26,11 +25,9 @@ SAME = ("memory", "verdict", "max_ctx_fit", "performance", "settings")
 
 @pytest.mark.parametrize("model", CONTRACT_MODELS)
 @pytest.mark.parametrize("quant", ["Q4_K_M", "Q8_0"])
-def test_inspect_of_a_synth_file_equals_check(model: str, quant: str, tmp_path: Path) -> None:
+def test_inspect_of_a_synth_file_equals_check(model: str, quant: str, synth: SynthFiles) -> None:
     resolved = resolve_model(model)
-    path = tmp_path / "m.gguf"
-    write_synthetic_gguf(build_plan(resolved.spec, quant), path)
-    header = read_gguf_header(path)
+    header = read_gguf_header(synth(model, quant).path)
     spec = spec_from_gguf(header)
     from_file = check_json(run_check(ResolvedModel(spec, None, "file"), quant, RunSettings(n_ctx=8192),
                                      select_hardware(["rtx-4090"], None, ()), plan=plan_from_gguf(header, spec)))

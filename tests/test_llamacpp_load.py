@@ -6,27 +6,21 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import run_llama
+from conftest import LLAMA_THREADS, run_llama
+from shared import SynthFiles
 from test_model_db import CONTRACT_MODELS
 
 from gemma_fit.gguf.tensors import build_plan
-from gemma_fit.gguf.writer import write_synthetic_gguf
 from gemma_fit.model.catalog import resolve_model
 
 pytestmark = pytest.mark.llamacpp
 
 
-def _synth(tmp_path: Path, model: str, quant: str) -> Path:
-    path = tmp_path / f"{model}-{quant}.gguf"
-    write_synthetic_gguf(build_plan(resolve_model(model).spec, quant), path)
-    return path
-
-
 @pytest.mark.parametrize("model", CONTRACT_MODELS)
-def test_every_model_loads_in_llamacpp(model: str, tmp_path: Path, llama_bin: Path) -> None:
+def test_every_model_loads_in_llamacpp(model: str, synth: SynthFiles, llama_bin: Path) -> None:
     """llama-fit-params loads the model (no_alloc: names and shapes checked, no data read) and
     creates a context. Its parameter count is our n_params."""
-    path = _synth(tmp_path, model, "Q4_K_M")
+    path = synth(model, "Q4_K_M").path
     proc = run_llama(llama_bin, "llama-fit-params", "-m", str(path), "-c", "4096", "-v", timeout=300)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-3000:]
@@ -43,10 +37,10 @@ GENERATE = [("gemma-2b", "Q4_0"), ("gemma-2-2b", "Q4_0"), ("gemma-3-270m", "Q8_0
 
 
 @pytest.mark.parametrize(("model", "quant"), GENERATE)
-def test_zero_weight_model_generates_tokens(model: str, quant: str, tmp_path: Path, llama_bin: Path) -> None:
-    path = _synth(tmp_path, model, quant)
+def test_zero_weight_model_generates_tokens(model: str, quant: str, synth: SynthFiles, llama_bin: Path) -> None:
+    path = synth(model, quant).path
     proc = run_llama(llama_bin, "llama-completion", "-m", str(path), "-p", "Hello", "-n", "4", "-c", "512",
-                     "-no-cnv", "--temp", "0", "-t", "2", timeout=600)
+                     "-no-cnv", "--temp", "0", "-t", LLAMA_THREADS, timeout=600)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-3000:]
     evals = re.search(r"eval time =\s+[\d.]+ ms /\s+(\d+) runs", log)

@@ -11,34 +11,23 @@ from pathlib import Path
 
 import pytest
 from conftest import parse_dry_run, run_llama
+from shared import SynthFiles
 from test_model_db import CONTRACT_MODELS
 
 from gemma_fit.gguf.layout import header_bytes, tensor_data_padded_bytes
 from gemma_fit.gguf.tensors import build_plan
 from gemma_fit.gguf.types import CONTRACT_QUANTS
-from gemma_fit.gguf.writer import write_synthetic_gguf
 from gemma_fit.model.catalog import resolve_model
 
 pytestmark = pytest.mark.llamacpp
 
 
-@pytest.fixture(scope="module")
-def bf16_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    folder = tmp_path_factory.mktemp("bf16")
-    files = {}
-    for model in CONTRACT_MODELS:
-        path = folder / f"{model}-BF16.gguf"
-        write_synthetic_gguf(build_plan(resolve_model(model).spec, "BF16"), path)
-        files[model] = path
-    return files
-
-
 @pytest.mark.parametrize("model", CONTRACT_MODELS)
-def test_quantize_dry_run_agrees_on_every_tensor(model: str, bf16_files: dict[str, Path], llama_bin: Path) -> None:
+def test_quantize_dry_run_agrees_on_every_tensor(model: str, synth: SynthFiles, llama_bin: Path) -> None:
     spec = resolve_model(model).spec
     mismatches: list[str] = []
     for quant in CONTRACT_QUANTS:
-        proc = run_llama(llama_bin, "llama-quantize", "--dry-run", str(bf16_files[model]), quant)
+        proc = run_llama(llama_bin, "llama-quantize", "--dry-run", str(synth(model, "BF16").path), quant)
         assert proc.returncode == 0, proc.stderr[-2000:]
         seen = parse_dry_run(proc.stdout + proc.stderr)
         predicted = build_plan(spec, quant).tensors
@@ -50,12 +39,11 @@ def test_quantize_dry_run_agrees_on_every_tensor(model: str, bf16_files: dict[st
     assert not mismatches, "\n".join(mismatches[:20])
 
 
-def test_real_quantization_writes_the_predicted_layout(tmp_path: Path, bf16_files: dict[str, Path],
-                                                       llama_bin: Path) -> None:
+def test_real_quantization_writes_the_predicted_layout(tmp_path: Path, synth: SynthFiles, llama_bin: Path) -> None:
     """Quantize the 270M zero-weight file for real: the written file has exactly the predicted size
     (our own metadata as header, the plan's tensors, llama.cpp's alignment)."""
     out = tmp_path / "gemma-3-270m-Q4_K_M.gguf"
-    proc = run_llama(llama_bin, "llama-quantize", str(bf16_files["gemma-3-270m"]), str(out), "Q4_K_M")
+    proc = run_llama(llama_bin, "llama-quantize", str(synth("gemma-3-270m", "BF16").path), str(out), "Q4_K_M")
     assert proc.returncode == 0, proc.stderr[-2000:]
     plan = build_plan(resolve_model("gemma-3-270m").spec, "Q4_K_M")
     from gemma_fit.gguf.layout import synth_metadata

@@ -54,7 +54,7 @@ def _limits() -> None:
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=180, check=False,
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=300, check=False,
                           preexec_fn=_limits, errors="replace")
 
 

@@ -39,7 +39,7 @@ CLI = [sys.executable, "-c", "from gemma_fit.cli.entry import main; main()"]
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=60, check=False)
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=300, check=False)
 
 
 def assert_one_line_exit_2(proc: subprocess.CompletedProcess[str], *needles: str) -> None:

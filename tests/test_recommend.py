@@ -17,10 +17,11 @@ from gemma_fit.jobs.recommend import QUALITY_RESOLUTION, Needs, recommend, recom
 from gemma_fit.memory.fit import SAFETY_MARGIN_BYTES
 
 CLI = [sys.executable, "-c", "from gemma_fit.cli.entry import main; main()"]
+pytestmark = pytest.mark.xdist_group("recommend")  # one xdist worker: the matrix's recommendations are made once
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=300, check=False)
 
 
 MATRIX = [("rtx-4060-ti-16gb", 8192), ("rtx-4060-ti-16gb", 32768), ("rtx-3090", 8192), ("rtx-3090", 32768),

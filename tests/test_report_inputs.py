@@ -35,7 +35,7 @@ ENGINES = ("llama.cpp", "vllm", "ollama", "transformers")
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=300, check=False)
 
 
 def assert_bad_input(proc: subprocess.CompletedProcess[str], message: str) -> None:

@@ -277,7 +277,7 @@ def test_llama_cpp_flag_lists_match_the_built_source(llama_bin: Path) -> None:
     src = llama_bin.parent.parent / "src"
     script = Path(__file__).resolve().parent.parent / "scripts" / "extract_engine_flags.py"
     proc = subprocess.run([sys.executable, str(script), "--check", "llamacpp", str(src), "--label", "0.3.36"],
-                          capture_output=True, text=True, timeout=120, check=False)
+                          capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 

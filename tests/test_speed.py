@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gemma_fit.engines.llamacpp import run_check
@@ -28,6 +28,7 @@ def perf(model: str, gpus: list[str], quant: str = "Q4_K_M", prompt: int = 512, 
     return doc["performance"]
 
 
+@settings(deadline=None)  # no wall-clock limit: a busy machine must not fail a test
 @given(st.integers(1, 5000), st.sampled_from([1, 64, 512, 2048]), st.sampled_from([0, 512, 1024, 4096]))
 def test_attended_cells_match_a_token_by_token_count(n_tokens: int, n_ubatch: int, window: int) -> None:
     expected = 0
@@ -105,13 +106,13 @@ def test_a_gpu_without_bandwidth_keeps_the_memory_verdict(tmp_path: Path) -> Non
 def test_backend_option_switches_overhead_and_calibration() -> None:
     cli = [sys.executable, "-c", "from gemma_fit.cli.entry import main; main()"]
     base = ["check", "--gpu", "rtx-4070", "--model", "9b", "--json"]
-    cuda = subprocess.run([*cli, *base], capture_output=True, text=True, timeout=60)
-    vulkan = subprocess.run([*cli, *base, "--backend", "vulkan"], capture_output=True, text=True, timeout=60)
+    cuda = subprocess.run([*cli, *base], capture_output=True, text=True, timeout=300)
+    vulkan = subprocess.run([*cli, *base, "--backend", "vulkan"], capture_output=True, text=True, timeout=300)
     c, v = json.loads(cuda.stdout), json.loads(vulkan.stdout)
     assert c["memory"]["devices"][0]["overhead_bytes"] == 453 * 2**20
     assert v["memory"]["devices"][0]["overhead_bytes"] == 300 * 2**20
     assert any("vulkan" in n for n in v["performance"]["notes"])
     assert v["performance"]["decode_tokens_per_s"] != c["performance"]["decode_tokens_per_s"]
     bad = subprocess.run([*cli, "check", "--gpu", "m2-max-64gb", "--model", "9b", "--backend", "vulkan"],
-                         capture_output=True, text=True, timeout=60)
+                         capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "no such backend" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1

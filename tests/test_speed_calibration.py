@@ -19,6 +19,8 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 import calibrate_speed  # noqa: E402
 import gemma_holdout  # noqa: E402
 
+pytestmark = pytest.mark.xdist_group("speed_calibration")  # one xdist worker: the fits below are made once
+
 
 @pytest.fixture(scope="module")
 def points() -> list[dict]:
@@ -31,8 +33,14 @@ def test_committed_calibration_is_what_the_data_gives(points: list[dict]) -> Non
     assert on_disk == fresh, "rerun: python benchmarks/calibrate_speed.py --write"
 
 
-def test_decode_error_on_unseen_gpus(points: list[dict]) -> None:
-    errors = calibrate_speed.leave_one_gpu_out(points)["decode"]
+@pytest.fixture(scope="module")
+def held_out(points: list[dict]) -> dict:
+    """The leave-one-GPU-out errors (seconds of fitting), computed once for the decode and the prefill test."""
+    return calibrate_speed.leave_one_gpu_out(points)
+
+
+def test_decode_error_on_unseen_gpus(held_out: dict) -> None:
+    errors = held_out["decode"]
     # GP100 (no DP4A) has no peer in the data: it is predicted from other Pascal-less groups and misses
     seen_kind = [e for group, errs in errors.items() if group != "cuda-pascal-sm60" for e in errs]
     assert len(seen_kind) >= 80
@@ -41,8 +49,8 @@ def test_decode_error_on_unseen_gpus(points: list[dict]) -> None:
     assert max(seen_kind) < 0.40
 
 
-def test_prefill_error_on_unseen_gpus(points: list[dict]) -> None:
-    errors = calibrate_speed.leave_one_gpu_out(points)["prefill"]
+def test_prefill_error_on_unseen_gpus(held_out: dict) -> None:
+    errors = held_out["prefill"]
     everything = [e for errs in errors.values() for e in errs]
     assert len(everything) >= 50
     assert statistics.median(everything) < 0.15

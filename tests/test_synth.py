@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from gguf import GGUFReader
+from shared import PlainGGUFReader, SynthFiles
 
 from gemma_fit.base.errors import BadInput
 from gemma_fit.gguf.layout import synth_file_bytes
@@ -17,12 +17,12 @@ from gemma_fit.model.catalog import resolve_model
 
 @pytest.mark.parametrize(("model", "quant"), [("gemma-2-2b", "Q4_K_M"), ("gemma-3n-E2B", "Q6_K"),
                                               ("gemma-4-26B-A4B", "IQ4_XS")])
-def test_synth_writes_the_plan(model: str, quant: str, tmp_path: Path) -> None:
+def test_synth_writes_the_plan(model: str, quant: str, synth: SynthFiles) -> None:
+    """The session's file (written once, by write_synthetic_gguf; the other tests read it too)."""
     plan = build_plan(resolve_model(model).spec, quant)
-    out = tmp_path / "m.gguf"
-    size = write_synthetic_gguf(plan, out)
+    out, size = synth(model, quant).path, synth(model, quant).size  # size: what write_synthetic_gguf returned
     assert size == out.stat().st_size == synth_file_bytes(plan)
-    reader = GGUFReader(out)
+    reader = PlainGGUFReader(out)  # the gguf package's reader (see shared.py)
     got = [(t.name, tuple(int(x) for x in t.shape), t.tensor_type.name) for t in reader.tensors]
     want = [(t.name, t.shape, t.type.name) for t in plan.tensors]
     assert got == want
@@ -30,11 +30,8 @@ def test_synth_writes_the_plan(model: str, quant: str, tmp_path: Path) -> None:
     assert bytes(arch.parts[arch.data[0]]).decode() == plan.model.arch
 
 
-def test_synth_is_sparse_and_fast(tmp_path: Path) -> None:
-    plan = build_plan(resolve_model("gemma-3-27b").spec, "BF16")
-    out = tmp_path / "big.gguf"
-    write_synthetic_gguf(plan, out)
-    st = out.stat()
+def test_synth_is_sparse_and_fast(synth: SynthFiles) -> None:
+    st = synth("gemma-3-27b", "BF16").path.stat()
     assert st.st_size > 50 * 2**30
     assert st.st_blocks * 512 < 64 * 2**20  # the 50 GiB of weights take no disk space
 

@@ -144,3 +144,27 @@ def test_one_range_table(bad: object) -> None:
 def test_suggestions_prefer_what_contains_the_typed_text() -> None:
     assert closest("gemma-4-26b", ["gemma-4-E2B", "gemma-4-26B-A4B", "gemma-4-12B"])[0] == "gemma-4-26B-A4B"
     assert closest("", ["a"]) == []
+
+
+# --- start-up: only the command that runs is built -------------------------------------------------------------
+
+def _help(app: object, args: list[str]) -> tuple[int, str]:
+    from typer.testing import CliRunner
+
+    result = CliRunner().invoke(app, args, prog_name="gemma-fit", env={"COLUMNS": "100"})  # type: ignore[arg-type]
+    return result.exit_code, result.output
+
+
+def test_a_named_command_runs_in_an_app_of_its_own_with_the_same_help() -> None:
+    from gemma_fit.cli.app import _command_name, _registered_name, app, app_for
+
+    names = [_registered_name(c) for c in app.registered_commands] + [g.name for g in app.registered_groups]
+    assert {"check", "report", "recommend", "buy", "serve-plan", "list", "db"} <= set(names)
+    for name in names:
+        one = app_for([name, "--help"])
+        assert one is not app and [_registered_name(c) for c in one.registered_commands] + \
+            [g.name for g in one.registered_groups] == [name]
+        assert _help(one, [name, "--help"]) == _help(app, [name, "--help"]), name
+    assert _command_name(["--model-db", "x", "--hardware-db=y", "check", "--gpu", "t4"]) == "check"
+    for args in ([], ["--help"], ["--version"], ["chek"], ["--model-db", "x"], ["--bogus", "check"]):
+        assert app_for(args) is app, args  # help, typos and errors: the whole app answers

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -89,6 +90,45 @@ app.command("recommend", help="The best Gemma configurations for this hardware, 
 app.command("buy", help="The hardware to buy for a Gemma model, cheapest first.")(buy_command)
 app.command("serve-plan", help="Does this hardware (or a cluster file) hold N concurrent requests or a "
             "request rate: tokens/s, TTFT, replicas; llama.cpp RPC and vLLM on Ray.")(serve_plan_command)
+
+
+GLOBAL_VALUE_OPTIONS = ("--model-db", "--hardware-db")  # the callback's options that take a value
+
+
+def _command_name(args: Sequence[str]) -> str | None:
+    """The command `args` run (the first word after the global options), or None (help, --version, nothing)."""
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg in GLOBAL_VALUE_OPTIONS:
+            i += 2
+        elif arg.startswith(tuple(f"{o}=" for o in GLOBAL_VALUE_OPTIONS)):
+            i += 1
+        elif arg.startswith("-"):
+            return None
+        else:
+            return arg
+    return None
+
+
+def _registered_name(c: Any) -> str:
+    return str(c.name or c.callback.__name__.lower().replace("_", "-"))  # typer's own naming of a function
+
+
+def app_for(args: Sequence[str]) -> typer.Typer:
+    """The app that runs `args`: when they name a command, one that holds only it. Typer builds the click
+    parameters of every registered command (their annotations evaluated, 30 functions) before it parses a word:
+    most of a cold `check`'s command-line time. The whole app for anything else (help, no command, a typo)."""
+    name = _command_name(args)
+    commands = [c for c in app.registered_commands if _registered_name(c) == name]
+    groups = [g for g in app.registered_groups if g.name == name]
+    if name is None or not (commands or groups):
+        return app
+    one = typer.Typer(add_completion=False, no_args_is_help=True, help=app.info.help)
+    one.registered_callback = app.registered_callback
+    one.registered_commands = commands
+    one.registered_groups = groups
+    return one
 
 
 def _out() -> Console:

@@ -33,7 +33,9 @@ def main() -> None:
     try:
         import typer
 
-        from gemma_fit.cli.app import app
+        from gemma_fit.cli.app import app_for
+
+        app = app_for(sys.argv[1:])
     except GemmaFitError as exc:  # a database that does not load
         _fail(str(exc), exc.exit_code)
     try:
