@@ -280,6 +280,9 @@ def test_minimal_machine_file(tmp_path: Path) -> None:
          r"m\.yaml:3: ram_gigs: unknown key 'ram_gigs' \(did you mean 'ram_gb'\?\)"),
         ('name: x\ngpus:\n  - gpu: a4000\n    pcie_lanez: 8\n',
          r"m\.yaml:4: gpus\[0\]\.pcie_lanez: unknown key 'pcie_lanez'"),
+        # a slot's key one level too high: where it goes, not "did you mean 'pcie_lanes'" (the same key)
+        ('name: x\npcie_lanes: 8\ngpus: [a4000]\n',
+         r"m\.yaml:2: pcie_lanes: unknown key 'pcie_lanes' here: it goes under gpu: or gpus:$"),
         ('name: x\ngpus: [a9999]\n', r"m\.yaml: gpus\[0\]: unknown GPU 'a9999'"),
         ('name: x\ngpus: [a4000]\ndisk: tape\n', r"m\.yaml: disk: unknown storage class 'tape'"),
         ('name: x\nram_gb: -4\n', r"m\.yaml:2: ram_gb: "),

@@ -16,8 +16,8 @@ one-line errors are the program's own) with its own stdin/stdout/stderr, under r
 seconds) set in the child itself. By default a fork server per worker thread imports gemma_fit once and forks a child
 per case; GEMMA_FIT_HOSTILE_SPAWN=1 starts a fresh `python -c` per case instead (7x the CPU, the same verdicts).
 All selected cases run once, in parallel, in a module fixture; each case is then its own test, so a case that fails
-today carries `xfail(strict=True)` with its root cause (CAUSES below; HOSTILE_FAILURES.md lists each with its
-command, files and outcome), and turns the suite red when a fix lands without removing the mark. No case measures
+today carries `xfail(strict=True)` with its root cause (CAUSES below, empty since every known cause was fixed;
+docs/hostile.md), and turns the suite red when a fix lands without removing the mark. No case measures
 wall-clock time: the subprocess timeout only guards against a hang, and a timeout is reported as a failure.
 GEMMA_FIT_HOSTILE_RECORD=FILE writes every outcome (exit, output, problems) as JSON, for the failure report.
 """
@@ -36,6 +36,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+# Under pytest-xdist every worker collects every case, and the module fixture runs all the selected ones in its own
+# threads: one group keeps the corpus in one worker, which runs it once on all cores (run twice, it cost 2x the CPU).
+pytestmark = pytest.mark.xdist_group("hostile")
 
 HANG_GUARD_S = 240  # only a guard against a hang: no case is judged on its time
 
@@ -785,7 +789,7 @@ add("ot-check", "moe-catastrophic", ["check", "--gpu", "rtx-4090", "--model", "g
                                      "(.*)(.*)(.*)(.*)\\1\\2\\3\\4x=CPU"], ANY)
 add("ot-check", "cpu-only", ["check", "--gpu", "cpu", "--ram", "64", "--model", M1, "-ot", "blk=CUDA0"], BAD)
 
-# --- known failures at HEAD 78b8576 (HOSTILE_FAILURES.md: each with its command, files and outcome) ------------------
+# --- known failures: cause -> (diagnosis, case ids); none today (docs/hostile.md lists the 16 fixed) ----------------
 # A fix turns its cases into XPASS, which strict xfail reports as a failure: remove the cause's entry with the fix.
 CAUSES: dict[str, tuple[str, list[str]]] = {}
 XFAIL: dict[str, str] = {case_id: f"{cause}: {text}" for cause, (text, ids) in CAUSES.items() for case_id in ids}
@@ -1061,7 +1065,7 @@ def outcomes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     for t in threads:
         t.join()
     record = os.environ.get("GEMMA_FIT_HOSTILE_RECORD")
-    if record:  # every outcome, for the failure report (HOSTILE_FAILURES.md)
+    if record:  # every outcome, for a failure report (docs/hostile.md)
         by_id = {c.id: c for c in selected}
         Path(record).write_text(json.dumps({k: {"args": list(by_id[k].args), "files": {
             n: (v if isinstance(v, str) and len(v) < 4000 else repr(v)[:300]) for n, v in by_id[k].files.items()},

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -71,12 +72,23 @@ def _known_keys(models: Sequence[type[BaseModel]]) -> list[str]:
     return sorted(keys)
 
 
+def _fields_holding(key: str, models: Sequence[type[BaseModel]]) -> list[str]:
+    """The fields (as `name:`) whose values are entries with that key: where a misplaced key belongs."""
+    owners = [m.__name__ for m in models if key in m.model_fields]
+    return sorted({f"{name}:" for m in models for name, info in m.model_fields.items()
+                   if any(re.search(rf"\b{o}\b", str(info.annotation)) for o in owners)})
+
+
 def explain(err: dict[str, Any], models: Sequence[type[BaseModel]] = ()) -> str:
     """The pydantic message, with a hint for the usual mistakes (misspelled key, wrong unit)."""
     loc = err.get("loc", ())
     key = str(loc[-1]) if loc else ""
     value = err.get("input")
     if err["type"] == "extra_forbidden":
+        if key in _known_keys(models):  # a nested entry's key one level too high (`usd:` beside `id:`)
+            under = _fields_holding(key, models)
+            places = ", ".join(under[:-1]) + " or " + under[-1] if len(under) > 1 else "".join(under)
+            return f"unknown key '{key}' here" + (f": it goes under {places}" if under else "")
         close = difflib.get_close_matches(key, _known_keys(models), n=1)
         return f"unknown key '{key}'" + (f" (did you mean '{close[0]}'?)" if close else "")
     if err["type"] == "missing":
