@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install gemma-fit with its test tools into .venv, build llama.cpp (CPU) once into
 # ~/.cache/gemma-fit (reused afterwards), install Chromium for the HTML report test, then
-# validate the databases, lint, type-check, and run every test. On two free cores about 8 minutes with
+# validate the databases, lint, type-check, and run every test. On two cores about 8.5 minutes with
 # llama.cpp built, 14 from an empty cache (the build, printed in 10% steps, is 5.5); each step says so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,5 +30,5 @@ mypy gemma_fit --ignore-missing-imports
 # module's expensive fixture (xdist_group marks) in one worker. Zero-weight files and llama.cpp's answers are
 # made once per session and shared by the workers (tests/shared.py); slow tests start first (tests/conftest.py).
 workers=$(python -c 'import os; n = len(os.sched_getaffinity(0)); print(min(n, 8) if n > 1 else 0)')
-step "pytest, $workers workers (11 to 13 minutes of CPU: about 6 minutes on two free cores)"
+step "pytest, $workers workers (3,047 tests, about 15 minutes of CPU: 8 minutes on two cores)"
 pytest -q -n "$workers" --dist loadgroup
