@@ -10,7 +10,7 @@ from functools import cache
 
 from gemma_fit.gguf.tensors import TensorPlan, TensorSpec
 from gemma_fit.memory.estimate import MemoryEstimate
-from gemma_fit.memory.placement import CPU, moved_to_host
+from gemma_fit.memory.placement import CPU, Placement, moved_to_host
 from gemma_fit.model.spec import ModelSpec
 from gemma_fit.speed.graph import graph_nodes
 
@@ -188,16 +188,29 @@ def _device_work(plan: TensorPlan, est: MemoryEstimate, n_gpus: int, prompt_toke
     return DeviceWork(work, kv, attn, layers, nodes, matmuls, ffn, split_layers)
 
 
+_BY_TENSOR: dict[tuple[int, Placement, tuple[int, ...]], tuple[TensorPlan, dict[int, LayerWork]]] = {}
+
+
 def _work_by_tensor(plan: TensorPlan, est: MemoryEstimate, devices: list[int]) -> dict[int, LayerWork]:
     """Per-token work where each weight is, when tensor overrides move some of them (routed experts on
-    the CPU: each token reads only the experts it is routed to there)."""
+    the CPU: each token reads only the experts it is routed to there). Cached per plan and placement: it does
+    not depend on the context, which a report varies."""
+    key = (id(plan), est.placement, tuple(devices))
+    hit = _BY_TENSOR.get(key)
+    if hit is not None and hit[0] is plan:
+        return dict(hit[1])
     placement = est.placement
-    work = {d: LayerWork() for d in devices}
+    sums = {d: [0.0] * 5 for d in devices}  # LayerWork fields, summed without a dataclass per tensor
     for t, d in zip(plan.tensors, placement.devices_of(plan), strict=True):
         if t.role == "input":
             continue
-        work[d] = work[d] + _tensor_work(t, plan)
+        acc = sums[d]
+        for k, v in enumerate(_tensor_work(t, plan).astuple()):
+            acc[k] += v
     if "output.weight" not in plan.by_name():  # the tied output matrix is read every token
-        out = placement.output_device
-        work[out] = work[out] + LayerWork(read_bytes=float(plan.by_name()["token_embd.weight"].n_bytes))
-    return work
+        sums[placement.output_device][0] += float(plan.by_name()["token_embd.weight"].n_bytes)
+    work = {d: LayerWork(*v) for d, v in sums.items()}
+    if len(_BY_TENSOR) >= 4096:
+        _BY_TENSOR.clear()
+    _BY_TENSOR[key] = (plan, work)
+    return dict(work)
