@@ -219,19 +219,37 @@ def _core(plan: TensorPlan, s: RunSettings, backends: tuple[str, ...], n_gpu_lay
     return core
 
 
+def _capacity_free(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...], n_gpu_layers: int,
+                   ) -> tuple[_Core, list[int]]:
+    """The cached core and each GPU's capacity (a unified device's: its GPU side's ceiling), as estimate_memory
+    pairs them."""
+    unified = unified_device(devices)
+    caps = [gpu_ceiling(unified)] if unified else [d.usable_memory_bytes for d in devices]
+    core = _core(plan, s, tuple(d.backend for d in devices), n_gpu_layers, tuple(caps) if len(caps) > 1 else (),
+                 None)
+    return core, caps
+
+
+def gpus_fit(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...], n_gpu_layers: int,
+             margin_bytes: int = 0) -> bool:
+    """Every GPU keeps `margin_bytes` free (the host side not checked): what the -ngl search asks, without
+    building the estimate."""
+    core, caps = _capacity_free(plan, s, devices, n_gpu_layers)
+    return all(sum(used) + margin_bytes <= cap for used, cap in zip(core.per_device, caps, strict=True))
+
+
 def fits(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...], n_gpu_layers: int,
          host_capacity: int | None, margin_bytes: int = 0) -> bool:
     """estimate_memory(...).fits() with `margin_bytes` free on every GPU, without building the estimate: the
     searches ask this thousands of times in a report."""
-    unified = unified_device(devices)
-    if unified is not None:
-        est = estimate_memory(plan, s, devices, n_gpu_layers, host_capacity)
-        return est.fits() and all(d.headroom_bytes >= margin_bytes for d in est.devices)
-    caps = [d.usable_memory_bytes for d in devices]
-    core = _core(plan, s, tuple(d.backend for d in devices), n_gpu_layers, tuple(caps) if len(caps) > 1 else (),
-                 None)
-    if any(sum(used) + margin_bytes > cap for used, cap in zip(core.per_device, caps, strict=True)):
+    core, caps = _capacity_free(plan, s, devices, n_gpu_layers)
+    gpu = [sum(used) for used in core.per_device]
+    if any(g + max(0, margin_bytes) > cap for g, cap in zip(gpu, caps, strict=True)):
         return False
+    unified = unified_device(devices)
+    if unified is not None:  # one memory: GPU and host sides together within what the process may have
+        pool = pool_capacity(unified) if host_capacity is None else min(pool_capacity(unified), host_capacity)
+        return gpu[0] + sum(core.host) <= pool
     return host_capacity is None or sum(core.host) <= host_capacity
 
 

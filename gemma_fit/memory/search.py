@@ -11,10 +11,9 @@ from typing import Any, TypeVar
 from gemma_fit.gguf.tensors import TensorPlan, build_plan
 from gemma_fit.gguf.types import CONTRACT_QUANTS
 from gemma_fit.hardware.spec import GPUSpec
-from gemma_fit.memory.estimate import context_terms, estimate_memory
+from gemma_fit.memory.estimate import context_terms, estimate_memory, gpus_fit
 from gemma_fit.memory.estimate import fits as fits_on
 from gemma_fit.memory.settings import RunSettings
-from gemma_fit.memory.unified import unified_device
 from gemma_fit.model.spec import ModelSpec
 
 T = TypeVar("T")
@@ -75,15 +74,10 @@ def auto_gpu_layers(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ..
     fit keeps its target free when it moves layers."""
     if not devices:
         return 0
-    terms = context_terms(plan.model, s)
     n_all = plan.model.n_layer + 1
-    one_memory = unified_device(devices) is not None
 
     def fits(n: int, margin: int = margin_bytes) -> bool:
-        if not one_memory:  # the GPUs only (no host capacity): the host is the verdict's; no estimate built
-            return fits_on(plan, s, devices, n, None, margin)
-        est = estimate_memory(plan, s, devices, n, host_capacity, terms)
-        return all(d.headroom_bytes >= margin for d in est.devices)
+        return gpus_fit(plan, s, devices, n, margin)  # the GPUs only: the host is the verdict's
 
     if fits(n_all, 0):
         return n_all
