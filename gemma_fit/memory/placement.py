@@ -176,20 +176,23 @@ def _plan_layout(plan: TensorPlan) -> PlanLayout:
     return PlanLayout(_group(inputs), _group(outputs), tuple(_group(x) for x in layers), dup)
 
 
-_BY_TENSOR: dict[tuple[int, Placement], tuple[TensorPlan, WeightsByDevice]] = {}
+_WEIGHTS: dict[tuple[int, Placement], tuple[TensorPlan, WeightsByDevice]] = {}
 
 
 def weights_by_device(plan: TensorPlan, placement: Placement) -> WeightsByDevice:
-    if placement.overrides:  # tensor by tensor: cached, since the searches ask one placement at every context
-        key = (id(plan), placement)
-        hit = _BY_TENSOR.get(key)
-        if hit is not None and hit[0] is plan:
-            return hit[1]
-        if len(_BY_TENSOR) >= 4096:
-            _BY_TENSOR.clear()
-        found = _weights_by_tensor(plan, placement)
-        _BY_TENSOR[key] = (plan, found)
-        return found
+    """Cached per plan and placement: the searches ask one placement at every context."""
+    key = (id(plan), placement)
+    hit = _WEIGHTS.get(key)
+    if hit is not None and hit[0] is plan:
+        return hit[1]
+    if len(_WEIGHTS) >= 4096:
+        _WEIGHTS.clear()
+    found = _weights_by_tensor(plan, placement) if placement.overrides else _weights_by_layer(plan, placement)
+    _WEIGHTS[key] = (plan, found)
+    return found
+
+
+def _weights_by_layer(plan: TensorPlan, placement: Placement) -> WeightsByDevice:
     lay = plan_layout(plan)
     dev = [0] * placement.n_devices
     host = [lay.input]
