@@ -900,10 +900,26 @@ class ForkServer:
         self.proc = subprocess.Popen([sys.executable, "-c", FORK_SERVER, str(write_fd)], stdin=subprocess.PIPE,
                                      env=_env(), pass_fds=(write_fd,), stdout=subprocess.DEVNULL)
         os.close(write_fd)
-        self.replies = os.fdopen(read_fd, "r")
+        # read unbuffered, a byte at a time (two short lines per case): a buffered reader could hold the status line
+        # already, and select() on the pipe would then wait out the hang guard for a case that had ended
+        self.replies = read_fd
+
+    def _line(self, timeout: float | None = None) -> str | None:
+        """The fork server's next reply line; None when nothing came within `timeout` seconds."""
+        import select
+
+        buf = bytearray()
+        while not buf.endswith(b"\n"):
+            if timeout is not None and not select.select([self.replies], [], [], timeout)[0]:
+                return None
+            chunk = os.read(self.replies, 1)
+            if not chunk:
+                break
+            buf += chunk
+        return buf.decode()
 
     def run(self, args: list[str], cwd: Path, columns: int) -> tuple[int | None, bytes, bytes]:
-        import select
+        import contextlib
         import signal
 
         out, err = cwd / ".stdout", cwd / ".stderr"
@@ -911,22 +927,26 @@ class ForkServer:
         request = {"args": args, "cwd": str(cwd), "out": str(out), "err": str(err), "columns": columns}
         self.proc.stdin.write((json.dumps(request) + "\n").encode())
         self.proc.stdin.flush()
-        line = self.replies.readline()
+        line = self._line()
         if not line:
             raise RuntimeError("the fork server died (its stderr is above)")
         pid = json.loads(line)["pid"]
-        ready, _, _ = select.select([self.replies], [], [], HANG_GUARD_S)
-        hung = not ready
+        reply = self._line(HANG_GUARD_S)
+        hung = reply is None
         if hung:
-            os.kill(pid, signal.SIGKILL)
-        status = json.loads(self.replies.readline())["status"]
+            with contextlib.suppress(ProcessLookupError):  # it ended just now
+                os.kill(pid, signal.SIGKILL)
+            reply = self._line()
+        status = json.loads(reply or "{}").get("status")
+        if not hung and status is None:
+            raise RuntimeError("the fork server died (its stderr is above)")
         return (None if hung else status), out.read_bytes(), err.read_bytes()
 
     def close(self) -> None:
         assert self.proc.stdin is not None
         self.proc.stdin.close()
         self.proc.wait(60)
-        self.replies.close()
+        os.close(self.replies)
 
 
 def _write(folder: Path, files: dict[str, Any]) -> dict[str, Path]:
