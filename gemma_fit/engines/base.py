@@ -59,6 +59,7 @@ class CheckRequest:
     plan: TensorPlan | None = None  # the tensors of a real GGUF header, instead of the database's
     gguf_path: Path | None = None  # that file as the user gave it, for the printed command
     unmodelled: Unmodelled | None = None
+    serving: bool = True  # the serving answer (performance.serving); False where it is never shown (report cells)
 
 
 D = TypeVar("D")

@@ -88,11 +88,12 @@ def run_check(resolved: ResolvedModel, quant: str, settings: RunSettings, hardwa
               prompt_tokens: int = 512, with_speed: bool = True, plan: TensorPlan | None = None,
               gguf_path: Path | str | None = None, margin_bytes: int = SAFETY_MARGIN_BYTES,
               unmodelled: Unmodelled | None = None, output_tokens: int | None = None,
-              request_rate: float | None = None) -> LlamaCppResult:
+              request_rate: float | None = None, with_serving: bool = True) -> LlamaCppResult:
     """`plan` replaces the database plan when the tensors come from a real GGUF header; `gguf_path` is
     that file as the user gave it (the llama-server command then runs it, not a made-up file name).
     What the plan cannot place (an Unsloth UD file's unpublished mix, `unmodelled`) is kept free on top of
-    `margin_bytes`, and the reasons say so."""
+    `margin_bytes`, and the reasons say so. `with_serving` False leaves out the serving answer at the -np slots
+    (performance.serving None), for answers that never show it (a compact report cell)."""
     s = with_parallel_outputs(validate(settings, resolved.spec))
     plan = plan or build_plan(resolved.spec, quant)
     ud = unpublished_mix(plan)
@@ -107,7 +108,8 @@ def run_check(resolved: ResolvedModel, quant: str, settings: RunSettings, hardwa
     perf, speed_error = None, None
     if with_speed and fit.verdict != Verdict.NO_GO:
         try:
-            perf = speed_of(plan, fit.estimate, hardware, prompt_tokens, output_tokens, request_rate)
+            perf = speed_of(plan, fit.estimate, hardware, prompt_tokens, output_tokens, request_rate,
+                            with_serving=with_serving)
             if perf.serving is not None and perf.serving.max_concurrency == 0:
                 fit = replace(fit, reasons=(*fit.reasons, _slot_too_small(s, fit.estimate.n_ctx, prompt_tokens,
                                                                           output_tokens)))
@@ -135,9 +137,12 @@ def _slot_too_small(s: RunSettings, n_ctx: int, prompt_tokens: int, output_token
 
 
 def speed_of(plan: TensorPlan, est: MemoryEstimate, hardware: Hardware, prompt_tokens: int,
-             output_tokens: int | None = None, request_rate: float | None = None) -> Performance:
+             output_tokens: int | None = None, request_rate: float | None = None,
+             with_serving: bool = True) -> Performance:
     """Single-stream speed and the serving answer at the plan's -np slots (raises SpeedInputError)."""
     perf = predict_performance(plan, est, hardware, prompt_tokens)
+    if not with_serving:
+        return perf
     return replace(perf, serving=llamacpp_serving(plan, est, hardware, perf.prefill_tokens_per_s, prompt_tokens,
                                                   output_tokens, request_rate))
 

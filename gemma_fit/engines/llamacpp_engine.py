@@ -54,7 +54,7 @@ class LlamaCppEngine:
         return run_check(r.resolved, self.default_quant if r.quant is None else r.quant, settings, r.hardware,
                          prompt_tokens=r.workload.prompt_tokens, plan=r.plan, gguf_path=r.gguf_path,
                          margin_bytes=r.margin_bytes, unmodelled=r.unmodelled, output_tokens=traffic.output_tokens,
-                         request_rate=traffic.rate_per_s)
+                         request_rate=traffic.rate_per_s, with_serving=r.serving)
 
     def check(self, request: CheckRequest) -> LlamaCppResult:
         result = self.estimate(request)

@@ -81,7 +81,8 @@ def cell(cfg: HardwareConfig, model: ResolvedModel, quant: str, ctx: int, settin
     """One cell: the summary figures and, in "check", the full check document (`full`) or a compact one."""
     base = {"hardware": cfg.key, "model": model.spec.id, "quant": quant, "ctx": ctx}
     try:
-        result = engine.estimate(CheckRequest(model, quant, settings.with_ctx(ctx), cfg.hardware))
+        # a compact cell shows no serving answer: llama.cpp leaves it out (it is a tenth of a cell's work)
+        result = engine.estimate(CheckRequest(model, quant, settings.with_ctx(ctx), cfg.hardware, serving=full))
     except BadInput as exc:  # a setting this model refuses: the other cells still count
         return {**base, "n_ctx": None, "verdict": CELL_ERROR, "error": str(exc), "min_headroom_bytes": None,
                 "max_ctx_fit": None, "n_gpu_layers": None, "n_layers_total": None, "decode_tokens_per_s": None,
