@@ -109,11 +109,17 @@ def experts_to_cpu(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...
     return model.n_layer - kept
 
 
-@memo
 def max_ctx_fit(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...], n_gpu_layers: int,
                 host_capacity: int | None) -> int:
     """Largest context (a multiple of 256, at most the trained context) that fits with these
-    layers offloaded; 0 when not even 256 tokens fit."""
+    layers offloaded; 0 when not even 256 tokens fit. The search sets the context itself, so the answer is
+    cached whatever context `s` asks (a report asks six on every GPU)."""
+    return _max_ctx_fit(plan, s.with_ctx(0), devices, n_gpu_layers, host_capacity)
+
+
+@memo
+def _max_ctx_fit(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...], n_gpu_layers: int,
+                 host_capacity: int | None) -> int:
     model = plan.model
     step = 256 * (1 if s.kv_unified else s.n_parallel)
 
