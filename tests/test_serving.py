@@ -269,6 +269,24 @@ def test_transformers_snippets_compile() -> None:
         compile(to_json(r)["command"], "<snippet>", "exec")
 
 
+@pytest.mark.parametrize("command", [["check"], ["serve-plan"]])
+def test_transformers_snippet_pastes_from_the_terminal(command: list[str]) -> None:
+    """The snippet as a user copies it from the terminal (at 80 columns): its lines at the left margin, real
+    newlines (the terminal's escaping once printed them as \\x0a), and it compiles."""
+    import os
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "gemma_fit", *command, "--engine", "transformers", "--gpu", "rtx-4090",
+                          "--model", "gemma-3-4b"], capture_output=True, text=True, timeout=300, check=False,
+                         env={**os.environ, "COLUMNS": "80"}).stdout
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if re.search(r"Python\)?:$", line.rstrip())) + 1
+    snippet = "\n".join(lines[start:])  # the command is the last thing printed
+    assert "\\x0a" not in out and snippet.startswith("import torch\n")
+    compile(snippet, "<terminal>", "exec")
+
+
 def test_llama_cpp_flag_lists_match_the_built_source(llama_bin: Path) -> None:
     """The committed llama-server / ggml-rpc-server lists are what the llama.cpp the tests build registers."""
     import subprocess

@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gemma_fit.base.units import fmt_bytes
-from gemma_fit.present.terminal import for_terminal, render_speed
+from gemma_fit.present.terminal import for_terminal, render_command, render_speed
 
 if TYPE_CHECKING:
     from rich.console import Console
 
 
 def render_serve_plan(out: Console, doc: dict[str, Any]) -> None:
+    commands = [str(c) for c in doc["commands"]]  # escaped line by line (a Python snippet's lines are lines)
     doc = for_terminal(doc)  # names from cluster files are text, never terminal codes or markup
     out.print(f"[bold]{doc['verdict'].upper()}[/bold] {doc['model']} {doc['quant']} with {doc['engine']} on "
               f"{doc['hardware']}")
@@ -37,5 +38,5 @@ def render_serve_plan(out: Console, doc: dict[str, Any]) -> None:
             out.print(f"  to hold it: {traffic['replicas']} servers like this one, {traffic['gpus_needed']} GPUs")
     for reason in doc["reasons"]:
         out.print(f"  - {reason}")
-    for i, command in enumerate(doc["commands"], 1):
-        out.print(f"  {i}. [bold]{command}[/bold]")
+    for i, command in enumerate(commands, 1):
+        render_command(out, command, f"{i}.")

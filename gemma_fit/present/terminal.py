@@ -189,6 +189,7 @@ def render_inspect(out: Console, info: dict[str, Any]) -> None:
 
 def render_engine(out: Console, doc: dict[str, Any]) -> None:
     """check --engine vllm|ollama|transformers: the same memory table, the engine's own numbers."""
+    command = doc.get("command")
     doc = for_terminal(doc)
     m = doc["model"]
     verdict = doc["verdict"]
@@ -200,9 +201,20 @@ def render_engine(out: Console, doc: dict[str, Any]) -> None:
         out.print(f"  - {reason}")
     if doc.get("performance"):
         render_speed(out, doc["performance"])
-    command = doc.get("command")
     if command:
-        out.print(f"  run it: [bold]{command}[/bold]")
+        render_command(out, str(command))
+
+
+def render_command(out: Console, command: str, label: str = "run it:") -> None:
+    """A command to run: one shell line, or a Python snippet printed line by line at the left margin, as it
+    pastes into a file or a REPL (escaped line by line: a newline of its own is not a character to hide)."""
+    lines = command.splitlines() or [""]
+    if len(lines) == 1:
+        out.print(f"  {label} [bold]{shown(lines[0], 2000)}[/bold]")
+        return
+    out.print(f"  {label[:-1]} (Python):" if label.endswith(":") else f"  {label} Python:")
+    for line in lines:
+        out.print(shown(line, 2000))
 
 
 def render_answer(out: Console, doc: dict[str, Any]) -> None:
