@@ -121,11 +121,7 @@ def render_speed(out: Console, perf: dict[str, Any]) -> None:
     if not sv:
         return
     if sv["n_parallel"] > 1 or sv.get("output_tokens"):
-        what = "prefill included" if sv["includes_prefill"] else "decode only"
-        held = f"; the KV cache holds {sv['max_concurrency']} such requests at once" \
-            if sv.get("max_concurrency") is not None else ""
-        out.print(f"  {sv['n_parallel']} concurrent requests: {sv['aggregate_tokens_per_s']:.1f} tok/s together "
-                  f"({what}), {sv['per_user_tokens_per_s']:.1f} tok/s each, {sv['bound']}-bound{held}")
+        out.print(f"  {_serving_line(sv)}")
     t = sv.get("traffic")
     if t:
         ttft = (f", time to first token p50 {t['ttft_p50_s']:.2f} s / p95 {t['ttft_p95_s']:.2f} s"
@@ -134,6 +130,18 @@ def render_speed(out: Console, perf: dict[str, Any]) -> None:
         user = f", {t['per_user_tokens_per_s']:.1f} tok/s per user" if t["holds"] else ""
         out.print(f"  at {t['rate_per_s']:g} requests/s: {verdict} ({t['reason']}){ttft}{user}; "
                   f"servers like this needed: {t['replicas']}")
+
+
+def _serving_line(sv: dict[str, Any]) -> str:
+    """N requests at once: together and each (one request: its own rate), and how many the KV cache holds."""
+    what = "prefill included" if sv["includes_prefill"] else "decode only"
+    held = sv.get("max_concurrency")
+    kv = "" if held is None else \
+        f"; the KV cache holds {held} such request{'' if held == 1 else 's'}{'' if held == 1 else ' at once'}"
+    if sv["n_parallel"] == 1:
+        return f"one request at a time: {sv['aggregate_tokens_per_s']:.1f} tok/s ({what}), {sv['bound']}-bound{kv}"
+    return (f"{sv['n_parallel']} concurrent requests: {sv['aggregate_tokens_per_s']:.1f} tok/s together ({what}), "
+            f"{sv['per_user_tokens_per_s']:.1f} tok/s each, {sv['bound']}-bound{kv}")
 
 
 def _render_advice(out: Console, advice: list[dict[str, Any]]) -> None:
