@@ -168,3 +168,15 @@ def test_a_named_command_runs_in_an_app_of_its_own_with_the_same_help() -> None:
     assert _command_name(["--model-db", "x", "--hardware-db=y", "check", "--gpu", "t4"]) == "check"
     for args in ([], ["--help"], ["--version"], ["chek"], ["--model-db", "x"], ["--bogus", "check"]):
         assert app_for(args) is app, args  # help, typos and errors: the whole app answers
+
+
+def test_the_top_help_puts_the_questions_first() -> None:
+    """`gemma-fit --help`: check is the first command, in a panel of the questions (before files and databases)."""
+    from gemma_fit.cli.app import app
+
+    code, text = _help(app, ["--help"])
+    words = [m.group(1) for m in re.finditer(r"^│ ([a-z-]+)\s", text, re.MULTILINE)]
+    commands = [w for w in words if w in {"check", "recommend", "buy", "report", "serve-plan", "inspect", "synth",
+                                          "smoke", "probe", "list", "db"}]
+    assert code == 0 and commands[:5] == ["check", "recommend", "buy", "report", "serve-plan"], commands
+    assert text.index("Will it run") < text.index("Files, this machine")

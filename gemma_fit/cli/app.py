@@ -310,3 +310,14 @@ def synth(
     model_id, quant_name, n_tensors, size = api.synth(out, model, quant, state.catalog())
     print(f"wrote {printable(str(out), 400)}: {model_id} {quant_name}, {n_tensors} tensors, {fmt_bytes(size)} "
           "apparent size (sparse)", file=sys.stderr)
+
+
+# `gemma-fit --help` in the order a newcomer needs it: the questions first (check before all), then files, this
+# machine and the databases (typer lists a panel's commands in registration order, groups after commands).
+_ANSWERS, _TOOLS = "Will it run, and on what?", "Files, this machine, the databases"
+_ORDER = ("check", "recommend", "buy", "report", "serve-plan", "inspect", "synth", "smoke", "probe")
+app.registered_commands.sort(key=lambda c: _ORDER.index(_registered_name(c)))
+for _c in app.registered_commands:
+    _c.rich_help_panel = _ANSWERS if _ORDER.index(_registered_name(_c)) < _ORDER.index("inspect") else _TOOLS
+for _g in app.registered_groups:
+    _g.rich_help_panel = _TOOLS
