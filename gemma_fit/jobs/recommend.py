@@ -96,7 +96,7 @@ def _models(needs: Needs, catalog: Catalog) -> tuple[list[ResolvedModel], list[s
         if spec.n_ctx_train < needs.n_ctx:
             skipped.append(f"{e.id}: trained for {spec.n_ctx_train:,} tokens, under the {needs.n_ctx:,} needed")
             continue
-        out.append(ResolvedModel(spec, e.id, f"model {e.id}", catalog.model_dirs))
+        out.append(ResolvedModel(spec, e.id, e.id, catalog.model_dirs))
     return out, skipped
 
 

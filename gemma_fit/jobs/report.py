@@ -78,7 +78,7 @@ def expand_models(names: Sequence[str], catalog: Catalog = BUILTIN) -> list[Reso
             entries = sorted(load_model_db(extra).values(),
                              key=lambda e: (GENERATION_ORDER[e.generation], entry_spec(e).n_embd, e.id))
             for e in entries:
-                out.setdefault(e.id, ResolvedModel(entry_spec(e), e.id, f"model {e.id}", extra))
+                out.setdefault(e.id, ResolvedModel(entry_spec(e), e.id, e.id, extra))
             continue
         resolved = resolve_model(name, extra)
         out.setdefault(resolved.spec.id, resolved)

@@ -121,8 +121,9 @@ def name_key(raw: str) -> str:
 def _lookup(raw: str, cards: Mapping[str, C]) -> tuple[C, str] | None:
     """The entry (or catalog card) a typed name means, and how it was read; None when unknown."""
     key = name_key(raw)
-    if key in cards:
-        return cards[key], f"model {cards[key].id}"
+    if key in cards:  # how it was read: the id, or what was typed and the id it means
+        card_id = cards[key].id
+        return cards[key], card_id if raw.strip() == card_id else f"'{raw.strip()}' -> {card_id}"
     aliases = _alias_table(cards)
     if key in aliases:
         return aliases[key], f"alias '{raw}' -> {aliases[key].id} (newest with that size)"
