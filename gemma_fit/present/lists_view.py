@@ -63,7 +63,7 @@ def render_gpus(out: Console, entries: list[dict[str, Any]], filtered: bool) -> 
         out.print("no GPU in the database matches these filters (gemma-fit list gpus --help)")
         return
     cols = (Col("id"), Col("GiB", right=True), Col("GB/s", 1, right=True), Col("TFLOPS", 2, right=True),
-            Col("usable", 3, right=True), Col("backend", 4), Col("name", 5, fold=True))
+            Col("usable", 3, right=True), Col("backend", 4), Col("name", 5, fold=True, min_fold=24))
     rows = [[_text(e["id"]), f"{e['memory_bytes'] / GIB:g}", _num(e.get("memory_bandwidth_gbps")),
              _num(e.get("fp16_tensor_tflops")), f"{e['usable_memory_bytes'] / GIB:.1f}", _text(e["backend"]),
              _text(e["name"])] for e in entries]
