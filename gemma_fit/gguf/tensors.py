@@ -10,8 +10,10 @@ Shapes are in ggml order: ne0 (the row length) first. Names and shapes follow ll
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache, cached_property
+from functools import cache, cached_property, wraps
+from typing import Any, TypeVar
 
 from gemma_fit.gguf.quantize import choose_types
 from gemma_fit.gguf.types import FileType, GGMLType, file_type, ggml_type
@@ -219,3 +221,31 @@ def build_plan(model: ModelSpec, quant: str) -> TensorPlan:
         TensorSpec(r.name, r.shape, t, r.layer, r.role) for r, t in zip(raws, types, strict=True)
     )
     return TensorPlan(model=model, ftype=ftype, tensors=tensors)
+
+
+_R = TypeVar("_R")
+
+
+def per_plan(maxsize: int) -> Callable[[Callable[..., _R]], Callable[..., _R]]:
+    """Cache a function of (plan, *hashable args) by the plan's identity and the args: plans are built once per
+    model and quant and are not hashed by value (thousands of tensors); the entry keeps its plan, so an id reused
+    by a later plan is never mistaken for it. The cache is emptied when it holds `maxsize` answers."""
+
+    def wrap(fn: Callable[..., _R]) -> Callable[..., _R]:
+        answers: dict[tuple[Any, ...], tuple[TensorPlan, _R]] = {}
+
+        @wraps(fn)
+        def cached(plan: TensorPlan, *args: Any) -> _R:
+            key = (id(plan), *args)
+            hit = answers.get(key)
+            if hit is not None and hit[0] is plan:
+                return hit[1]
+            if len(answers) >= maxsize:
+                answers.clear()
+            value = fn(plan, *args)
+            answers[key] = (plan, value)
+            return value
+
+        return cached
+
+    return wrap

@@ -19,7 +19,7 @@ from bisect import bisect_right
 from dataclasses import dataclass, replace
 from functools import cache
 
-from gemma_fit.gguf.tensors import TensorPlan, TensorSpec
+from gemma_fit.gguf.tensors import TensorPlan, TensorSpec, per_plan
 from gemma_fit.memory.overrides import TensorOverride, override_device
 
 CPU = -1  # device index of the host
@@ -143,20 +143,9 @@ def _group(ranges: list[tuple[int, int, int]]) -> _Group:
     return _Group(sum(r[0] for r in ranges), min(r[1] for r in ranges), max(r[2] for r in ranges))
 
 
-_LAYOUTS: dict[int, tuple[TensorPlan, PlanLayout]] = {}
-
-
+@per_plan(4096)
 def plan_layout(plan: TensorPlan) -> PlanLayout:
     """Cached per plan object (plans are built once per model and quant)."""
-    hit = _LAYOUTS.get(id(plan))
-    if hit is not None and hit[0] is plan:
-        return hit[1]
-    layout = _plan_layout(plan)
-    _LAYOUTS[id(plan)] = (plan, layout)
-    return layout
-
-
-def _plan_layout(plan: TensorPlan) -> PlanLayout:
     from gemma_fit.gguf.layout import pad
 
     inputs, outputs = [], []
@@ -176,20 +165,10 @@ def _plan_layout(plan: TensorPlan) -> PlanLayout:
     return PlanLayout(_group(inputs), _group(outputs), tuple(_group(x) for x in layers), dup)
 
 
-_WEIGHTS: dict[tuple[int, Placement], tuple[TensorPlan, WeightsByDevice]] = {}
-
-
+@per_plan(4096)
 def weights_by_device(plan: TensorPlan, placement: Placement) -> WeightsByDevice:
     """Cached per plan and placement: the searches ask one placement at every context."""
-    key = (id(plan), placement)
-    hit = _WEIGHTS.get(key)
-    if hit is not None and hit[0] is plan:
-        return hit[1]
-    if len(_WEIGHTS) >= 4096:
-        _WEIGHTS.clear()
-    found = _weights_by_tensor(plan, placement) if placement.overrides else _weights_by_layer(plan, placement)
-    _WEIGHTS[key] = (plan, found)
-    return found
+    return _weights_by_tensor(plan, placement) if placement.overrides else _weights_by_layer(plan, placement)
 
 
 def _weights_by_layer(plan: TensorPlan, placement: Placement) -> WeightsByDevice:
@@ -242,24 +221,12 @@ def moved_to_host(plan: TensorPlan, placement: Placement) -> tuple[TensorSpec, .
                  if d == CPU and t.layer is not None and placement.layer_device_of(t) != CPU)
 
 
-_MOVED: dict[tuple[int, Placement], tuple[TensorPlan, dict[int, int]]] = {}
-
-
 def moved_bytes_by_layer(plan: TensorPlan, placement: Placement) -> dict[int, int]:
     """Bytes per layer that overrides keep on the host from layers on a GPU; cached per plan and placement."""
-    if not placement.overrides:
-        return {}
-    key = (id(plan), placement)
-    hit = _MOVED.get(key)
-    if hit is not None and hit[0] is plan:
-        return hit[1]
-    if len(_MOVED) >= 16384:
-        _MOVED.clear()
-    moved = _moved_bytes_by_layer(plan, placement)
-    _MOVED[key] = (plan, moved)
-    return moved
+    return _moved_bytes_by_layer(plan, placement) if placement.overrides else {}
 
 
+@per_plan(16384)
 def _moved_bytes_by_layer(plan: TensorPlan, placement: Placement) -> dict[int, int]:
     per_layer: dict[int, int] = {}
     for t in moved_to_host(plan, placement):
