@@ -1,5 +1,5 @@
 """`python -m gemma_fit ...`: the same as the gemma-fit command."""
 
-from gemma_fit.cli.entry import main
+from gemma_fit.cli.entry import run
 
-main()
+run()

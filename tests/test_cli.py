@@ -91,3 +91,15 @@ def test_an_unset_context_is_the_engines_own_default() -> None:
     assert "--max-model-len 131072" in vllm["command"]  # vLLM's: the model's full context
     llama = json.loads(run("check", "--gpu", "rtx-3090", "--model", "gemma-3-27b", "--json").stdout)
     assert llama["settings"]["n_ctx"] == 4096
+
+
+@pytest.mark.parametrize(("args", "status"), [(["--version"], 0), (["check", "--gpu", "nope", "--model", "9b"], 2)])
+def test_the_program_exits_fast_but_keeps_exit_handlers_and_statuses(args: list[str], status: int) -> None:
+    """`run` (the installed script) skips the interpreter's teardown: exit handlers still run, output is flushed
+    and the status is main's."""
+    code = ("import atexit, sys\natexit.register(lambda: print('handler ran', file=sys.stderr))\n"
+            "from gemma_fit.cli.entry import run\nrun()")
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == status
+    assert proc.stderr.endswith("handler ran\n")
+    assert ("gemma-fit 0." in proc.stdout) == (status == 0)

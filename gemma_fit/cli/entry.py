@@ -1,7 +1,8 @@
 """The `gemma-fit` program: one-line errors and the contract's exit statuses, never a traceback.
 
 `gemma-fit --version` is answered here, before the command line's machinery loads (as pip and llama.cpp answer
-it: at once); everything else goes to cli.app.
+it: at once); everything else goes to cli.app. `run` is the program itself (the script and `python -m
+gemma_fit`); `main` is the same without the fast exit, for callers that go on afterwards (tests, fork servers).
 """
 
 from __future__ import annotations
@@ -58,3 +59,37 @@ def main() -> None:
             _fail(message, EXIT_BAD_INPUT)
         print(f"gemma-fit: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         sys.exit(1)
+
+
+def run() -> None:
+    """The gemma-fit program: `main`, then leave without tearing the interpreter down.
+
+    Python's own exit frees every object of the ~80 modules a command loads, one by one: a sixth of a cold
+    `check`'s CPU time, spent on memory the kernel takes back at once anyway. Exit handlers still run (temporary
+    folders, worker pools) and the standard streams are flushed, so nothing written is lost."""
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = _exit_status(exc.code)
+    import atexit
+    import os
+
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except OSError:  # a full disk or a closed stream: Python's own exit says 120 for that
+            code = code or 120
+    os._exit(code)
+
+
+def _exit_status(code: object) -> int:
+    """The status `sys.exit(code)` gives: None is 0, an int itself, anything else is printed and gives 1."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
