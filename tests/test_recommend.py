@@ -10,10 +10,11 @@ import sys
 import pytest
 
 from gemma_fit.base.errors import BadInput
+from gemma_fit.engines.decision import QUALITY_RESOLUTION
 from gemma_fit.gguf.quality import benchmarks, quant_retention, retention
 from gemma_fit.gguf.types import CONTRACT_QUANTS, file_type, recipes, unsloth_ud
 from gemma_fit.jobs.check import hardware_of
-from gemma_fit.jobs.recommend import QUALITY_RESOLUTION, Needs, recommend, recommend_document
+from gemma_fit.jobs.recommend import Needs, recommend, recommend_document
 from gemma_fit.memory.fit import SAFETY_MARGIN_BYTES
 
 CLI = [sys.executable, "-c", "from gemma_fit.cli.entry import main; main()"]
@@ -52,11 +53,25 @@ def test_nothing_ranks_below_a_plan_that_beats_it_on_every_axis(rec) -> None:  #
             assert not beats, (high.result.command, low.result.command)
 
 
-def test_each_model_appears_once_and_quality_ranks_first(rec) -> None:  # type: ignore[no-untyped-def]
+def test_each_model_appears_once_and_quality_ranks_first_within_a_class(rec) -> None:  # type: ignore[no-untyped-def]
+    """The decision rule: plans all on the GPU at 4+ bits first, then the rest; by quality within each."""
     models = [c.result.resolved.spec.id for c in rec.ranked]
     assert len(models) == len(set(models))
-    scores = [c.quality.score if c.quality.score is not None else -1 for c in rec.ranked]
-    assert scores == sorted(scores, reverse=True)
+    sound = [c.option().sound for c in rec.ranked]
+    assert sound == sorted(sound, reverse=True)
+    for cls in (True, False):
+        scores = [c.quality.score if c.quality.score is not None else -1 for c in rec.ranked if c.option().sound == cls]
+        assert scores == sorted(scores, reverse=True)
+
+
+def test_no_offloaded_or_low_bit_plan_ranks_above_a_4_bit_plan_on_the_gpu(rec) -> None:  # type: ignore[no-untyped-def]
+    seen_unsound = False
+    for c in rec.ranked:
+        o = c.option()
+        assert not (seen_unsound and o.sound), [x.result.command for x in rec.ranked]
+        seen_unsound = seen_unsound or not o.sound
+        if o.low_bit:  # a 2- or 3-bit file only where no 4-bit file of that model fits
+            assert not any(x.option().model == o.model and not x.option().low_bit for x in rec.ranked)
 
 
 def test_quality_is_the_published_benchmark_times_the_quants_retention(rec) -> None:  # type: ignore[no-untyped-def]

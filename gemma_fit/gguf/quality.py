@@ -23,6 +23,7 @@ class Benchmark:
     value: float
     setup: str
     source: str
+    scale: str  # figures on one scale compare (same benchmark, same setup); else a ranking says it mixes them
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,8 @@ def _data(name: str) -> dict[str, Any]:
 
 def benchmarks(model_id: str) -> dict[str, Benchmark]:
     rows = _data("benchmarks.yaml")["benchmarks"].get(model_id) or {}
-    return {k: Benchmark(k, float(v["value"]), str(v["setup"]), str(v["source"])) for k, v in rows.items()}
+    return {k: Benchmark(k, float(v["value"]), str(v["setup"]), str(v["source"]), str(v.get("scale", k)))
+            for k, v in rows.items()}
 
 
 def _measured() -> dict[str, float]:

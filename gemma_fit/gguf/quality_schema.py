@@ -14,6 +14,7 @@ class BenchmarkFigure(Strict):
     source: str = Field(pattern=r"^https?://\S+$")
     source_id: str | None = None
     quote: str = Field(min_length=5)
+    scale: str | None = None  # what the figure compares with (same benchmark and setup); default: the benchmark
 
 
 class SourceNote(Strict):

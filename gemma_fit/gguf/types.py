@@ -33,6 +33,10 @@ class GGMLType:
     def is_quantized(self) -> bool:
         return self.block > 1
 
+    @property
+    def bits_per_weight(self) -> float:
+        return self.bytes * 8 / self.block
+
 
 @dataclass(frozen=True)
 class FileType:

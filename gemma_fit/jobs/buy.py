@@ -25,6 +25,7 @@ from gemma_fit.base.suggest import did_you_mean
 from gemma_fit.base.text import has_unsafe, printable
 from gemma_fit.base.verdict import Verdict
 from gemma_fit.db.catalog import BUILTIN, Catalog
+from gemma_fit.engines.decision import best
 from gemma_fit.engines.llamacpp_engine import ENGINE as LLAMA_CPP
 from gemma_fit.gguf.types import quant_names
 from gemma_fit.hardware.catalog import load_gpu_entries, load_gpus
@@ -32,7 +33,7 @@ from gemma_fit.hardware.prices import Price, current_price, price_table, prices_
 from gemma_fit.hardware.select import select_hardware
 from gemma_fit.hardware.spec import GPUSpec, Hardware
 from gemma_fit.jobs.needs import SEGMENTS, BuyNeeds, Needs
-from gemma_fit.jobs.recommend import QUANT_LADDER, Candidate, _best_per_model, _try
+from gemma_fit.jobs.recommend import QUANT_LADDER, Candidate, _try
 from gemma_fit.memory.settings import RunSettings, validate
 from gemma_fit.model.catalog import ResolvedModel
 
@@ -157,9 +158,8 @@ def _best_plan(option: HardwareOption, models: Sequence[ResolvedModel], quants: 
              and (needs.allow_offload or c.result.verdict == Verdict.GO)]
     if not found:
         return None
-    fast = [c for c in found if c.decode >= needs.min_tps]
-    pool = fast or [max(found, key=lambda c: c.decode)]
-    return max(_best_per_model(pool, "quality"), key=lambda c: (c.axes()[0], c.decode))
+    chosen = best([c.option() for c in found], needs.min_tps, "quality")  # the one decision rule
+    return chosen.option.item if chosen is not None else None
 
 
 def buy_quants(quant: str) -> tuple[str, ...]:

@@ -2,11 +2,11 @@
 
 Every database model x a ladder of file types (and Google's QAT file where published) x KV cache f16 / q8_0
 is checked by the whole pipeline at the needed context, with llama.cpp's automatic placement (-ngl auto,
-expert offload for MoE models), keeping the margin free on every GPU. Of the plans that fit with the margin
-and reach the speed asked, each model keeps its best for the objective; a model whose best is beaten on every
-axis (quality, decode speed, largest context) by another model's best is left out; the rest are ranked by the
-objective. Quality is published data only (gemma_fit.gguf.quality); a model without its benchmark ranks
-below every model with one on quality. Pure: no printing, no files.
+expert offload for MoE models), keeping the margin free on every GPU. Each model keeps its best plan by the one
+decision rule (gemma_fit.engines.decision: the speed floor, then plans entirely on the GPU at 4 bits or more,
+2- and 3-bit only where no 4-bit file fits, then the preference); a model whose best is beaten on every axis by
+another model's best of the same class is left out; the rest are ranked by the rule, each with its reason.
+Quality is published data only (gemma_fit.gguf.quality). Pure: no printing, no files.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from gemma_fit.base.text import printable
 from gemma_fit.base.verdict import Verdict
 from gemma_fit.db.catalog import BUILTIN, Catalog
 from gemma_fit.engines import registry
+from gemma_fit.engines.decision import Option, Ranked, best, rank, scales
 from gemma_fit.engines.llamacpp import LlamaCppResult, run_check
 from gemma_fit.engines.projector import with_projector
 from gemma_fit.gguf.quality import RANKING_BENCHMARK, Quality, quality
@@ -37,9 +38,6 @@ OLLAMA = "ollama"  # every candidate also shows the Ollama command of its plan
 QUANT_LADDER = ("BF16", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "QAT_Q4_0", "IQ4_XS", "Q3_K_M", "IQ3_XXS", "Q2_K",
                 "IQ2_M")
 KV_CACHE_TYPES = ("f16", "q8_0")  # q8_0: near-lossless (llama.cpp PR #7412); q4_0 is not recommended unasked
-# Quality points the data cannot tell apart: one standard error of the benchmarks behind it (MMLU-Pro's 12,032
-# questions at 80% correct: 0.36 points; Unsloth's per-quant MMLU, 14,042 questions at 71%: 0.38).
-QUALITY_RESOLUTION = 0.4
 
 
 @dataclass(frozen=True)
@@ -63,6 +61,15 @@ class Candidate:
         q = self.quality.score
         return (q if q is not None else -1.0, self.decode, float(self.max_ctx))
 
+    def option(self) -> Option[Candidate]:
+        """The candidate as the decision rule sees it."""
+        r = self.result
+        fit = r.detail.fit
+        rooms = [d.headroom_bytes for d in r.detail.estimate.devices]
+        return Option(self, r.resolved.spec.id, r.quant, r.detail.plan.ftype.default_type.bits_per_weight,
+                      r.verdict.runs_on_gpu and not fit.auto_n_cpu_moe, self.quality, self.decode, self.max_ctx,
+                      min(rooms, default=0), "the GPU" if rooms else "system memory")
+
 
 @dataclass(frozen=True)
 class Recommendation:
@@ -70,10 +77,12 @@ class Recommendation:
     needs: Needs
     min_tps: float
     ranked: tuple[Candidate, ...]  # best first, at most needs.top
+    reasons: tuple[str, ...]  # the decision rule's reason for each, in the same order
     meets_min_tps: bool  # False: no plan reaches min_tps; `ranked` holds the fastest instead
     n_checked: int
     skipped: tuple[str, ...]  # models left out, with why
     engine: str = "llama.cpp"  # or "ollama": the same llama.cpp plans, run through Ollama
+    scales: tuple[str, ...] = ()  # the quality scales the ranking compares (more than one: a mix, stated)
 
 
 def check_needs(needs: Needs) -> None:
@@ -120,32 +129,20 @@ def _try(model: ResolvedModel, quant: str, kv: str, base: RunSettings, hw: Hardw
     return Candidate(r, quality(model.spec.id, r.detail.plan.ftype), kv)
 
 
-def _dominated(c: Candidate, others: Sequence[Candidate]) -> bool:
-    a = c.axes()
-    return any(all(x >= y for x, y in zip(o.axes(), a, strict=True)) and o.axes() != a for o in others)
+def _dominated(o: Option[Candidate], others: Sequence[Option[Candidate]]) -> bool:
+    """Beaten on quality, speed and context by a plan of the same class (entirely on the GPU at 4+ bits, or not)."""
+    a = o.item.axes()
+    return any(x.sound == o.sound and x.item.axes() != a and all(p >= q for p, q in zip(x.item.axes(), a, strict=True))
+               for x in others)
 
 
-def _order(c: Candidate, prefer: str) -> tuple[float, ...]:
-    q, speed, ctx = c.axes()
-    key = {"quality": (q, speed, ctx), "speed": (speed, q, ctx), "context": (ctx, q, speed)}[prefer]
-    return tuple(-x for x in key)
-
-
-def _best_per_model(pool: Sequence[Candidate], prefer: str) -> list[Candidate]:
-    """Each model once, in its best plan for the objective: the alternatives shown are other models (31B at
-    IQ3_XXS, 26B-A4B at Q4_K_M, 12B at Q8_0), not the same model at the next quant."""
-    by_model: dict[str, list[Candidate]] = {}
-    for c in pool:
-        by_model.setdefault(c.result.resolved.spec.id, []).append(c)
-    out = []
-    for plans in by_model.values():
-        top = min(plans, key=lambda c: _order(c, prefer))
-        if prefer == "quality" and top.quality.score is not None:
-            # Quant steps closer than the benchmarks resolve are a tie, which the faster plan wins.
-            near = [c for c in plans if (c.quality.score or 0) >= top.quality.score - QUALITY_RESOLUTION]
-            top = max(near, key=lambda c: (c.decode, c.axes()))
-        out.append(top)
-    return out
+def best_per_model(found: Sequence[Candidate], min_tps: float, prefer: str) -> list[Ranked[Candidate]]:
+    """Each model once, in its best plan by the rule: the alternatives shown are other models (31B at IQ3_XXS,
+    26B-A4B at Q4_K_M, 12B at Q8_0), not the same model at the next quant."""
+    by_model: dict[str, list[Option[Candidate]]] = {}
+    for c in found:
+        by_model.setdefault(c.result.resolved.spec.id, []).append(c.option())
+    return [b for plans in by_model.values() if (b := best(plans, min_tps, prefer)) is not None]
 
 
 def recommend(hw: Hardware, needs: Needs, settings: RunSettings | None = None, engine: str = "llama.cpp",
@@ -176,18 +173,17 @@ def recommend(hw: Hardware, needs: Needs, settings: RunSettings | None = None, e
                     break  # q8_0 only where f16 does not fit: the same plan, its cache halved
     min_tps = needs.min_tps
     fast = [c for c in found if c.decode >= min_tps]
-    meets = bool(fast)
-    pool = fast if meets else sorted(found, key=lambda c: -c.decode)[: needs.top]
-    best = _best_per_model(pool, needs.prefer)
-    front = [c for c in best if not _dominated(c, best)]
-    ranked = sorted(front, key=lambda c: _order(c, needs.prefer))[: needs.top]
-    return Recommendation(hw, needs, min_tps, tuple(ranked), meets, checked, tuple(skipped), engine)
-
+    meets = bool(fast)  # plans under the floor are shown only when none reaches it (fastest first, by the rule)
+    front = [b.option for b in best_per_model(fast or found, min_tps, needs.prefer)]
+    front = [o for o in front if not _dominated(o, front)]
+    ranked = rank(front, min_tps, needs.prefer)[: needs.top]
+    return Recommendation(hw, needs, min_tps, tuple(r.option.item for r in ranked), tuple(r.why for r in ranked),
+                          meets, checked, tuple(skipped), engine, tuple(scales([r.option for r in ranked])))
 
 def why(c: Candidate, rank: int, rec: Recommendation) -> str:
-    """Why a candidate ranks where it does, in one line."""
+    """Why a candidate ranks where it does: the decision rule's reason, then the figures behind it."""
     r = c.result
-    parts = [f"#{rank} by {rec.needs.prefer}", c.quality.why() if c.quality.score is not None
+    parts = [f"#{rank} by {rec.needs.prefer}: {rec.reasons[rank - 1]}", c.quality.why() if c.quality.score is not None
              else f"no published {RANKING_BENCHMARK}: ranks after the models with one on quality",
              f"decode {c.decode:.1f} tok/s" if r.performance else "no speed model for this hardware",
              f"largest context {c.max_ctx:,}", r.reasons[0]]
@@ -218,6 +214,14 @@ def candidate_json(c: Candidate, rank: int, rec: Recommendation) -> dict[str, An
     }
 
 
+def scales_note(names: Sequence[str]) -> str | None:
+    """What a ranking that mixes quality scales says about it (None for one scale)."""
+    if len(names) < 2:
+        return None
+    return (f"quality mixes {len(names)} scales ({'; '.join(names)}): close, but not one benchmark setup "
+            "(model_db/quality/benchmarks.yaml says why)")
+
+
 def recommend_document(rec: Recommendation) -> dict[str, Any]:
     n = rec.needs
     note = None if rec.meets_min_tps else (
@@ -227,10 +231,15 @@ def recommend_document(rec: Recommendation) -> dict[str, Any]:
         "candidates": [candidate_json(c, i, rec) for i, c in enumerate(rec.ranked, 1)],
         "needs": {"n_ctx": n.n_ctx, "min_tps": rec.min_tps, "vision": n.vision, "n_parallel": n.n_parallel,
                   "prefer": n.prefer, "top": n.top},
+        "quality_scales": list(rec.scales), "quality_note": scales_note(rec.scales),
         "meets_min_tps": rec.meets_min_tps, "note": note, "n_checked": rec.n_checked, "skipped": list(rec.skipped),
         "method": ("every database model x file types BF16 to IQ2_M (and Google's QAT Q4_0) x KV cache f16/q8_0, "
                    "checked with llama.cpp's automatic placement at the needed context, keeping the margin free; "
-                   "plans beaten on quality, speed and context by another are dropped. quality = the model's "
+                   "ranked by one rule (docs/decisions.md): plans that reach the speed floor first, then plans "
+                   "entirely on the GPU at 4 bits or more, 2- and 3-bit files only where no 4-bit file of the model "
+                   "fits, then the preference, quality scores within 0.4 points being a tie that goes to the "
+                   "faster plan; plans beaten on quality, speed and context by another are dropped. "
+                   "quality = the model's "
                    "published MMLU-Pro (model card) x what its quant keeps of the full model's score (Unsloth's "
                    "5-shot MMLU of Gemma 3 27B per quant; llama.cpp's KLD scoreboard between measured types). "
                    "Smaller models lose more at the same bits than the 27B these were measured on."),

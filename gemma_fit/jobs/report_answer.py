@@ -1,5 +1,6 @@
-"""What a report opens with: for each hardware configuration its best cell (quality from published data, then
-speed), and for each model, quant and context the cheapest configuration of the report that runs it entirely on
+"""What a report opens with: for each hardware configuration its best cell by the one decision rule
+(gemma_fit.engines.decision, at recommend's reading-speed floor), with why, the configurations in the order of
+those cells; and for each model, quant and context the cheapest configuration of the report that runs it entirely on
 the GPU (prices from hardware_db/prices). Pure, from the report's cells."""
 
 from __future__ import annotations
@@ -9,23 +10,35 @@ from functools import cache
 from typing import Any
 
 from gemma_fit.db.catalog import BUILTIN, Catalog
-from gemma_fit.gguf.quality import quality
+from gemma_fit.engines.decision import Option, best, rank
+from gemma_fit.gguf.quality import Quality, quality
 from gemma_fit.gguf.types import file_type
 from gemma_fit.hardware.prices import current_price, price_table, prices_as_of
+from gemma_fit.jobs.needs import Needs
 
 RUNS = ("go", "tight")  # the cells whose plan keeps the whole model on the GPU(s)
+USABLE_TPS = Needs().min_tps  # the floor of the best answer: recommend's, about reading speed
 
 
 def _quality(cell: dict[str, Any]) -> float | None:
-    return _score(cell["model"], cell["quant"])
+    return _score(cell["model"], cell["quant"])[0].score
 
 
 @cache
-def _score(model: str, quant: str) -> float | None:
+def _score(model: str, quant: str) -> tuple[Quality, float]:
+    """The quality of a model at a file type and that type's bits per weight."""
     try:
-        return quality(model, file_type(quant)).score
+        ft = file_type(quant)
+        return quality(model, ft), ft.default_type.bits_per_weight
     except Exception:  # noqa: BLE001 - a quant the quality table cannot place (an engine's format): no score
-        return None
+        return Quality(None, None, 1.0, "not measured"), 16.0
+
+
+def _option(c: dict[str, Any], has_gpu: bool) -> Option[dict[str, Any]]:
+    q, bits = _score(c["model"], c["quant"])
+    return Option(c, c["model"], c["quant"], bits, c["verdict"] in RUNS, q, c.get("decode_tokens_per_s") or 0.0,
+                  c.get("max_ctx_fit") or 0, c.get("min_headroom_bytes") or 0,
+                  "the GPU" if has_gpu else "system memory")
 
 
 def _config_price(gpus: list[str], table: dict[str, Any], today: date) -> tuple[float, str] | None:
@@ -52,14 +65,17 @@ def report_answer(report: dict[str, Any], catalog: Catalog = BUILTIN) -> dict[st
             by_hardware.setdefault(c["hardware"], []).append(c)
         if c["verdict"] in RUNS and c["hardware"] in priced:
             by_combo.setdefault((c["model"], c["quant"], c["ctx"]), []).append(c)
-    best = []
-    for h in report["hardware"]:
-        cells = by_hardware.get(h["key"], [])
-        if cells:
-            c = max(cells, key=lambda c: ((_quality(c) or -1), (c.get("decode_tokens_per_s") or 0)))
-            best.append({"hardware": h["name"], "key": h["key"], "model": c["model"], "quant": c["quant"],
-                         "ctx": c["ctx"], "verdict": c["verdict"], "quality": _quality(c),
-                         "decode_tokens_per_s": c.get("decode_tokens_per_s")})
+    names = {h["key"]: h["name"] for h in report["hardware"]}
+    tops = {id(b.option): b for h in report["hardware"]
+            if (b := best([_option(c, bool(h["gpus"])) for c in by_hardware.get(h["key"], [])], USABLE_TPS))
+            is not None}
+    rows = []
+    # the hardware in the order of their best cells by the same rule; each says why its cell is its best
+    for r in rank([b.option for b in tops.values()], USABLE_TPS):
+        c = r.option.item
+        rows.append({"hardware": names[c["hardware"]], "key": c["hardware"], "model": c["model"], "quant": c["quant"],
+                     "ctx": c["ctx"], "verdict": c["verdict"], "quality": _quality(c),
+                     "decode_tokens_per_s": c.get("decode_tokens_per_s"), "why": tops[id(r.option)].why})
     cheapest = []
     for m in report["models"]:
         for q in report["quants"]:
@@ -71,5 +87,5 @@ def report_answer(report: dict[str, Any], catalog: Catalog = BUILTIN) -> dict[st
                     cheapest.append({"model": m["id"], "quant": q, "ctx": ctx, "hardware": c["hardware"],
                                      "price_usd": usd, "price_date": dated,
                                      "decode_tokens_per_s": c.get("decode_tokens_per_s"), "verdict": c["verdict"]})
-    return {"best_per_hardware": best, "cheapest_per_model": cheapest,
+    return {"best_per_hardware": rows, "cheapest_per_model": cheapest,
             "prices": {k: v[0] if v else None for k, v in price.items()}}

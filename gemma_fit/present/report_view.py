@@ -101,19 +101,18 @@ def report_tables(report: dict[str, Any], room: int = 10_000) -> Iterator[Text |
 
 
 def render_answer(out: Console, report: dict[str, Any]) -> None:
-    """The report's answer first: hardware configs ranked by their best cell (quality, then speed), and each
+    """The report's answer first: hardware configs ranked by their best cell (the decision rule), and each
     model's cheapest configuration of the report that holds it on the GPU."""
     ans = report.get("answer") or {}
-    best = sorted(ans.get("best_per_hardware", []),
-                  key=lambda b: (-(b["quality"] if b["quality"] is not None else -1), -(b["decode_tokens_per_s"] or 0)))
+    best = ans.get("best_per_hardware", [])  # in the decision rule's order
     if best:
         out.print("[bold]The best of this report per hardware[/bold] (quality: MMLU-Pro x the quant's retention):")
         for i, b in enumerate(best[:ANSWER_ROWS], 1):
             price = (ans.get("prices") or {}).get(b["key"])
             q = f"quality {b['quality']:.1f}, " if b["quality"] is not None else ""
             out.print(printable(f"  {i}. {b['key']}: {b['model']} {b['quant']} at {b['ctx']:,}, {b['verdict']}, {q}"
-                                f"{tps(b['decode_tokens_per_s'])} tok/s" + (f", {price:,.0f} USD" if price else ""),
-                                2000), markup=False)
+                                f"{tps(b['decode_tokens_per_s'])} tok/s" + (f", {price:,.0f} USD" if price else "")
+                                + (f": {b['why']}" if b.get("why") else ""), 2000), markup=False)
         if len(best) > ANSWER_ROWS:
             out.print(f"  ... and {len(best) - ANSWER_ROWS} more in the tables below")
     for c in ans.get("cheapest_per_model", [])[:ANSWER_ROWS]:
