@@ -130,3 +130,25 @@ def test_html_shows_one_pool(tmp_path) -> None:  # type: ignore[no-untyped-def]
     html = page.read_text(encoding="utf-8")
     assert "unified memory (GPU side + host side)" in html and "host side (same memory)" in html
     assert "iogpu.wired_limit_mb=" in html
+
+
+def test_an_8gb_mac_runs_gemma_3_4b_q8_0_at_4k_entirely_on_the_gpu() -> None:
+    """Metal uses the mapped model file in place: the GPU side's weights and the host side's (the input embedding)
+    are one set of pages, counted once in the pool; macOS keeps its measured wired memory, not a 4 GiB budget."""
+    r = check("gemma-3-4b", "m1-8gb", quant="Q8_0", settings=RunSettings(n_ctx=4096))
+    pool = _pool(r)
+    plan = r.detail.plan
+    assert r.detail.fit.n_gpu_layers == plan.model.n_layer + 1 and r.verdict in ("go", "tight")
+    est = r.detail.estimate
+    both = est.devices[0].weights_bytes + est.host.weights_bytes
+    assert pool.shared_bytes == both - plan.tensor_data_bytes > 0  # together they map the file's data once
+    assert pool.total_bytes == pool.gpu_bytes + pool.host_bytes - pool.shared_bytes
+    assert pool.platform.reserve_measured and pool.platform.reserve_bytes < 4 * GIB
+
+
+def test_weights_are_counted_twice_where_the_gpu_copies_them() -> None:
+    for gpu in ("jetson-orin-nano-super", "dgx-spark", "ryzen-ai-max-395-128gb"):  # CUDA and ROCm copy the weights
+        assert _pool(check("gemma-3-4b", gpu)).shared_bytes == 0
+    moved = check("gemma-3-4b", "m1-8gb", quant="Q4_K_M", settings=RunSettings(n_ctx=4096, cpu_moe=False,
+                                                                               override_tensor=("ffn_down=CPU",)))
+    assert _pool(moved).shared_bytes == 0  # an override buffer is a copy of its own

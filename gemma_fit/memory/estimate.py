@@ -26,7 +26,14 @@ from gemma_fit.memory.placement import (
     weights_by_device,
 )
 from gemma_fit.memory.settings import RunSettings
-from gemma_fit.memory.unified import UnifiedPool, gpu_ceiling, platform, pool_capacity, unified_device
+from gemma_fit.memory.unified import (
+    UnifiedPool,
+    gpu_ceiling,
+    mapped_once_bytes,
+    platform,
+    pool_capacity,
+    unified_device,
+)
 from gemma_fit.model.spec import ModelSpec
 
 MIB = 1024**2
@@ -219,6 +226,13 @@ def _core(plan: TensorPlan, s: RunSettings, backends: tuple[str, ...], n_gpu_lay
     return core
 
 
+def _shared(plan: TensorPlan, s: RunSettings, unified: GPUSpec, core: _Core) -> int:
+    """Weight bytes a unified device's two sides count twice though they are one set of mapped pages."""
+    p = platform(unified)
+    assert p is not None
+    return mapped_once_bytes(p, core.per_device[0][0], core.host[0], plan.tensor_data_bytes, s.has_overrides)
+
+
 def _capacity_free(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...], n_gpu_layers: int,
                    ) -> tuple[_Core, list[int]]:
     """The cached core and each GPU's capacity (a unified device's: its GPU side's ceiling), as estimate_memory
@@ -249,7 +263,7 @@ def fits(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...], n_gpu_l
     unified = unified_device(devices)
     if unified is not None:  # one memory: GPU and host sides together within what the process may have
         pool = pool_capacity(unified) if host_capacity is None else min(pool_capacity(unified), host_capacity)
-        return gpu[0] + sum(core.host) <= pool
+        return gpu[0] + sum(core.host) - _shared(plan, s, unified, core) <= pool
     return host_capacity is None or sum(core.host) <= host_capacity
 
 
@@ -272,5 +286,5 @@ def estimate_memory(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ..
     assert pool_platform is not None
     capacity = pool_capacity(unified) if host_capacity is None else min(pool_capacity(unified), host_capacity)
     pool = UnifiedPool(pool_platform, capacity, min(capacities[0], capacity), per_device[0].total_bytes,
-                       host.total_bytes)
+                       host.total_bytes, _shared(plan, s, unified, core))
     return MemoryEstimate(s, s.resolved_ctx(model), core.placement, kv, phases, per_device, host, pool)

@@ -50,9 +50,11 @@ def _min_headroom(est: MemoryEstimate) -> int | None:
 def _pool_reason(pool: UnifiedPool) -> str:
     verb = "fits" if pool.headroom_bytes >= 0 else "does not fit"
     budget = "" if pool.platform.reserve_measured else ", a budget, not measured"
+    shared = (f", less {fmt_bytes(pool.shared_bytes)} of mapped weights both sides use (one set of pages)"
+              if pool.shared_bytes else "")
     return (f"unified memory ({pool.platform.name}): needs {fmt_bytes(pool.total_bytes)} of "
             f"{fmt_bytes(pool.capacity_bytes)} ({verb}; GPU side {fmt_bytes(pool.gpu_bytes)} of its "
-            f"{fmt_bytes(pool.gpu_limit_bytes)} limit, host side {fmt_bytes(pool.host_bytes)}; "
+            f"{fmt_bytes(pool.gpu_limit_bytes)} limit, host side {fmt_bytes(pool.host_bytes)}{shared}; "
             f"{fmt_bytes(pool.platform.reserve_bytes)} kept for the OS{budget})")
 
 

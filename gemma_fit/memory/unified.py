@@ -34,6 +34,7 @@ class Platform:
     gpu_limit: str  # what sets the GPU side's ceiling, in words
     lever: str  # how to raise that ceiling ("" when it is the whole pool); {mib} / {pages} for the value
     sources: tuple[str, ...]
+    weights_mapped: bool = False  # the GPU uses the mapped file's pages in place (Metal): weights counted once
 
     def lever_for(self, need_bytes: int) -> str:
         """The setting that raises the GPU ceiling to `need_bytes`."""
@@ -50,10 +51,11 @@ class UnifiedPool:
     gpu_limit_bytes: int  # the GPU side's ceiling inside the pool
     gpu_bytes: int  # GPU side: model, KV, compute and runtime buffers
     host_bytes: int  # host side: weights left on the CPU, host compute buffer, outputs
+    shared_bytes: int = 0  # mapped weights both sides count (one set of pages where the GPU maps the file)
 
     @property
     def total_bytes(self) -> int:
-        return self.gpu_bytes + self.host_bytes
+        return self.gpu_bytes + self.host_bytes - self.shared_bytes
 
     @property
     def headroom_bytes(self) -> int:
@@ -69,7 +71,7 @@ def _platforms() -> dict[str, Platform]:
     data = read_packaged_yaml("llamacpp/unified_memory.yaml")["platforms"]
     return {pid: Platform(pid, p["name"], p["os_sees"] == "usable", round(float(p["reserve_gib"]) * GIB),
                           bool(p["measured"]), p["gpu_ceiling"] == "usable", p["gpu_limit"], p.get("lever", ""),
-                          tuple(p["sources"]))
+                          tuple(p["sources"]), bool(p.get("weights_mapped", False)))
             for pid, p in data.items()}
 
 
@@ -99,3 +101,12 @@ def gpu_ceiling(gpu: GPUSpec) -> int:
     assert p is not None, gpu.id
     pool = pool_capacity(gpu)
     return min(gpu.usable_memory_bytes, pool) if p.gpu_ceiling_usable else pool
+
+
+def mapped_once_bytes(p: Platform, gpu_weights: int, host_weights: int, file_weights: int, copied: bool) -> int:
+    """The weight bytes both sides count that are one set of pages: where the GPU maps the model file in place,
+    the two sides' mapped spans overlap in the file, so together they hold at most its tensor data. `copied`:
+    tensor overrides put weights in buffers of their own (a real copy, as --no-mmap would)."""
+    if not p.weights_mapped or copied:
+        return 0
+    return max(0, gpu_weights + host_weights - file_weights)

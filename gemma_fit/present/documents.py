@@ -155,6 +155,7 @@ def _pool_json(pool: UnifiedPool | None) -> dict[str, Any]:
     return {"unified_pool": {"capacity_bytes": pool.capacity_bytes, "gpu_limit_bytes": pool.gpu_limit_bytes,
                              "total_bytes": pool.total_bytes, "headroom_bytes": pool.headroom_bytes,
                              "gpu_bytes": pool.gpu_bytes, "host_bytes": pool.host_bytes,
+                             "shared_mapped_bytes": pool.shared_bytes,
                              "platform": pool.platform.id, "os_reserve_bytes": pool.platform.reserve_bytes,
                              "os_reserve_measured": pool.platform.reserve_measured}}
 
