@@ -344,3 +344,19 @@ def test_ollama_text_and_table_give_one_set_of_numbers() -> None:
 
     assert f"needs {fmt_bytes(d.total_bytes)} of {fmt_bytes(d.capacity_bytes)}" in line
     assert f"overhead {fmt_bytes(d.overhead_bytes)}" in line
+
+
+def test_vllm_loads_gemma_3_in_float32_on_a_gpu_without_bfloat16() -> None:
+    """vLLM refuses float16 for Gemma 2 and 3; on a T4 (no bfloat16) --dtype auto falls back to float32."""
+    from gemma_fit.api import check
+
+    t4 = check("gemma-3-4b", ["t4"], engine="vllm")
+    spec = resolve_model("gemma-3-4b").spec
+    assert t4.quant == "fp32" and "--dtype float32" in t4.command
+    assert t4.detail.devices[0].weights_bytes >= 2 * hf_weight_bytes(spec, "bf16") > 14 * GIB
+    assert t4.verdict == "no-go"
+    assert check("gemma-3-4b", ["a4000"], engine="vllm").quant == "bf16"  # Ampere has bfloat16
+    e4b = check("gemma-4-E4B", ["t4"], engine="vllm")
+    assert e4b.quant == "fp16" and "--dtype float16" in e4b.command  # Gemma 4 is not on vLLM's no-float16 list
+    with pytest.raises(BadInput, match="refuses float16"):
+        check("gemma-2-9b", ["a4000"], engine="vllm", quant="fp16")

@@ -78,6 +78,8 @@ def kv_read_bytes(w: HFModelWork, context: int) -> float:
 def matrix_tflops(g: GPUSpec, quant: str, engine: str) -> float:
     """Dense matrix TFLOPS the engine's kernels for this weight format run at (module docstring)."""
     fp16 = g.fp16_tensor_tflops or g.fp32_tflops or 0.0
+    if quant == "fp32":  # no tensor cores for float32 matrices before TF32 (Ampere); vLLM does not enable TF32
+        return g.fp32_tflops or fp16
     if engine == "vllm" and g.backend == "cuda":
         cc = float(g.compute_capability) if g.compute_capability else 0.0
         if quant == "fp8" and cc >= 8.9 and g.int8_tensor_tops:

@@ -27,7 +27,7 @@ _HF_ALIASES = {"awq": "awq-int4", "gptq": "gptq-int4", "int4-awq": "awq-int4", "
 #   fp32): 4 bits + 4/64 B. BitsAndBytesConfig has bnb_4bit_use_double_quant=False by default; with it,
 #   0.5 + 1/64 + 4/(64*256) B (absmax re-quantized to 8 bit in blocks of 256). nf4 and fp4 store the same.
 LINEAR_BYTES_PER_PARAM = {
-    "bf16": 2.0, "fp16": 2.0, "fp8": 1.0,
+    "bf16": 2.0, "fp16": 2.0, "fp32": 4.0, "fp8": 1.0,
     "awq-int4": 0.5 + (2 + 0.5) / 128, "gptq-int4": 0.5 + (2 + 0.5) / 128,
     "nvfp4": 0.5 + 1 / 16, "bnb-8bit": 1.0, "bnb-4bit": 0.5 + 4 / 64,
 }
@@ -91,7 +91,7 @@ def hf_weight_bytes(spec: ModelSpec, quant: str) -> int:
     lm_head shares the embedding tensor.)"""
     p = param_breakdown(spec)
     per = LINEAR_BYTES_PER_PARAM[quant]
-    return int((p.linear + p.experts) * per) + 2 * (p.embedding + p.other)
+    return int((p.linear + p.experts) * per) + (4 if quant == "fp32" else 2) * (p.embedding + p.other)
 
 
 # Vision encoders (per image). SigLIP So400m at 896 px / patch 14 = 4096 patches (Gemma 3 report, sec. 2.1);

@@ -149,8 +149,8 @@ def _command(resolved: ResolvedModel, s: EngineSettings[VllmOptions], quant: str
     parts = [f"vllm serve {repo or hf_repo(resolved)}", f"--max-model-len {max_model_len}",
              f"--gpu-memory-utilization {s.options.gpu_memory_utilization:g}", f"--max-num-seqs {seqs}",
              f"--max-num-batched-tokens {tokens}"]
-    if quant in ("fp16",):
-        parts.append("--dtype float16")
+    if quant in ("fp16", "fp32"):  # explicit: what --dtype auto falls back to on a GPU without bfloat16
+        parts.append("--dtype float16" if quant == "fp16" else "--dtype float32")
     if repo is None and quant == "fp8":
         parts.append("--quantization fp8")  # BF16 weights quantized at load
     if s.options.tensor_parallel_size > 1:
@@ -166,6 +166,24 @@ def _command(resolved: ResolvedModel, s: EngineSettings[VllmOptions], quant: str
     return " ".join(parts)
 
 
+# vLLM refuses float16 for Gemma 2 and 3 ("The model type 'gemma3' does not support float16"): vllm/config/model.py
+# _FLOAT16_NOT_SUPPORTED_MODELS = {"gemma2", "gemma3", "gemma3_text", "glm4"} since 0.9.1 (PR #18751), still in
+# 0.33.0. On a GPU without bfloat16 (compute capability under 8.0: T4, V100), --dtype auto then falls back to
+# float32 for them ("Falling back to torch.float32"), and to float16 for Gemma 3n and 4 (not on that list).
+NO_FLOAT16_ARCHS = ("gemma2", "gemma3")
+
+
+def model_dtype(arch: str, quant: str, devices: tuple[GPUSpec, ...]) -> str:
+    """The dtype vLLM loads unquantized weights in: bf16 where every GPU has it, else fp16, or fp32 for the
+    architectures that refuse fp16. Quantized formats keep theirs."""
+    if quant == "fp16" and arch in NO_FLOAT16_ARCHS:
+        raise BadInput(f"--quant fp16 on --engine vllm: vLLM refuses float16 for {arch} (numerically unstable; "
+                       "vllm/config/model.py _FLOAT16_NOT_SUPPORTED_MODELS); use bf16 on a GPU that has it")
+    if quant != "bf16" or all(d.bf16_supported for d in devices):
+        return quant
+    return "fp32" if arch in NO_FLOAT16_ARCHS else "fp16"
+
+
 def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSettings[VllmOptions],
                   hardware: Hardware) -> CheckResult[EnginePlan]:
     s, o = settings, settings.options
@@ -173,6 +191,8 @@ def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSett
     if quant in UNSUPPORTED:
         raise BadInput(f"--quant {quant} on --engine vllm: {UNSUPPORTED[quant]}")
     devices = tuple(hardware.gpus)
+    asked = quant
+    quant = model_dtype(spec.arch, quant, devices) if devices else quant
     if not devices:
         raise BadInput("--engine vllm needs a GPU (vLLM's CPU backend is not modelled); use --engine llama.cpp")
     other = [d for d in devices if d.backend not in VLLM_BACKENDS]
@@ -200,7 +220,9 @@ def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSett
 
     towers = tower_params(resolved) if (s.mmproj or s.images_per_prompt) else 0
     weights = (hf_weight_bytes(spec, quant) + 2 * towers) // tp
-    act = activation_peak(spec, tokens, seqs, tp) + vision_activation_bytes(resolved, s.images_per_prompt)
+    act_bytes = 4 if quant == "fp32" else 2
+    act = (activation_peak(spec, tokens, seqs, tp, act_bytes)
+           + vision_activation_bytes(resolved, s.images_per_prompt, act_bytes))
     graphs = 0 if o.enforce_eager else CUDA_GRAPH_BYTES
 
     def budget_for(cap: int) -> int:
@@ -253,6 +275,12 @@ def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSett
     if shared:
         reasons.append(f"{shared} KV-shared layers own no cache")
     reasons.append(budgets)
+    if quant == "fp32" and asked == "bf16":
+        reasons.insert(1, f"{devices[0].name} has no bfloat16 and vLLM refuses float16 for {spec.arch}: it loads "
+                          f"float32, {hf_weight_bytes(spec, quant) / GIB:.1f} GiB of weights instead of "
+                          f"{hf_weight_bytes(spec, asked) / GIB:.1f} GiB in bf16")
+    elif quant != asked:
+        reasons.insert(1, f"{devices[0].name} has no bfloat16: vLLM loads {spec.arch} in float16 (the same size)")
     repo = checkpoint(resolved, quant)
     if quant in PRE_QUANTIZED:
         reasons.append(f"{quant} loads the pre-quantized checkpoint {repo} (vLLM does not quantize {quant} at "

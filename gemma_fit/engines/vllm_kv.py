@@ -29,7 +29,7 @@ def kv_dtype_bytes(kv_cache_dtype: str, quant: str) -> int:
         return 1
     if kv_cache_dtype not in ("auto", "bf16", "fp16", "bfloat16", "float16"):
         raise BadInput(f"--kv-cache-dtype {kv_cache_dtype} is not a vLLM KV dtype (auto, fp8, fp8_e4m3, fp8_e5m2)")
-    return 2  # auto = the model dtype (bf16; fp8/int4 checkpoints keep bf16 activations)
+    return 4 if quant == "fp32" else 2  # auto = the model dtype (fp8/int4 checkpoints keep bf16 activations)
 
 
 def kv_group_types(spec: ModelSpec, block_size: int, dtype_bytes: int, tp: int) -> list[KVGroupType]:

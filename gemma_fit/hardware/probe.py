@@ -283,6 +283,14 @@ def other_gpus(extra_dirs: tuple[Path, ...] = (), sysctl: Sysctl | None = None,
     return tuple(gpus), tuple(notes)
 
 
+def _has_bf16(compute_capability: str | None) -> bool:
+    """CUDA's bfloat16 arithmetic starts at compute capability 8.0 (Ampere); unknown: assumed present."""
+    try:
+        return compute_capability is None or float(compute_capability) >= 8.0
+    except ValueError:
+        return True
+
+
 def local_gpus(nvml: ModuleType | None = None, extra_dirs: tuple[Path, ...] = ()) -> tuple[GPUSpec, ...]:
     """`--gpu local`: this machine's NVIDIA GPUs as GPUSpecs whose usable memory is the *free* memory now.
 
@@ -302,6 +310,6 @@ def local_gpus(nvml: ModuleType | None = None, extra_dirs: tuple[Path, ...] = ()
             arch=base.arch if base else "unknown", compute_capability=gpu["compute_capability"],
             pcie_gen=gpu["pcie_gen"], pcie_lanes=gpu["pcie_width"],
             nvlink_gbps=base.nvlink_gbps if base else None, tdp_w=gpu["power_limit_w"],
-            source="NVML (this machine)",
+            source="NVML (this machine)", bf16_supported=_has_bf16(gpu["compute_capability"]),
         ))
     return tuple(specs)

@@ -84,6 +84,7 @@ class GPUSpec:
     fp32_tflops: float | None = None  # non-tensor (shader) FP32 throughput, dense; prefill on tensor-less parts
     gpu_cores: int | None = None  # Apple GPU cores
     unified_platform: str | None = None  # unified memory: macos | l4t | dgx-os | amd-uma (memory.unified)
+    bf16_supported: bool = True  # bfloat16 arithmetic (CUDA: compute capability 8.0 and up); vLLM's dtype follows it
 
 
 @dataclass(frozen=True)
