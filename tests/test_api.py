@@ -54,7 +54,7 @@ def test_check_on_a_machine_file_and_on_several_gpus() -> None:
 
 @pytest.mark.parametrize("engine", ["vllm", "ollama", "transformers"])
 def test_other_engines_return_the_same_result_shape(engine: str) -> None:
-    result = check("gemma-3-12b", "rtx-4090", engine=engine)
+    result = check("gemma-3-12b", "rtx-4090", engine=engine, default_ctx=True, default_parallel=True)  # as the CLI
     assert isinstance(result, CheckResult) and result.engine == engine
     text = json.dumps(to_json(result), indent=2) + "\n"
     assert text == cli_json("check", "--gpu", "rtx-4090", "--model", "gemma-3-12b", "--engine", engine, "--json")

@@ -220,14 +220,17 @@ def test_ollama_quantized_kv_needs_flash_attention() -> None:
     assert on.detail.devices[0].kv_cache_bytes < off.detail.devices[0].kv_cache_bytes
 
 
-def test_ollama_flash_attention_default_is_the_models() -> None:
-    # fs/ggml/ggml.go @c664d9c1: FlashAttention() is on for gemma3 when OLLAMA_FLASH_ATTENTION is unset,
-    # so q8_0 is honoured without setting it; SupportsFlashAttention() is false for gemma2.
-    g3 = estimate(resolve_model("gemma-3-4b"), "ollama", "Q4_K_M", FakeHardware(16.0), kv_cache_dtype="q8_0")
-    assert g3.detail.extras["OLLAMA_FLASH_ATTENTION"] is True and g3.detail.extras["OLLAMA_KV_CACHE_TYPE"] == "q8_0"
-    g2 = estimate(resolve_model("gemma-2-9b"), "ollama", "Q4_K_M", FakeHardware(16.0), kv_cache_dtype="q8_0",
-                  flash_attention=True)
-    assert g2.detail.extras["OLLAMA_FLASH_ATTENTION"] is False and g2.detail.extras["OLLAMA_KV_CACHE_TYPE"] == "f16"
+def test_ollama_leaves_flash_attention_to_llama_server() -> None:
+    # v0.30.0 and later (llm/llama_server.go @fb30760 LlamaServerFlashAttention): OLLAMA_FLASH_ATTENTION unset
+    # passes --flash-attn auto for every model, so a q8_0 cache is honoured for Gemma 2 too; set to 0, the V
+    # cache cannot be quantized and stays f16.
+    for model in ("gemma-3-4b", "gemma-2-9b"):
+        r = estimate(resolve_model(model), "ollama", "Q4_K_M", FakeHardware(16.0), kv_cache_dtype="q8_0")
+        assert r.detail.extras["OLLAMA_FLASH_ATTENTION"] is None and r.detail.extras["OLLAMA_KV_CACHE_TYPE"] == "q8_0"
+        assert "OLLAMA_FLASH_ATTENTION" not in r.command
+    off = estimate(resolve_model("gemma-2-9b"), "ollama", "Q4_K_M", FakeHardware(16.0), kv_cache_dtype="q8_0",
+                   flash_attention=False)
+    assert off.detail.extras["OLLAMA_KV_CACHE_TYPE"] == "f16" and "OLLAMA_FLASH_ATTENTION=0" in off.command
 
 
 def test_ollama_context_tiers_use_the_code_thresholds() -> None:

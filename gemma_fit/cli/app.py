@@ -39,6 +39,8 @@ from gemma_fit.cli.options import (
     DiskOpt,
     EngineCtxOpt,
     EngineOpt,
+    EngineParallelOpt,
+    EngineVersionOpt,
     FlashOpt,
     GpuOpt,
     HardwareOpt,
@@ -186,7 +188,7 @@ def check(
     ctx: EngineCtxOpt = None,
     ubatch: UbatchOpt = UBATCH,
     batch: BatchOpt = BATCH,
-    parallel: ParallelOpt = PARALLEL,
+    parallel: EngineParallelOpt = None,
     flash_attn: FlashOpt = FLASH_ATTN,
     cache_type_k: CtkOpt = CACHE_TYPE_K,
     cache_type_v: CtvOpt = CACHE_TYPE_V,
@@ -207,6 +209,7 @@ def check(
     as_json: JsonOpt = False,
     html: HtmlOpt = None,
     engine: EngineOpt = "llama.cpp",
+    engine_version: EngineVersionOpt = None,
     gpu_memory_utilization: Annotated[float | None, typer.Option(
         "--gpu-memory-utilization", help="vLLM: the share of each GPU it takes. [default: 0.92]",
         rich_help_panel=ENGINES)] = None,
@@ -241,7 +244,8 @@ def check(
     reserve: ReserveOpt = None,
 ) -> None:
     """The go/no-go answer for one model, quant, context and hardware."""
-    settings = run_settings(ctx=ctx if ctx is not None else 0, batch=batch, ubatch=ubatch, parallel=parallel,
+    settings = run_settings(ctx=ctx if ctx is not None else 0, batch=batch, ubatch=ubatch,
+                            parallel=parallel if parallel is not None else PARALLEL,
                             kv_unified=kv_unified, flash_attn=flash_attn, cache_type_k=cache_type_k,
                             cache_type_v=cache_type_v, n_gpu_layers=n_gpu_layers, swa_full=swa_full,
                             override_tensor=override_tensor, cpu_moe=cpu_moe, n_cpu_moe=n_cpu_moe)
@@ -251,6 +255,7 @@ def check(
                "cache_implementation": cache_implementation}
     result = api.check(model, hardware if hardware is not None else list(gpu or []), quant=quant, gguf=gguf,
                        settings=settings, engine=engine, default_ctx=ctx is None,
+                       default_parallel=parallel is None, engine_version=engine_version,
                        workload=workload(prompt_tokens, output_tokens, rate, images, mmproj), backend=backend,
                        machine=machine_flags(ram=ram, ram_type=ram_type, ram_channels=ram_channels, cores=cores,
                                              threads=threads, disk=disk, reserve=reserve, cpu=cpu),

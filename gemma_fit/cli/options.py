@@ -50,14 +50,23 @@ HardwareOpt = Annotated[Path | None, typer.Option(
 CtxOpt = Annotated[int, _tokens_opt("--ctx", "-c", help="Context in tokens (k = x1024); 0 = the model's trained "
                                     "context.", panel=LLAMA)]
 EngineCtxOpt = Annotated[int | None, _tokens_opt(
-    "--ctx", "-c", help="Context in tokens (k = x1024); 0 = the model's trained context. [default: 4096 for "
-                        "llama.cpp; the engine's own for Ollama, vLLM, transformers]", panel=LLAMA)]
+    "--ctx", "-c", help="Context in tokens (k = x1024); 0 = the model's trained context. [default: with no "
+                        "--parallel either, the engine's own (llama-server: the trained context fitted to memory); "
+                        "else 4096 for llama.cpp]", panel=LLAMA)]
 UbatchOpt = Annotated[int, _tokens_opt("--ubatch", "-ub", help="Physical batch (n_ubatch): tokens per compute "
                                        "step; sizes the compute buffer.", panel=LLAMA)]
 BatchOpt = Annotated[int, _tokens_opt("--batch", "-b", help="Logical batch (n_batch): prompt tokens per "
                                       "decode call.", panel=LLAMA)]
 ParallelOpt = Annotated[int, typer.Option("--parallel", "-np", help="Requests served at once (llama-server "
                                           "slots, vLLM --max-num-seqs).", rich_help_panel=LLAMA)]
+EngineParallelOpt = Annotated[int | None, typer.Option(
+    "--parallel", "-np", help="Requests served at once (llama-server slots, vLLM --max-num-seqs). [default: 1; "
+                              "with no --ctx either, the engine's own: llama-server's 4 slots sharing one KV cache]",
+    rich_help_panel=LLAMA)]
+EngineVersionOpt = Annotated[str | None, typer.Option(
+    "--engine-version", help="The engine version to answer for: its defaults (llama.cpp: a build number as "
+                             "llama-server --version prints it, b6890). [default: the version gemma-fit's rules are "
+                             "read from]", rich_help_panel=ENGINES)]
 FlashOpt = Annotated[str, typer.Option("--flash-attn", "-fa", help="Flash attention: auto, on or off.",
                                        rich_help_panel=LLAMA)]
 CtkOpt = Annotated[str, typer.Option("--cache-type-k", "-ctk", help="K cache type: f16, q8_0, q4_0 ... "

@@ -113,6 +113,16 @@ class Engine(Protocol):
         """The context when the user gives none: a number, or 0 for the engine's own default."""
         ...
 
+    def version_label(self, version: str | None) -> str:
+        """The engine version an answer is for ("vLLM 0.33.0"): `version` as --engine-version gave it, or the one
+        gemma-fit's rules are read from; BadInput for a version it has no rules for."""
+        ...
+
+    def with_defaults(self, request: CheckRequest) -> CheckRequest:
+        """The request as the engine (the version in settings.engine_version) runs it with neither a context nor a
+        number of parallel requests given: its own defaults, named in settings.defaults_from."""
+        ...
+
     def canonical_quant(self, quant: str) -> str:
         """The engine's name for a quant; BadInput for one it does not load."""
         ...
@@ -188,6 +198,8 @@ class EngineSettings(Generic[Opts]):
     flash_attention: bool | None = None  # Ollama OLLAMA_FLASH_ATTENTION (None = its default)
     output_tokens: int | None = None  # per request (serving): None = decode throughput only
     request_rate: float | None = None  # requests per second (serving): None = closed loop at --parallel
+    defaults_from: str = ""  # the engine version whose own defaults stand for the context and the parallel requests
+    engine_version: str = ""  # the engine version the answer is for ("vLLM 0.33.0")
 
 
 def engine_settings(engine: str, quant: str, settings: RunSettings, workload: Workload, options: Opts,
@@ -196,7 +208,8 @@ def engine_settings(engine: str, quant: str, settings: RunSettings, workload: Wo
     return EngineSettings(engine=engine, quant=quant, options=options, max_model_len=settings.n_ctx,
                           mmproj=workload.mmproj is not None, images_per_prompt=workload.images or 0,
                           prompt_tokens=workload.prompt_tokens, output_tokens=workload.traffic.output_tokens,
-                          request_rate=workload.traffic.rate_per_s, **common)
+                          request_rate=workload.traffic.rate_per_s, defaults_from=settings.defaults_from,
+                          engine_version=settings.engine_version, **common)
 
 
 @dataclass(frozen=True)
@@ -268,3 +281,13 @@ _OPTION_RANGES = {"gpu_memory_utilization": "--gpu-memory-utilization",
                   "tensor_parallel_size": "--tensor-parallel-size", "block_size": "--block-size",
                   "batch_size": "--batch-size", "max_new_tokens": "--max-new-tokens",
                   "gpu_overhead_bytes": "--gpu-overhead"}
+
+
+def pinned_version(engine: str, modelled: str, version: str | None) -> str:
+    """version_label for an engine whose rules are read from one release (`modelled`, e.g. "vLLM 0.33.0")."""
+    if version is None or version.strip().lstrip("v") == modelled.split()[-1].lstrip("v"):
+        return modelled
+    from gemma_fit.base.text import printable
+
+    raise BadInput(f"--engine-version '{printable(version, 40)}': gemma-fit's {engine} rules (memory, defaults) are "
+                   f"read from {modelled}; give that version or leave --engine-version out")

@@ -9,10 +9,12 @@ from typing import Any
 from gemma_fit.engines.advice import advise
 from gemma_fit.engines.base import CheckRequest, CheckResult, engine_options
 from gemma_fit.engines.llamacpp import NAME, LlamaCppResult, run_check
+from gemma_fit.engines.llamacpp_defaults import defaults_note, server_defaults, with_server_defaults
 from gemma_fit.engines.projector import with_projector
+from gemma_fit.gguf.tensors import build_plan
 from gemma_fit.gguf.types import file_type
 from gemma_fit.memory.llamacpp_fit import llamacpp_fit
-from gemma_fit.memory.settings import validate
+from gemma_fit.memory.settings import RunSettings, validate
 from gemma_fit.model.catalog import ResolvedModel
 
 
@@ -30,6 +32,15 @@ class LlamaCppEngine:
 
     def default_n_ctx(self) -> int:
         return 4096  # llama-server's -c as gemma-fit has answered for it (contract: --ctx default 4096)
+
+    def version_label(self, version: str | None) -> str:
+        return server_defaults(version)[0].replace("llama-server", NAME)
+
+    def with_defaults(self, request: CheckRequest) -> CheckRequest:
+        """llama-server with neither -c nor -np (engines.llamacpp_defaults)."""
+        r = request
+        plan = r.plan or build_plan(r.resolved.spec, self.canonical_quant(r.quant or self.default_quant))
+        return replace(r, settings=with_server_defaults(plan, r.settings, r.hardware, _version(r.settings)))
 
     def canonical_quant(self, quant: str) -> str:
         return file_type(quant).name
@@ -51,10 +62,15 @@ class LlamaCppEngine:
         r = request
         settings = with_projector(r.resolved, r.settings, r.workload.images, r.workload.mmproj)
         traffic = r.workload.traffic
-        return run_check(r.resolved, self.default_quant if r.quant is None else r.quant, settings, r.hardware,
-                         prompt_tokens=r.workload.prompt_tokens, plan=r.plan, gguf_path=r.gguf_path,
-                         margin_bytes=r.margin_bytes, unmodelled=r.unmodelled, output_tokens=traffic.output_tokens,
-                         request_rate=traffic.rate_per_s, with_serving=r.serving)
+        result = run_check(r.resolved, self.default_quant if r.quant is None else r.quant, settings, r.hardware,
+                           prompt_tokens=r.workload.prompt_tokens, plan=r.plan, gguf_path=r.gguf_path,
+                           margin_bytes=r.margin_bytes, unmodelled=r.unmodelled,
+                           output_tokens=traffic.output_tokens, request_rate=traffic.rate_per_s,
+                           with_serving=r.serving)
+        if not settings.defaults_from:
+            return result
+        note = defaults_note(settings, _version(settings))
+        return replace(result, reasons=(*result.reasons[:1], note, *result.reasons[1:]))
 
     def check(self, request: CheckRequest) -> LlamaCppResult:
         result = self.estimate(request)
@@ -62,6 +78,11 @@ class LlamaCppEngine:
         hw = request.hardware
         fit = llamacpp_fit(d.plan, d.settings, hw.gpus, hw.host_capacity_bytes)
         return replace(result, detail=replace(d, advice=advise(result), llamacpp_fit=fit))
+
+
+def _version(s: RunSettings) -> str | None:
+    """The llama.cpp version of settings.engine_version ("llama.cpp b6890": b6890); None for the pinned tree."""
+    return s.engine_version.split()[-1] if s.engine_version else None
 
 
 ENGINE = LlamaCppEngine()

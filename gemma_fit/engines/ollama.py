@@ -10,16 +10,20 @@ at the commit named (the index holds one version per file, so the commits differ
   llm/server.go @5dbb81b7 NewLlamaServer caps num_ctx at the model's trained context.
 - KV cells: llm/server.go @5dbb81b7: KvSize = num_ctx x numParallel (num_ctx per sequence), and
   BatchSize = min(num_batch, num_ctx).
-- num_batch default 512: api/types.go @b8761ab0 DefaultOptions (NumBatch: 512; same in every version seen).
-- OLLAMA_NUM_PARALLEL default 1: NOT pinned to an upstream commit here (the index's envconfig/config.go
-  @4bf0d41 is older and reads Uint("OLLAMA_NUM_PARALLEL", 0) = auto; third-party copies of v0.33.x read
-  Uint("OLLAMA_NUM_PARALLEL", 1)). Labelled as such in the output; set --max-num-seqs to override.
-- Flash attention: envconfig FlashAttention = BoolWithDefault("OLLAMA_FLASH_ATTENTION"); unset, the
-  default is the model's: fs/ggml/ggml.go @c664d9c1 FlashAttention() lists "gemma3" (not gemma, gemma2,
-  gemma3n, gemma4); SupportsFlashAttention() is false for gemma2 (FA forced off even if set).
-- OLLAMA_KV_CACHE_TYPE default "" = f16; a quantized type (q8_0, q4_0) is used only with flash attention
-  on, else Ollama logs a warning and keeps f16 (llm/server.go @5dbb81b7, both runner paths; the legacy
-  llama runner additionally needs OLLAMA_FLASH_ATTENTION set explicitly).
+- num_batch (server/sched.go @fb30760 automaticGenerationBatch, v0.30.0 and later, num_batch unset): 512 up to
+  a 4,096-token context, 1,024 up to 32,768, else 2,048 (-b and -ub alike); 512 on CUDA with flash attention
+  off (256 on a GPU of 8 GiB or less past 4,096 tokens). Its step-downs when predicted VRAM passes 80/75/60%
+  of the GPU are not modelled.
+- OLLAMA_NUM_PARALLEL default 1 since v0.10.0 (commit 20c3266e9, "Reduce default parallelism to 1";
+  envconfig/config.go @fb30760 Uint("OLLAMA_NUM_PARALLEL", 1)).
+- Flash attention (llm/llama_server.go @fb30760 LlamaServerFlashAttention, v0.30.0 and later: Ollama runs
+  llama-server for every GGUF model): OLLAMA_FLASH_ATTENTION unset passes --flash-attn auto, so llama.cpp
+  turns it on where the GPU supports it, for every Gemma; set, it passes on or off. (Before v0.30.0 the
+  default was per model: gemma3 from v0.12.6, gemma4 from v0.20.4, never gemma2.)
+- Context tiers from v0.30.0 (server/sched.go nextLowerAutoNumCtx): an automatic num_ctx that does not fit
+  steps down 262,144 -> 32,768 -> 4,096.
+- OLLAMA_KV_CACHE_TYPE default "" = f16; a set type goes to llama-server as --cache-type-k/-v (v0.30.0 and
+  later), where a quantized V cache needs flash attention: with OLLAMA_FLASH_ATTENTION=0 it stays f16.
 - Per-GPU reserve: ml/device.go @02725d3d DeviceInfo.MinimumMemory() = 457 MiB for every library but
   Metal (512 MiB); the layout keeps MinimumMemory + OLLAMA_GPU_OVERHEAD (default 0) + the graph free on
   each GPU (llm/server.go buildLayout), and layers that do not fit go to the CPU.
@@ -47,12 +51,13 @@ from gemma_fit.engines.base import (
     EngineSettings,
     engine_options,
     engine_settings,
+    pinned_version,
     validate_numbers,
 )
 from gemma_fit.engines.hf_weights import tower_params, vision_activation_bytes
-from gemma_fit.engines.llamacpp import run_check, speed_of
+from gemma_fit.engines.llamacpp import LlamaCppResult, run_check, speed_of
 from gemma_fit.gguf.types import file_type
-from gemma_fit.hardware.spec import Hardware
+from gemma_fit.hardware.spec import GPUSpec, Hardware
 from gemma_fit.memory.settings import RunSettings, validate
 from gemma_fit.model.catalog import ResolvedModel
 from gemma_fit.model.ollama_tags import ollama_run, quant_tag
@@ -66,11 +71,10 @@ VERSION = ("Ollama (ollama/ollama server/routes.go @00188139, llm/server.go @5db
 # (the older discover/gpu.go had a separate 256 MiB ROCm value; not in this version).
 METAL_MINIMUM_MEMORY = 512 * MIB
 MINIMUM_MEMORY = 457 * MIB
-NUM_BATCH = 512  # api/types.go @b8761ab0 DefaultOptions NumBatch
-NUM_PARALLEL_DEFAULT = 1  # OLLAMA_NUM_PARALLEL: not pinned to an upstream commit (see module docstring)
+VERSION_NAME = "Ollama 0.33.0"  # v0.33.0-rc2 @fb30760 for the v0.30+ rules; the memory reserve files as above
+NUM_PARALLEL_DEFAULT = 1  # envconfig/config.go @fb30760, since v0.10.0
 KV_TYPES = ("f16", "q8_0", "q4_0")
-FA_DEFAULT_GENERATIONS = ("3",)  # fs/ggml/ggml.go @c664d9c1 FlashAttention(): "gemma3" on by default
-FA_UNSUPPORTED_GENERATIONS = ("2",)  # fs/ggml/ggml.go @c664d9c1 SupportsFlashAttention(): gemma2 false
+AUTO_CTX_TIERS = (262144, 32768, 4096)  # server/routes.go @00188139 (by VRAM); sched.go steps down these
 
 
 @dataclass(frozen=True)
@@ -97,20 +101,25 @@ def default_context(total_vram: int, n_ctx_train: int) -> int:
     return min(ctx, n_ctx_train)
 
 
-def default_flash_attention(generation: str) -> bool:
-    return generation in FA_DEFAULT_GENERATIONS
+def auto_num_batch(num_ctx: int, flash_attention: bool, gpu: GPUSpec | None) -> int:
+    """server/sched.go @fb30760 automaticGenerationBatch (num_batch unset), before its VRAM step-downs."""
+    if gpu is not None and gpu.backend == "cuda" and not flash_attention:
+        return 256 if gpu.usable_memory_bytes <= 8 * GIB and num_ctx > 4096 else 512
+    return 512 if num_ctx <= 4096 else 1024 if num_ctx <= 32768 else 2048
 
 
 def _reserve(backend: str, gpu_overhead: int) -> int:
     return minimum_memory(backend) + gpu_overhead
 
 
-def _command(resolved: ResolvedModel, quant: str, num_ctx: int, parallel: int, fa: bool, kv: str) -> str:
+def _command(resolved: ResolvedModel, quant: str, num_ctx: int, parallel: int, fa: bool | None, kv: str) -> str:
     """`ollama serve` with the settings, then `ollama run` of the library tag that is this quant, or the
-    Modelfile import of the GGUF where the library has no such tag."""
+    Modelfile import of the GGUF where the library has no such tag. Flash attention is set only where the user
+    set it (unset, Ollama lets llama.cpp decide)."""
 
-    env = [f"OLLAMA_CONTEXT_LENGTH={num_ctx}", f"OLLAMA_NUM_PARALLEL={parallel}",
-           f"OLLAMA_FLASH_ATTENTION={1 if fa else 0}"]
+    env = [f"OLLAMA_CONTEXT_LENGTH={num_ctx}", f"OLLAMA_NUM_PARALLEL={parallel}"]
+    if fa is not None:
+        env.append(f"OLLAMA_FLASH_ATTENTION={1 if fa else 0}")
     if kv != "f16":
         env.append(f"OLLAMA_KV_CACHE_TYPE={kv}")
     run, _ = ollama_run(resolved, quant)  # OLLAMA_CONTEXT_LENGTH is every request's num_ctx unless it sets one
@@ -141,31 +150,23 @@ def estimate_ollama(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSe
     kv = "f16" if s.kv_cache_dtype in ("auto", "") else s.kv_cache_dtype.lower()
     if kv not in KV_TYPES:
         raise BadInput(f"--kv-cache-dtype {s.kv_cache_dtype}: OLLAMA_KV_CACHE_TYPE takes {', '.join(KV_TYPES)}")
-    generation = resolved.entry.generation if resolved.entry else ""
     reasons: list[str] = []
-    # OLLAMA_FLASH_ATTENTION unset -> the model's default (fs/ggml/ggml.go FlashAttention()).
-    fa = default_flash_attention(generation) if s.flash_attention is None else bool(s.flash_attention)
-    if fa and generation in FA_UNSUPPORTED_GENERATIONS:
-        reasons.append(f"Gemma {generation} does not support flash attention in Ollama; it stays off")
-        fa = False
-    if kv != "f16" and not fa:
-        reasons.append(f"OLLAMA_KV_CACHE_TYPE={kv} needs flash attention (OLLAMA_FLASH_ATTENTION=1); "
-                       "Ollama falls back to f16")
+    fa = s.flash_attention  # None: unset, llama-server's --flash-attn auto (on where the GPU supports it)
+    if kv != "f16" and fa is False:
+        reasons.append(f"OLLAMA_KV_CACHE_TYPE={kv} needs flash attention, which OLLAMA_FLASH_ATTENTION=0 turns off: "
+                       "llama.cpp keeps the V cache f16")
         kv = "f16"
     devices = tuple(hardware.gpus)
     total_vram = sum(max(0, d.usable_memory_bytes - overhead) for d in devices)
-    num_ctx = min(s.max_model_len, spec.n_ctx_train) if s.max_model_len else default_context(total_vram,
-                                                                                              spec.n_ctx_train)
+    auto_ctx = not s.max_model_len
+    num_ctx = default_context(total_vram, spec.n_ctx_train) if auto_ctx else min(s.max_model_len, spec.n_ctx_train)
     parallel = s.max_num_seqs or NUM_PARALLEL_DEFAULT
-    n_batch = min(NUM_BATCH, num_ctx)  # llm/server.go: BatchSize = min(num_batch, num_ctx)
-    run = RunSettings(n_ctx=num_ctx * parallel, n_batch=n_batch, n_ubatch=n_batch, n_parallel=parallel,
-                      flash_attn="on" if fa else "off", cache_type_k=kv, cache_type_v=kv, n_outputs_max=parallel)
-    # The machine as Ollama's scheduler sees it: each GPU less its reserve.
-    reserved = replace(hardware, gpus=tuple(
-        replace(d, usable_memory_bytes=d.usable_memory_bytes - _reserve(d.backend, overhead))
-        for d in devices))
-    r = run_check(resolved, quant, run, reserved, with_speed=False)
+    r, run, num_ctx = _run(resolved, quant, hardware, overhead, num_ctx, parallel, fa, kv)
+    while auto_ctx and not r.verdict.runs_on_gpu and (lower := _lower_tier(num_ctx)) is not None:
+        r, run, num_ctx = _run(resolved, quant, hardware, overhead, lower, parallel, fa, kv)  # sched.go steps down
+    n_batch = run.n_batch
     est = r.detail.estimate
+    fa_on = run.flash_attn != "off"
     perf = None
     if r.verdict != Verdict.NO_GO:
         try:  # Ollama runs llama-server: llama.cpp's speed at Ollama's settings, on the real GPUs
@@ -189,10 +190,10 @@ def estimate_ollama(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSe
     if not ollama_run(resolved, quant)[1]:
         reasons.append(f"the Ollama library has no {quant} tag of {resolved.spec.id}: the command imports the GGUF "
                        "with a Modelfile")
-    reasons.append(f"Ollama defaults: num_ctx {num_ctx} ({'set' if s.max_model_len else 'by VRAM'}), "
-                   f"OLLAMA_NUM_PARALLEL {parallel}{'' if s.max_num_seqs else ' (assumed default)'}, flash "
-                   f"attention {'on' if fa else 'off'}{'' if s.flash_attention is not None else ' (model default)'}, "
-                   f"KV cache {kv}, num_batch {n_batch}; "
+    fa_words = "auto (llama.cpp turns it on where the GPU supports it)" if fa is None else "on" if fa else "off"
+    reasons.append(f"{VERSION_NAME} defaults: num_ctx {num_ctx} ({'set' if s.max_model_len else 'by VRAM'}), "
+                   f"OLLAMA_NUM_PARALLEL {parallel}{'' if s.max_num_seqs else ' (its default)'}, flash attention "
+                   f"{fa_words}, KV cache {kv}, num_batch {n_batch} (by context); "
                    f"{minimum_memory(devices[0].backend) // MIB if devices else 0} MiB per GPU kept free")
     host = {"weights_bytes": est.host.weights_bytes, "kv_cache_bytes": est.host.kv_cache_bytes,
             "compute_bytes": est.host.compute_bytes, "total_bytes": est.host.total_bytes,
@@ -202,7 +203,7 @@ def estimate_ollama(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSe
         "num_ctx": num_ctx,
         "OLLAMA_CONTEXT_LENGTH": num_ctx,
         "OLLAMA_NUM_PARALLEL": parallel,
-        "OLLAMA_FLASH_ATTENTION": fa,
+        "OLLAMA_FLASH_ATTENTION": fa,  # None: unset (llama-server --flash-attn auto)
         "OLLAMA_KV_CACHE_TYPE": kv,
         "OLLAMA_GPU_OVERHEAD": overhead,
         "num_batch": n_batch,
@@ -215,13 +216,33 @@ def estimate_ollama(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSe
         "file_size_bytes": r.detail.file_size_bytes,
     }
     plan = r.detail.plan
-    terms = {"n_ubatch": n_batch, "n_batch": n_batch, "flash_attn": "on" if fa else "off", "cache_type_k": kv,
+    terms = {"n_ubatch": n_batch, "n_batch": n_batch, "flash_attn": "on" if fa_on else "off", "cache_type_k": kv,
              "cache_type_v": kv, "n_gpu_layers": r.detail.fit.n_gpu_layers}
     detail = EnginePlan(s, out_devices, plan.n_params + towers, r.detail.file_size_bytes, host, extras, sources=(
         VERSION, f"llama.cpp {LLAMA_CPP_COMMIT} (gemma_fit.check) for weights, KV cache and compute buffer"),
         settings_terms=terms)
     return CheckResult(NAME, resolved, plan.ftype.name, hardware, verdict, tuple(reasons), r.max_ctx_fit // parallel,
                        num_ctx, _command(resolved, plan.ftype.name, num_ctx, parallel, fa, kv), perf, detail)
+
+
+def _lower_tier(num_ctx: int) -> int | None:
+    lower = [t for t in AUTO_CTX_TIERS if t < num_ctx]
+    return lower[0] if lower else None
+
+
+def _run(resolved: ResolvedModel, quant: str, hardware: Hardware, overhead: int, num_ctx: int, parallel: int,
+         fa: bool | None, kv: str) -> tuple[LlamaCppResult, RunSettings, int]:
+    """llama.cpp's plan at Ollama's settings on the machine as Ollama's scheduler sees it (each GPU less its
+    reserve), without speed."""
+    devices = tuple(hardware.gpus)
+    fa_on = fa is not False  # auto: on for every Gemma head size on the backends modelled (memory.compute_buffer)
+    n_batch = min(auto_num_batch(num_ctx, fa_on, devices[0] if devices else None), num_ctx)
+    run = RunSettings(n_ctx=num_ctx * parallel, n_batch=n_batch, n_ubatch=n_batch, n_parallel=parallel,
+                      flash_attn="auto" if fa is None else "on" if fa else "off", cache_type_k=kv, cache_type_v=kv,
+                      n_outputs_max=parallel)
+    reserved = replace(hardware, gpus=tuple(
+        replace(d, usable_memory_bytes=d.usable_memory_bytes - _reserve(d.backend, overhead)) for d in devices))
+    return run_check(resolved, quant, run, reserved, with_speed=False), run, num_ctx
 
 
 class OllamaEngine:
@@ -233,6 +254,13 @@ class OllamaEngine:
     options = OllamaOptions
     ranks_plans = True  # its plans are llama.cpp's: recommend ranks them with Ollama's commands
 
+    def version_label(self, version: str | None) -> str:
+        return pinned_version(self.name, VERSION_NAME, version)
+
+    def with_defaults(self, request: CheckRequest) -> CheckRequest:
+        s = request.settings
+        return replace(request, settings=replace(s, n_ctx=self.default_n_ctx(), defaults_from=s.engine_version))
+
     def default_n_ctx(self) -> int:
         return 0  # Ollama's context by VRAM
 
@@ -243,8 +271,7 @@ class OllamaEngine:
         o = engine_options(OllamaOptions, request.options)
         s = request.settings
         quant = self.default_quant if request.quant is None else request.quant  # '' is a quant to refuse
-        # --flash-attn auto = OLLAMA_FLASH_ATTENTION unset: Ollama then uses the model's default
-        # (fs/ggml/ggml.go @c664d9c1 FlashAttention(): on for gemma3).
+        # --flash-attn auto = OLLAMA_FLASH_ATTENTION unset: llama-server's --flash-attn auto (v0.30.0 and later)
         return engine_settings(NAME, quant, s, request.workload, o,
                                max_num_seqs=s.n_parallel, kv_cache_dtype=o.kv_cache_dtype or s.cache_type_k,
                                flash_attention={"on": True, "off": False}.get(s.flash_attn))
@@ -269,7 +296,7 @@ class OllamaEngine:
         kv = r.detail.settings.cache_type_k
         env = [f"OLLAMA_CONTEXT_LENGTH={r.n_ctx}", f"OLLAMA_NUM_PARALLEL={n_parallel}"]
         if kv != "f16":
-            env += ["OLLAMA_FLASH_ATTENTION=1", f"OLLAMA_KV_CACHE_TYPE={kv}"]  # a quantized V cache needs FA
+            env.append(f"OLLAMA_KV_CACHE_TYPE={kv}")  # llama.cpp's auto flash attention takes a quantized V cache
         run, _ = ollama_run(r.resolved, r.quant)
         return f"{' '.join(env)} ollama serve & sleep 3; {run}"
 

@@ -45,6 +45,7 @@ from gemma_fit.engines.base import (
     engine_settings,
     fits_verdict,
     hf_kv_dtype,
+    pinned_version,
     validate_numbers,
 )
 from gemma_fit.engines.hf_speed import HFLayout, Requests, hf_model_work, hf_performance
@@ -254,6 +255,13 @@ class TransformersEngine:
     default_quant = "bf16"
     options = TransformersOptions
     ranks_plans = False
+
+    def version_label(self, version: str | None) -> str:
+        return pinned_version(self.name, VERSION, version)
+
+    def with_defaults(self, request: CheckRequest) -> CheckRequest:
+        s = request.settings
+        return replace(request, settings=replace(s, n_ctx=self.default_n_ctx(), defaults_from=s.engine_version))
 
     def default_n_ctx(self) -> int:
         return 0  # the prompt and the new tokens

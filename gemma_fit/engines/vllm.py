@@ -48,7 +48,7 @@ even one max_model_len request fits (kv_cache_planning.py _check_enough_kv_cache
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gemma_fit.base.errors import BadInput
 from gemma_fit.base.units import GIB, MIB
@@ -62,6 +62,7 @@ from gemma_fit.engines.base import (
     engine_options,
     engine_settings,
     hf_kv_dtype,
+    pinned_version,
     validate_numbers,
 )
 from gemma_fit.engines.hf_speed import HFLayout, Requests, hf_model_work, hf_performance
@@ -360,6 +361,13 @@ class VllmEngine:
     default_quant = "bf16"
     options = VllmOptions
     ranks_plans = False
+
+    def version_label(self, version: str | None) -> str:
+        return pinned_version(self.name, VERSION, version)
+
+    def with_defaults(self, request: CheckRequest) -> CheckRequest:
+        s = request.settings
+        return replace(request, settings=replace(s, n_ctx=self.default_n_ctx(), defaults_from=s.engine_version))
 
     def default_n_ctx(self) -> int:
         return 0  # --max-model-len unset: the model's trained context

@@ -32,12 +32,14 @@ def check(model: str | ResolvedModel | None, hardware: Hardware | str | Sequence
           quant: str | None = None, gguf: Path | None = None, settings: RunSettings | None = None,
           engine: str = registry.DEFAULT_ENGINE, workload: Workload | None = None, backend: str | None = None,
           machine: MachineFlags | None = None, margin_gib: float | None = None,
-          options: Mapping[str, Any] | None = None, default_ctx: bool = False,
-          catalog: Catalog = BUILTIN) -> CheckResult[Any]:
+          options: Mapping[str, Any] | None = None, default_ctx: bool = False, default_parallel: bool = False,
+          engine_version: str | None = None, catalog: Catalog = BUILTIN) -> CheckResult[Any]:
     """Will `model` (an id, alias, config.json path or Ollama tag, or a real GGUF as `gguf`) run on `hardware` (a
     GPU id, several, a machine file, or a Hardware) with these settings, and how well. Raises BadInput (a
     GemmaFitError) for input llama.cpp or the engine would refuse. `default_ctx`: the context was not given, so
-    the engine's own default stands."""
+    the engine's own default stands; with `default_parallel` too (no --parallel), the answer is for what the engine
+    does with its own defaults (llama-server: the trained context fitted to memory, 4 slots sharing one KV cache),
+    of `engine_version` (None: the version gemma-fit's rules are read from)."""
     check_model_source(model, gguf)
     workload = workload or Workload()
     check_workload(workload)
@@ -47,6 +49,7 @@ def check(model: str | ResolvedModel | None, hardware: Hardware | str | Sequence
     settings = settings or RunSettings(n_ctx=eng.default_n_ctx())
     if default_ctx:
         settings = replace(settings, n_ctx=eng.default_n_ctx())
+    settings = replace(settings, engine_version=eng.version_label(engine_version))
     tag = ollama_tag(model) if isinstance(model, str) else None
     if tag is not None:
         model, quant = tag.model, tag_quant(tag, quant)
@@ -63,4 +66,6 @@ def check(model: str | ResolvedModel | None, hardware: Hardware | str | Sequence
         unmodelled = tag_unmodelled(tag, resolved, build_plan(resolved.spec, q), workload.images or 0)
     request = CheckRequest(resolved, quant, settings, hw, workload, dict(options or {}), margin_bytes(margin_gib),
                            plan, gguf, unmodelled)
+    if default_ctx and default_parallel:
+        request = eng.with_defaults(request)
     return registry.check(eng.name, request)

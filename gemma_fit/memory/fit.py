@@ -90,13 +90,24 @@ def _fit_reasons(est: MemoryEstimate) -> list[str]:
     return out
 
 
+FA_VALUE_SINCE = 6325  # -fa takes on/off/auto from b6325 (llama.cpp PR #15434); before, a bare switch
+
+
+def _fa_args(s: RunSettings) -> list[str]:
+    """-fa as the answer's llama.cpp version parses it: "-fa on|off", or before b6325 the bare switch (or nothing)."""
+    on = s.flash_attn != "off"
+    build = s.engine_version.rsplit(" b", 1)[-1] if " b" in s.engine_version else ""
+    if build.isdigit() and int(build) < FA_VALUE_SINCE:
+        return ["-fa"] if on else []
+    return ["-fa", "on" if on else "off"]
+
+
 def server_command(model: ModelSpec, quant: str, s: RunSettings, n_gpu_layers: int, n_ctx: int,
                    gguf_name: str | None = None) -> str:
     """The llama-server command line for these settings (llama.cpp's own flag names)."""
     name = gguf_name or f"{model.id}-{quant}.gguf"
-    args = ["llama-server", "-m", name, "-c", str(n_ctx), "-ngl", str(n_gpu_layers),
-            "-fa", "off" if s.flash_attn == "off" else "on", "-b", str(s.n_batch), "-ub", str(s.n_ubatch),
-            "-np", str(s.n_parallel)]
+    args = ["llama-server", "-m", name, "-c", str(n_ctx), "-ngl", str(n_gpu_layers), *_fa_args(s),
+            "-b", str(s.n_batch), "-ub", str(s.n_ubatch), "-np", str(s.n_parallel)]
     if s.cache_type_k != "f16":
         args += ["--cache-type-k", s.cache_type_k]
     if s.cache_type_v != "f16":

@@ -5,10 +5,10 @@ The rules of common/fit.cpp (common_params_fit_impl), with gemma-fit's estimate 
 loads (`used` = model + context + compute on a device; `free` = capacity less the runtime overhead):
 1. the trained context (x streams) with every layer on the GPUs; done if each GPU keeps its target
    (--fit-target, 1024 MiB) free;
-2. else the context shrinks: linear interpolation between the memory at the minimum (--fit-ctx 4096) and
-   at the trained context towards sum(free) - sum(targets) (less (n+1) x a layer / 2, or / 6 for MoE,
-   on n > 1 GPUs), rounded down to 256 x streams; one GPU stops there;
-3. else, at the minimum context, layers move: dense models keep as many layers as keep the target free;
+2. else, where the devices together are short of their targets, the context shrinks: linear interpolation between
+   the memory at the minimum (--fit-ctx 4096) and at the trained context towards sum(free) - sum(targets) (less
+   (n+1) x a layer / 2, or / 6 for MoE, on n > 1 GPUs), rounded down to 256 x streams; one GPU stops there;
+3. else, at the context step 2 left, layers move: dense models keep as many layers as keep the target free;
    MoE models first put every layer's experts in system memory, then bring whole layers back while the
    target holds (the experts left on the CPU are the highest-index layers').
 Explicit -ngl, -ot, --cpu-moe or --n-cpu-moe switch step 3 off; an explicit -c switches step 2 off.
@@ -93,10 +93,16 @@ def llamacpp_fit(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...],
     n_all = model.n_layer + 1
     s = replace(s, n_gpu_layers=None, override_tensor=(), cpu_moe=False, n_cpu_moe=0)
     n_max = model.n_ctx_train * s.n_streams
-    if _keeps_targets(estimate_memory(plan, s.with_ctx(n_max), devices, n_all, host_capacity), target):
+    if _keeps_targets(estimate_memory(plan, s.with_ctx(n_max), devices, n_all, host_capacity), target):  # step 1
         return FitChoice(n_max, n_all, 0, f"makes no changes: the trained context ({n_max:,}) with every layer "
                                           "on the GPU keeps its 1 GiB target free")
-    n_ctx, est, interpolated = _context_step(plan, s, devices, host_capacity, n_all, target)
+    at_max = estimate_memory(plan, s.with_ctx(n_max), devices, n_all, host_capacity)
+    if sum(d.headroom_bytes - target for d in at_max.devices) >= 0:
+        # fit.cpp step 2 runs only when the devices together are short of their targets: here one device is, so
+        # the context stays and layers move (step 3)
+        n_ctx, est, interpolated = n_max, at_max, False
+    else:
+        n_ctx, est, interpolated = _context_step(plan, s, devices, host_capacity, n_all, target)
     if (len(devices) == 1 and interpolated) or _keeps_targets(est, target):
         return FitChoice(n_ctx, n_all, 0, f"reduces the context to {n_ctx:,} tokens (every layer on the GPU; "
                                           f"{_left(est)})")

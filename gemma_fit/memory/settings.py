@@ -44,6 +44,8 @@ class RunSettings:
     override_tensor: tuple[str, ...] = ()  # -ot values as typed: "PATTERN=BUFFER,PATTERN=BUFFER"
     cpu_moe: bool = False  # --cpu-moe: every layer's routed experts in system memory
     n_cpu_moe: int = 0  # --n-cpu-moe N: the routed experts of layers 0 .. N-1 in system memory
+    defaults_from: str = ""  # "llama-server 0c1e570": -c and -np are that engine version's own defaults
+    engine_version: str = ""  # the engine version the answer is for, as --engine-version gave it ("": pinned)
 
     @property
     def has_overrides(self) -> bool:

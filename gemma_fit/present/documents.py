@@ -41,8 +41,10 @@ def device_json(d: EngineDevice) -> dict[str, Any]:
 
 def _settings_json(r: CheckResult[EnginePlan]) -> dict[str, Any]:
     d = r.detail
+    s = d.settings
     return {"n_ctx": r.n_ctx, "n_parallel": d.n_parallel, "n_layers_total": r.resolved.spec.n_layer + 1,
-            **d.settings_terms}
+            **d.settings_terms, "engine_version": s.engine_version or None,
+            **({"defaults_from": s.defaults_from} if s.defaults_from else {})}
 
 
 def engine_check_json(r: CheckResult[EnginePlan]) -> dict[str, Any]:
@@ -176,7 +178,9 @@ def check_json(r: LlamaCppResult) -> dict[str, Any]:
                      "cache_type_v": s.cache_type_v, "n_gpu_layers": v.n_gpu_layers,
                      "n_layers_total": spec.n_layer + 1, "swa_full": s.swa_full, "kv_unified": s.kv_unified,
                      "kv_cells": est.kv.base_cells, "kv_cells_swa": est.kv.swa_cells,
-                     "n_cpu_moe": s.n_cpu_moe, "cpu_moe": s.cpu_moe, "override_tensor": list(s.override_tensor)},
+                     "n_cpu_moe": s.n_cpu_moe, "cpu_moe": s.cpu_moe, "override_tensor": list(s.override_tensor),
+                     "engine_version": s.engine_version or None,
+                     **({"defaults_from": s.defaults_from} if s.defaults_from else {})},
         "memory": {"devices": [llama_device_json(d) for d in est.devices], "host": _host_json(est.host),
                    **_pool_json(est.unified_pool)},
         "verdict": r.verdict.value,

@@ -1,0 +1,88 @@
+"""What each engine does with its own defaults, by version: `check` with neither --ctx nor --parallel answers for
+llama-server's fitted trained context and auto slots (llama.cpp 0c1e570, model_db/llamacpp/server_defaults.yaml),
+Ollama's v0.30+ flash attention and batch, and says which version an answer is for."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from gemma_fit.engines.llamacpp_defaults import server_defaults
+from gemma_fit.engines.ollama import auto_num_batch
+from gemma_fit.hardware.catalog import load_gpus
+
+CLI = [sys.executable, "-c", "from gemma_fit.cli.entry import main; main()"]
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=300, check=False)
+
+
+def check_json(*args: str) -> dict[str, Any]:
+    proc = run("check", *args, "--json")
+    assert proc.returncode in (0, 3, 4), proc.stderr
+    doc: dict[str, Any] = json.loads(proc.stdout)
+    return doc
+
+
+def test_no_ctx_and_no_parallel_is_what_llama_server_does_by_itself() -> None:
+    doc = check_json("--gpu", "rtx-4090", "--model", "gemma-3-4b")
+    s = doc["settings"]
+    assert (s["n_ctx"], s["n_parallel"], s["kv_unified"]) == (131072, 4, True)  # trained context, 4 slots, one cache
+    assert s["defaults_from"] == "llama-server 0c1e570" and s["engine_version"] == "llama.cpp 0c1e570"
+    cmd = shlex.split(doc["llama_server_command"])
+    assert cmd[cmd.index("-c") + 1] == "131072" and cmd[cmd.index("-np") + 1] == "4" and "--kv-unified" in cmd
+    assert any("llama-server 0c1e570 does by itself" in r for r in doc["reasons"])
+
+
+def test_the_fit_lowers_the_trained_context_to_what_memory_holds() -> None:
+    s = check_json("--gpu", "rtx-4060", "--model", "gemma-3-12b")["settings"]
+    assert 4096 <= s["n_ctx"] < 131072 and s["n_ctx"] % 256 == 0
+
+
+def test_a_context_or_parallel_given_keeps_the_answer_as_asked() -> None:
+    for args in (("--ctx", "8192"), ("--parallel", "2")):
+        s = check_json("--gpu", "rtx-4090", "--model", "gemma-3-4b", *args)["settings"]
+        assert "defaults_from" not in s and s["engine_version"] == "llama.cpp 0c1e570"
+        assert not s["kv_unified"]
+
+
+@pytest.mark.parametrize(("version", "n_ctx", "n_parallel", "fa"), [
+    ("b5000", 4096, 1, None), ("6890", 4096, 1, "on"), ("b7000", 4096, 4, "on"), ("b7407", 131072, 4, "on"),
+])
+def test_an_older_llama_cpp_answers_with_its_own_defaults(version: str, n_ctx: int, n_parallel: int,
+                                                         fa: str | None) -> None:
+    doc = check_json("--gpu", "rtx-4090", "--model", "gemma-3-4b", "--engine-version", version)
+    s = doc["settings"]
+    assert (s["n_ctx"], s["n_parallel"]) == (n_ctx, n_parallel)
+    assert s["defaults_from"] == f"llama-server b{version.lstrip('b')}"
+    cmd = shlex.split(doc["llama_server_command"])
+    if fa is None:  # before b6325 -fa was a bare switch, and flash attention was off by default
+        assert "-fa" not in cmd
+    else:
+        assert cmd[cmd.index("-fa") + 1] == fa
+
+
+def test_a_version_without_rules_is_one_line_and_exit_2() -> None:
+    for args in (("--engine-version", "latest"), ("--engine", "vllm", "--engine-version", "0.20.0")):
+        proc = run("check", "--gpu", "a4000", "--model", "9b", *args)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--engine-version" in proc.stderr
+
+
+def test_the_defaults_table_is_ordered_and_sourced() -> None:
+    assert server_defaults(None)[1].fit and server_defaults("b7406")[1].n_ctx == 4096
+    assert server_defaults("b6924")[1].n_parallel == 1 and server_defaults("b6925")[1].kv_unified
+
+
+def test_ollama_leaves_flash_attention_to_llama_server_and_picks_num_batch_by_context() -> None:
+    doc = check_json("--gpu", "rtx-4090", "--model", "gemma-2-9b", "--engine", "ollama")
+    assert "OLLAMA_FLASH_ATTENTION" not in doc["command"]
+    assert doc["ollama"]["num_batch"] == 1024  # its 8,192-token context: 1,024
+    gpu = load_gpus(())["rtx-4060"]
+    assert [auto_num_batch(n, True, gpu) for n in (4096, 8192, 65536)] == [512, 1024, 2048]
+    assert auto_num_batch(8192, False, gpu) == 256  # CUDA without flash attention on an 8 GB card
