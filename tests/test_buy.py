@@ -123,3 +123,24 @@ def test_too_many_models_is_one_line_not_a_long_wait() -> None:
 
     with pytest.raises(BadInput, match="at most 4 models"):
         buy(expand_models(["all"]), "Q4_K_M", BuyNeeds(), today=TODAY)
+
+
+def test_the_kv_cache_is_check_s_f16_unless_it_does_not_fit_and_used_prices_show_beside_new(at_1000) -> None:  # type: ignore[no-untyped-def]
+    doc = buy_document(at_1000)
+    assert all(o["kv_cache_type"] in ("f16", "q8_0") and o["n_ctx"] == 32768 for o in doc["options"])
+    # the 7900 XTX's 24 GB holds the f16 cache of 27B Q4_K_M at 32k with the margin: q8_0 is not taken there
+    assert next(o for o in doc["options"] if o["gpus"] == ["rx-7900-xtx"])["kv_cache_type"] == "f16"
+    assert all((o["used_price_usd"] is None) == (o["used_price_date"] is None) for o in doc["options"])
+
+
+def test_a_product_no_longer_sold_is_not_priced_at_its_launch_price() -> None:
+    from gemma_fit.hardware.price_schema import PriceEntry
+
+    entry = PriceEntry.model_validate({
+        "id": "m2-8gb", "segment": "apple", "msrp": {"usd": 599, "date": "2025-01-17", "source": "https://example.com/a"},
+        "used": {"usd": 350, "date": "2026-05", "source": "https://example.com/b"},
+        "discontinued": {"date": "2025-10", "source": "https://example.com/c"}})
+    price = current_price(entry, date(2026, 6, 1))
+    assert price is not None and (price.kind, price.usd) == ("used", 350)
+    still = entry.model_copy(update={"discontinued": None})
+    assert current_price(still, date(2026, 6, 1)).kind == "msrp"  # type: ignore[union-attr]

@@ -90,7 +90,11 @@ def test_an_unset_context_is_the_engines_own_default() -> None:
                           "fp8", "--json").stdout)
     assert "--max-model-len 131072" in vllm["command"]  # vLLM's: the model's full context
     llama = json.loads(run("check", "--gpu", "rtx-3090", "--model", "gemma-3-27b", "--json").stdout)
-    assert llama["settings"]["n_ctx"] == 4096
+    s = llama["settings"]  # llama-server's: the trained context lowered by --fit to what 24 GB hold, 4 slots
+    assert 4096 < s["n_ctx"] < 131072 and s["n_parallel"] == 4 and s["kv_unified"]
+    assert s["defaults_from"] == "llama-server 0c1e570"
+    asked = json.loads(run("check", "--gpu", "rtx-3090", "--model", "gemma-3-27b", "--parallel", "1", "--json").stdout)
+    assert asked["settings"]["n_ctx"] == 4096  # --parallel given: llama.cpp's -c as gemma-fit answers for it
 
 
 @pytest.mark.parametrize(("args", "status"), [(["--version"], 0), (["check", "--gpu", "nope", "--model", "9b"], 2)])

@@ -8,6 +8,7 @@ import json
 import shlex
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -86,3 +87,28 @@ def test_ollama_leaves_flash_attention_to_llama_server_and_picks_num_batch_by_co
     gpu = load_gpus(())["rtx-4060"]
     assert [auto_num_batch(n, True, gpu) for n in (4096, 8192, 65536)] == [512, 1024, 2048]
     assert auto_num_batch(8192, False, gpu) == 256  # CUDA without flash attention on an 8 GB card
+
+
+def _terminal(*args: str) -> str:
+    proc = subprocess.run([*CLI, "check", *args], capture_output=True, text=True, timeout=300, check=False,
+                          env={**__import__("os").environ, "COLUMNS": "80"})
+    assert proc.returncode in (0, 3, 4), proc.stderr
+    return proc.stdout
+
+
+def test_commands_paste_from_the_terminal_as_printed(tmp_path: Any) -> None:
+    """Copied from the terminal as a user copies them: the shell line parses as a shell would, the Python snippet
+    compiles, and a local config.json is loaded from its folder (not a made-up google/<folder> repository)."""
+    folder = tmp_path / "my model"
+    folder.mkdir()
+    (folder / "config.json").write_text(Path("tests/data/gemma-3-4b-it.config.json").read_text())
+    out = _terminal("--gpu", "a4000", "--model", str(folder / "config.json"), "--engine", "transformers")
+    snippet = out.split("run it (Python):\n", 1)[1]
+    compile(snippet, "<pasted>", "exec")  # a SyntaxError fails the test
+    assert f"from_pretrained({json.dumps(str(folder))}" in snippet
+    for engine in ("vllm", "llama.cpp", "ollama"):
+        line = next(x for x in _terminal("--gpu", "a4000", "--model", str(folder / "config.json"), "--engine",
+                                         engine).splitlines() if x.startswith("  run it: "))
+        words = shlex.split(line.removeprefix("  run it: "))
+        if engine == "vllm":
+            assert words[:3] == ["vllm", "serve", str(folder)]

@@ -213,7 +213,7 @@ def test_llama_server_commands_use_real_flags(model: str, gpu: str, extra: dict)
 
 
 @pytest.mark.parametrize("model,quant,extra", [("gemma-3-27b", "bf16", {}), ("gemma-3-27b", "fp8", {}),
-                                               ("gemma-3-27b", "awq", {}), ("gemma-3-12b", "fp16", {}),
+                                               ("gemma-3-27b", "awq", {}), ("gemma-4-12B", "fp16", {}),
                                                ("gemma-4-26b-a4b", "bf16", {"tensor_parallel_size": 2}),
                                                ("gemma-3-4b", "bf16",
                                                 {"kv_cache_dtype": "fp8", "enforce_eager": True})])

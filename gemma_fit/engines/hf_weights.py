@@ -144,6 +144,10 @@ def checkpoint(resolved: ResolvedModel, quant: str) -> str | None:
 
 
 def hf_repo(resolved: ResolvedModel) -> str:
+    """Where vLLM and transformers load the model from: the folder of a user's config.json, or the model's
+    Hugging Face repository (the instruction-tuned one where the database has it)."""
+    if resolved.local_dir is not None:
+        return resolved.local_dir
     entry = resolved.entry
     if entry is not None and entry.hf_repos:
         its = [r for r in entry.hf_repos if r.endswith("-it")]

@@ -30,6 +30,7 @@ model (then accelerate runs the rest from CPU RAM, slowly): the verdict here is 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
 
 from gemma_fit.base.errors import BadInput
@@ -123,7 +124,7 @@ def _snippet(resolved: ResolvedModel, quant: str, s: EngineSettings[Transformers
     repo = repo or hf_repo(resolved)
     lines = ["import torch", "from transformers import AutoModelForCausalLM, AutoTokenizer"]
     device_map = '"auto"' if multi_gpu else '"cuda"'
-    kwargs = [f'"{repo}"', f"device_map={device_map}"]
+    kwargs = [json.dumps(repo), f"device_map={device_map}"]  # a Python string literal, whatever the path holds
     if quant in ("bf16", "fp16"):
         kwargs.append(f"dtype=torch.{'bfloat16' if quant == 'bf16' else 'float16'}")
     elif quant.startswith("bnb"):
@@ -138,7 +139,7 @@ def _snippet(resolved: ResolvedModel, quant: str, s: EngineSettings[Transformers
         lines.append("# a pre-quantized checkpoint carries its own quantization config" if repo != hf_repo(resolved)
                      else f"# no pre-quantized {quant} checkpoint of this model is known: this loads it in bfloat16")
         kwargs.append("dtype=torch.bfloat16")
-    lines += [f'tok = AutoTokenizer.from_pretrained("{repo}")',
+    lines += [f"tok = AutoTokenizer.from_pretrained({json.dumps(repo)})",
               f"model = AutoModelForCausalLM.from_pretrained({', '.join(kwargs)})",
               f'inputs = tok(["..."] * {batch}, return_tensors="pt").to(model.device)',
               f"out = model.generate(**inputs, max_new_tokens={s.options.max_new_tokens}, "

@@ -48,6 +48,7 @@ even one max_model_len request fits (kv_cache_planning.py _check_enough_kv_cache
 from __future__ import annotations
 
 import math
+import shlex
 from dataclasses import dataclass, replace
 
 from gemma_fit.base.errors import BadInput
@@ -147,7 +148,7 @@ def activation_peak(spec: ModelSpec, tokens: int, seqs: int, tp: int, act_bytes:
 def _command(resolved: ResolvedModel, s: EngineSettings[VllmOptions], quant: str, max_model_len: int, tokens: int,
              seqs: int) -> str:
     repo = checkpoint(resolved, quant)  # a pre-quantized checkpoint carries its own quantization config
-    parts = [f"vllm serve {repo or hf_repo(resolved)}", f"--max-model-len {max_model_len}",
+    parts = [f"vllm serve {shlex.quote(repo or hf_repo(resolved))}", f"--max-model-len {max_model_len}",
              f"--gpu-memory-utilization {s.options.gpu_memory_utilization:g}", f"--max-num-seqs {seqs}",
              f"--max-num-batched-tokens {tokens}"]
     if quant in ("fp16", "fp32"):  # explicit: what --dtype auto falls back to on a GPU without bfloat16

@@ -42,6 +42,13 @@ class PricePoint(Strict):
     source: str = Field(min_length=8)  # a URL, or where the figure was read (a search index file id)
 
 
+class Discontinued(Strict):
+    """When the maker stopped selling it new (its successor's launch, or the end of production), and who says so."""
+
+    date: PriceDate
+    source: str = Field(min_length=8)
+
+
 class PowerFigure(Strict):
     w: Annotated[float, ranged("power_w")]
     source: str = Field(min_length=8)
@@ -58,6 +65,7 @@ class PriceEntry(Strict):
     street: PricePoint | None = None  # new, retail
     used: PricePoint | None = None
     power: PowerFigure | None = None  # a whole machine's rated or measured maximum at the wall
+    discontinued: Discontinued | None = None  # no longer sold new: its launch MSRP no longer prices it
     note: str = ""
 
     @model_validator(mode="after")

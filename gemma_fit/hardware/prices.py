@@ -88,13 +88,25 @@ def prices_as_of(table: dict[str, PriceEntry]) -> date:
 def current_price(entry: PriceEntry, today: date, used: bool = False) -> Price | None:
     """What a buyer pays: new, the most recently dated of the street price and a launch MSRP of the last
     MSRP_MAX_AGE_YEARS years (a street price after a price rise replaces the MSRP); with `used`, the used price
-    where it is lower. None when there is none."""
+    where it is lower. A product no longer sold new has no MSRP price: its dated street price, else its used
+    price. None when there is none."""
     new = []
     if entry.street is not None:
         new.append(Price(entry.street.usd, entry.street.date, entry.street.source, "street"))
-    if entry.msrp is not None and price_month(entry.msrp.date) >= f"{today.year - MSRP_MAX_AGE_YEARS}-{today:%m}":
+    if entry.msrp is not None and price_month(entry.msrp.date) >= f"{today.year - MSRP_MAX_AGE_YEARS}-{today:%m}" \
+            and not is_discontinued(entry, today):
         new.append(Price(entry.msrp.usd, entry.msrp.date, entry.msrp.source, "msrp"))
     options = [max(new, key=lambda p: (price_month(p.date), p.kind == "street"))] if new else []
-    if used and entry.used is not None:
+    if (used or not options) and entry.used is not None and (used or is_discontinued(entry, today)):
         options.append(Price(entry.used.usd, entry.used.date, entry.used.source, "used"))
     return min(options, key=lambda p: p.usd, default=None)
+
+
+def used_price(entry: PriceEntry) -> Price | None:
+    """The used price, shown beside the new one."""
+    u = entry.used
+    return None if u is None else Price(u.usd, u.date, u.source, "used")
+
+
+def is_discontinued(entry: PriceEntry, today: date) -> bool:
+    return entry.discontinued is not None and price_month(entry.discontinued.date) <= f"{today:%Y-%m}"

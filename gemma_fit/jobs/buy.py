@@ -29,7 +29,14 @@ from gemma_fit.engines.decision import best
 from gemma_fit.engines.llamacpp_engine import ENGINE as LLAMA_CPP
 from gemma_fit.gguf.types import quant_names
 from gemma_fit.hardware.catalog import load_gpu_entries, load_gpus
-from gemma_fit.hardware.prices import Price, current_price, price_table, prices_as_of
+from gemma_fit.hardware.prices import (
+    Price,
+    current_price,
+    is_discontinued,
+    price_table,
+    prices_as_of,
+    used_price,
+)
 from gemma_fit.hardware.select import select_hardware
 from gemma_fit.hardware.spec import GPUSpec, Hardware
 from gemma_fit.jobs.needs import SEGMENTS, BuyNeeds, Needs
@@ -53,6 +60,8 @@ class HardwareOption:
     covers: str  # "cards" (the host not included) or "machine"
     tdp_w: float | None
     machine: str | None = None  # what the price buys, for a unified-memory machine
+    used: tuple[Price, ...] = ()  # every part's used price (empty where a part has none), shown beside the price
+    discontinued: str | None = None  # the month a part stopped being sold new (the latest of its parts')
 
     @property
     def key(self) -> str:
@@ -116,17 +125,27 @@ def hardware_options(needs: BuyNeeds, today: date, catalog: Catalog = BUILTIN,
         counts = [1] if spec.unified_memory else range(1, needs.max_gpus + 1)
         for n in counts:
             out.append(HardwareOption((spec,) * n, price.usd * n, (price,), "machine" if machine else "cards",
-                                      power * n if power is not None else None, machine))
+                                      power * n if power is not None else None, machine,
+                                      *_used_and_ended(table, (spec,) * n, today)))
     if needs.max_gpus >= 2:
         cards = [(s, p) for s, p, m in priced if m is None]
         for (a, pa), (b, pb) in combinations(cards, 2):
             if a.backend == b.backend:
                 pw = [_power(table, a), _power(table, b)]
                 out.append(HardwareOption((a, b), pa.usd + pb.usd, (pa, pb), "cards",
-                                          sum(pw) if None not in pw else None))  # type: ignore[arg-type]
+                                          sum(pw) if None not in pw else None,  # type: ignore[arg-type]
+                                          None, *_used_and_ended(table, (a, b), today)))
     if needs.budget_usd is not None:
         out = [o for o in out if o.price_usd <= needs.budget_usd]
     return out, unpriced
+
+
+def _used_and_ended(table: dict[str, Any], gpus: tuple[GPUSpec, ...], today: date,
+                    ) -> tuple[tuple[Price, ...], str | None]:
+    """Every part's used price (none unless each part has one) and the latest month a part stopped being sold."""
+    used = [used_price(table[g.id]) for g in gpus]
+    ended = [table[g.id].discontinued.date[:7] for g in gpus if is_discontinued(table[g.id], today)]
+    return (tuple(u for u in used if u is not None) if None not in used else ()), max(ended, default=None)
 
 
 def _server_only(form_factor: str, needs: BuyNeeds) -> bool:
@@ -158,6 +177,9 @@ def _best_plan(option: HardwareOption, models: Sequence[ResolvedModel], quants: 
              and (needs.allow_offload or c.result.verdict == Verdict.GO)]
     if not found:
         return None
+    # a q8_0 KV cache only where the f16 one (what check plans) does not fit, as recommend: same plan, cache halved
+    f16 = {(c.result.resolved.spec.id, c.result.quant) for c in found if c.kv_type == "f16"}
+    found = [c for c in found if c.kv_type == "f16" or (c.result.resolved.spec.id, c.result.quant) not in f16]
     chosen = best([c.option() for c in found], needs.min_tps, "quality")  # the one decision rule
     return chosen.option.item if chosen is not None else None
 
@@ -224,6 +246,10 @@ def option_json(o: BuyOption, rank: int) -> dict[str, Any]:
         "kv_cache_type": c.kv_type if c else None, "quality": c.quality.score if c else None,
         "command": r.command if r else None, "names": [g.name for g in h.gpus],
         "machine": h.machine,
+        "used_price_usd": round(sum(p.usd for p in h.used), 2) if h.used else None,
+        "used_price_date": max((p.date for p in h.used), default=None),
+        "discontinued": h.discontinued,  # YYYY-MM no longer sold new (priced at a street or used price), or null
+        "n_ctx": r.n_ctx if r else None,
     }
 
 
@@ -239,7 +265,9 @@ def buy_document(p: Purchase) -> dict[str, Any]:
         "n_options": p.n_options, "n_unpriced": p.n_unpriced, "prices_as_of": p.today,
         "method": ("every priced card alone and up to --max-gpus of a kind, mixed pairs on one backend, and every "
                    "priced unified-memory machine, checked with llama.cpp's automatic placement at the needed "
-                   "context keeping the margin free; ranked by price, then decode speed. Prices: hardware_db/prices "
-                   "(dated street price, launch MSRP under 3 years old, used with --used; sources in docs/prices.md);"
-                   " a card's price does not include the computer it goes in."),
+                   "context keeping the margin free (KV cache f16 as check plans it, q8_0 where f16 does not fit); "
+                   "the plan by the decision rule (docs/decisions.md); ranked by price, then decode speed. Prices: "
+                   "hardware_db/prices (dated street price, launch MSRP under 3 years old and while it is sold new, "
+                   "used prices beside new and ranked by with --used, a product no longer sold at its street or used"
+                   " price; sources in docs/prices.md); a card's price does not include the computer it goes in."),
     }

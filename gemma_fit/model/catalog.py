@@ -10,6 +10,7 @@ cold run needs neither YAML nor the schema.
 from __future__ import annotations
 
 import re
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -58,6 +59,7 @@ class ResolvedModel:
     entry_id: str | None  # the model_db entry it came from; None for a user's config.json or a GGUF
     how: str  # how the name was resolved, shown to the user
     db_dirs: tuple[Path, ...] = ()  # the extra model databases the entry may come from
+    local_dir: str | None = None  # the folder of a user's config.json, as typed: what vLLM and transformers load
 
     @property
     def entry(self) -> ModelEntry | None:
@@ -140,7 +142,8 @@ def resolve_model(name: str, extra_dirs: tuple[Path, ...] = ()) -> ResolvedModel
         from gemma_fit.model.files import from_config_file
 
         spec, how = from_config_file(path, st)
-        return ResolvedModel(spec=spec, entry_id=None, how=how)
+        folder = raw if stat.S_ISDIR(st.st_mode) else str(path.parent)
+        return ResolvedModel(spec=spec, entry_id=None, how=how, local_dir=folder)
     if raw.endswith(".json"):
         raise BadInput(f"config file not found: {_shown(raw)}")
     if not extra_dirs:  # the built-in database: its validated snapshot, no schema to import

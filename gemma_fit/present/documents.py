@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gemma_fit.base.verdict import CELL_STATES
+from gemma_fit.engines import registry
 from gemma_fit.engines.base import CheckResult, EngineDevice, EnginePlan
 from gemma_fit.engines.llamacpp import InspectResult, LlamaCppPlan, LlamaCppResult, assumptions
 from gemma_fit.memory.compute_buffer import flash_attention_on
@@ -39,11 +40,16 @@ def device_json(d: EngineDevice) -> dict[str, Any]:
             "runtime_overhead_bytes": d.overhead_bytes}
 
 
+def _version(r: CheckResult[Any], asked: str) -> str:
+    """The engine version the answer is for: as asked (--engine-version), else the one the rules are read from."""
+    return asked or registry.engine_named(r.engine).version_label(None)
+
+
 def _settings_json(r: CheckResult[EnginePlan]) -> dict[str, Any]:
     d = r.detail
     s = d.settings
     return {"n_ctx": r.n_ctx, "n_parallel": d.n_parallel, "n_layers_total": r.resolved.spec.n_layer + 1,
-            **d.settings_terms, "engine_version": s.engine_version or None,
+            **d.settings_terms, "engine_version": _version(r, s.engine_version),
             **({"defaults_from": s.defaults_from} if s.defaults_from else {})}
 
 
@@ -179,7 +185,7 @@ def check_json(r: LlamaCppResult) -> dict[str, Any]:
                      "n_layers_total": spec.n_layer + 1, "swa_full": s.swa_full, "kv_unified": s.kv_unified,
                      "kv_cells": est.kv.base_cells, "kv_cells_swa": est.kv.swa_cells,
                      "n_cpu_moe": s.n_cpu_moe, "cpu_moe": s.cpu_moe, "override_tensor": list(s.override_tensor),
-                     "engine_version": s.engine_version or None,
+                     "engine_version": _version(r, s.engine_version),
                      **({"defaults_from": s.defaults_from} if s.defaults_from else {})},
         "memory": {"devices": [llama_device_json(d) for d in est.devices], "host": _host_json(est.host),
                    **_pool_json(est.unified_pool)},

@@ -54,22 +54,29 @@ def render_buy(out: Console, doc: dict[str, Any]) -> None:
     budget = f", budget {n['budget_usd']:,.0f} USD" if n["budget_usd"] else ""
     out.print(f"[bold]What to buy for {', '.join(doc['models'])}[/bold] ({doc['quant']}): {n['n_ctx']:,}-token "
               f"context, at least {n['min_tps']:g} tok/s{budget}; cheapest first")
+    out.print("  KV cache f16 as check plans it, or q8_0 where f16 does not fit with the margin (the KV column); "
+              "used prices beside new" + ("" if n["used"] else " (--used ranks by them)"), soft_wrap=True)
     if doc["note"]:
         out.print(f"  [yellow]{doc['note']}[/yellow]")
     if not doc["options"]:
         out.print("  no priced option fits: raise --budget or --max-gpus, or widen --segment")
         return
     cols = (Col("#", right=True), Col("hardware (--gpu)"), Col("USD", right=True), Col("price", 4),
-            Col("dated", 3), Col("tok/s", right=True), Col("plan", 1), Col("tok/s per 1k USD", 5, right=True),
-            Col("TDP W", 6, right=True), Col("max ctx", 7, right=True), Col("what it is", 8, fold=True))
+            Col("dated", 3), Col("tok/s", right=True), Col("plan", 1), Col("KV", 2), Col("used USD", 4, right=True),
+            Col("tok/s per 1k USD", 6, right=True), Col("TDP W", 7, right=True), Col("max ctx", 8, right=True),
+            Col("what it is", 9, fold=True))
     rows = []
     for o in doc["options"]:
         names = " + ".join(dict.fromkeys(o["names"]))
+        what = (o["machine"] or names) + (f" (no longer sold new since {o['discontinued']})" if o["discontinued"]
+                                          else "")
+        used = f"{o['used_price_usd']:,.0f} ({o['used_price_date'][:7]})" if o["used_price_usd"] else "-"
         rows.append([str(o["rank"]), _hardware(o), f"{o['price_usd']:,.0f}", o["price_kind"], o["price_date"],
                      f"{o['decode_tokens_per_s']:.1f}",
                      f"{o['model']} {o['quant']} {o['verdict'].upper()}" if o["model"] else "-",
+                     o["kv_cache_type"] or "-", used,
                      f"{o['tokens_per_s_per_1000_usd']:.1f}" if o["tokens_per_s_per_1000_usd"] else "-",
-                     f"{o['tdp_w']:.0f}" if o["tdp_w"] else "-", f"{o['max_ctx_fit']:,}", o["machine"] or names])
+                     f"{o['tdp_w']:.0f}" if o["tdp_w"] else "-", f"{o['max_ctx_fit']:,}", what])
     out.print(fitted_table(cols, rows, out.width))
     best = doc["options"][0]
     if best["command"]:
