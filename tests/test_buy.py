@@ -43,8 +43,11 @@ def test_options_are_cheapest_first(at_1000) -> None:  # type: ignore[no-untyped
 
 
 def test_a_24gb_card_at_700_usd_is_the_answer_for_27b_at_32k_under_1000_usd(at_1000) -> None:  # type: ignore[no-untyped-def]
-    first = at_1000.ranked[0]
-    assert [g.id for g in first.hardware.gpus] == ["rx-7900-xtx"] and first.hardware.price_usd == 700
+    # the used RTX 3090 (no longer sold new: its used price) and the new RX 7900 XTX, both 700 USD; the faster first
+    top = {o.hardware.key: o for o in at_1000.ranked[:2]}
+    assert set(top) == {"rtx-3090", "rx-7900-xtx"} and all(o.hardware.price_usd == 700 for o in top.values())
+    assert top["rtx-3090"].hardware.prices[0].kind == "used" and top["rtx-3090"].hardware.discontinued == "2023-03"
+    assert at_1000.ranked[0].decode >= at_1000.ranked[1].decode
 
 
 def test_raising_the_budget_never_removes_an_option(at_1000) -> None:  # type: ignore[no-untyped-def]
