@@ -112,3 +112,21 @@ def test_commands_paste_from_the_terminal_as_printed(tmp_path: Any) -> None:
         words = shlex.split(line.removeprefix("  run it: "))
         if engine == "vllm":
             assert words[:3] == ["vllm", "serve", str(folder)]
+
+
+def test_the_installed_llama_server_s_version_is_the_one_answered_for(tmp_path: Any) -> None:
+    """Without --engine-version, a llama-server on PATH is asked its version (`version: N (commit)` on stderr)."""
+    import os
+
+    fake = tmp_path / "llama-server"
+    fake.write_text("#!/bin/sh\necho 'version: 6000 (abc1234)' >&2\necho 'built with cc' >&2\n")
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("GEMMA_FIT_NO_ENGINE_PROBE", None)
+    proc = subprocess.run([*CLI, "check", "--gpu", "rtx-4090", "--model", "gemma-3-4b", "--json"], capture_output=True,
+                          text=True, timeout=300, env=env, check=False)
+    s = json.loads(proc.stdout)["settings"]
+    assert s["engine_version"] == "llama.cpp b6000" and (s["n_ctx"], s["n_parallel"]) == (4096, 1)
+    asked = subprocess.run([*CLI, "check", "--gpu", "rtx-4090", "--model", "gemma-3-4b", "--engine-version", "0c1e570",
+                            "--json"], capture_output=True, text=True, timeout=300, env=env, check=False)
+    assert json.loads(asked.stdout)["settings"]["n_parallel"] == 4  # --engine-version wins over the installed one

@@ -152,3 +152,14 @@ def test_weights_are_counted_twice_where_the_gpu_copies_them() -> None:
     moved = check("gemma-3-4b", "m1-8gb", quant="Q4_K_M", settings=RunSettings(n_ctx=4096, cpu_moe=False,
                                                                                override_tensor=("ffn_down=CPU",)))
     assert _pool(moved).shared_bytes == 0  # an override buffer is a copy of its own
+
+
+def test_llama_cpp_s_fit_plans_against_metal_s_working_set_not_the_pool() -> None:
+    """Metal reports recommendedMaxWorkingSetSize as the device's total; llama.cpp's --fit keeps its 1 GiB of that,
+    so on an 8 GB Mac (pool 4.65 GiB, working set 5.33 GiB) it sees 0.68 GiB more than the estimate's ceiling."""
+    from gemma_fit.memory.unified import fit_view_extra_bytes
+
+    m1 = select_hardware(["m1-8gb"], None, ()).gpus
+    assert fit_view_extra_bytes(m1) == m1[0].usable_memory_bytes - gpu_ceiling(m1[0]) > 600 * MIB
+    assert fit_view_extra_bytes(select_hardware(["jetson-orin-nano-super"], None, ()).gpus) == 0
+    assert fit_view_extra_bytes(select_hardware(["rtx-4090"], None, ()).gpus) == 0

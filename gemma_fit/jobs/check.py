@@ -22,6 +22,7 @@ from gemma_fit.gguf.tensors import build_plan
 from gemma_fit.hardware.flags import MachineFlags
 from gemma_fit.hardware.select import hardware_of
 from gemma_fit.hardware.spec import Hardware
+from gemma_fit.jobs.engine_version import installed_llama_server
 from gemma_fit.jobs.inputs import check_model_source, check_workload, gguf_model, margin_bytes, tag_quant
 from gemma_fit.memory.settings import RunSettings
 from gemma_fit.model.catalog import ResolvedModel, resolve_model
@@ -39,7 +40,8 @@ def check(model: str | ResolvedModel | None, hardware: Hardware | str | Sequence
     GemmaFitError) for input llama.cpp or the engine would refuse. `default_ctx`: the context was not given, so
     the engine's own default stands; with `default_parallel` too (no --parallel), the answer is for what the engine
     does with its own defaults (llama-server: the trained context fitted to memory, 4 slots sharing one KV cache),
-    of `engine_version` (None: the version gemma-fit's rules are read from)."""
+    of `engine_version` (None: the llama-server on PATH where there is one, else the version gemma-fit's rules are
+    read from)."""
     check_model_source(model, gguf)
     workload = workload or Workload()
     check_workload(workload)
@@ -49,6 +51,8 @@ def check(model: str | ResolvedModel | None, hardware: Hardware | str | Sequence
     settings = settings or RunSettings(n_ctx=eng.default_n_ctx())
     if default_ctx:
         settings = replace(settings, n_ctx=eng.default_n_ctx())
+    if engine_version is None and eng.name == registry.DEFAULT_ENGINE:
+        engine_version = installed_llama_server()  # the llama-server this machine runs, where there is one
     settings = replace(settings, engine_version=eng.version_label(engine_version))
     tag = ollama_tag(model) if isinstance(model, str) else None
     if tag is not None:

@@ -23,6 +23,7 @@ from gemma_fit.hardware.spec import GPUSpec
 from gemma_fit.memory.estimate import MemoryEstimate, estimate_memory
 from gemma_fit.memory.search import experts_to_cpu, largest_fitting
 from gemma_fit.memory.settings import RunSettings
+from gemma_fit.memory.unified import fit_view_extra_bytes
 
 FIT_TARGET_BYTES = 1024 * 1024**2  # --fit-target default (common/common.h)
 FIT_MIN_CTX = 4096  # --fit-ctx default
@@ -92,6 +93,7 @@ def llamacpp_fit(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...],
     model = plan.model
     n_all = model.n_layer + 1
     s = replace(s, n_gpu_layers=None, override_tensor=(), cpu_moe=False, n_cpu_moe=0)
+    target -= fit_view_extra_bytes(devices)  # Metal: the fit plans against the working set, not the pool
     n_max = model.n_ctx_train * s.n_streams
     if _keeps_targets(estimate_memory(plan, s.with_ctx(n_max), devices, n_all, host_capacity), target):  # step 1
         return FitChoice(n_max, n_all, 0, f"makes no changes: the trained context ({n_max:,}) with every layer "

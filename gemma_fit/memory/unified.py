@@ -35,6 +35,7 @@ class Platform:
     lever: str  # how to raise that ceiling ("" when it is the whole pool); {mib} / {pages} for the value
     sources: tuple[str, ...]
     weights_mapped: bool = False  # the GPU uses the mapped file's pages in place (Metal): weights counted once
+    fit_sees_working_set: bool = False  # the backend reports the GPU limit as its total (Metal); llama.cpp fits to it
 
     def lever_for(self, need_bytes: int) -> str:
         """The setting that raises the GPU ceiling to `need_bytes`."""
@@ -71,7 +72,8 @@ def _platforms() -> dict[str, Platform]:
     data = read_packaged_yaml("llamacpp/unified_memory.yaml")["platforms"]
     return {pid: Platform(pid, p["name"], p["os_sees"] == "usable", round(float(p["reserve_gib"]) * GIB),
                           bool(p["measured"]), p["gpu_ceiling"] == "usable", p["gpu_limit"], p.get("lever", ""),
-                          tuple(p["sources"]), bool(p.get("weights_mapped", False)))
+                          tuple(p["sources"]), bool(p.get("weights_mapped", False)),
+                          bool(p.get("fit_sees_working_set", False)))
             for pid, p in data.items()}
 
 
@@ -110,3 +112,13 @@ def mapped_once_bytes(p: Platform, gpu_weights: int, host_weights: int, file_wei
     if not p.weights_mapped or copied:
         return 0
     return max(0, gpu_weights + host_weights - file_weights)
+
+
+def fit_view_extra_bytes(devices: tuple[GPUSpec, ...]) -> int:
+    """How much more memory llama.cpp's fit sees on a unified device than the ceiling the estimate checks: Metal
+    reports its working-set limit as the device's total, even where RAM less the OS's share is lower."""
+    u = unified_device(devices)
+    p = platform(u) if u is not None else None
+    if u is None or p is None or not p.fit_sees_working_set:
+        return 0
+    return max(0, u.usable_memory_bytes - gpu_ceiling(u))
