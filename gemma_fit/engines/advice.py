@@ -13,6 +13,7 @@ from dataclasses import replace
 
 from gemma_fit.base.errors import GemmaFitError
 from gemma_fit.base.verdict import Verdict
+from gemma_fit.engines.decision import LOW_BITS
 from gemma_fit.engines.llamacpp import Advice, LlamaCppResult, run_check
 from gemma_fit.gguf.tensors import build_plan
 from gemma_fit.hardware.spec import MAX_GPUS_PER_CONTEXT
@@ -41,7 +42,7 @@ def _try(base: LlamaCppResult, change: str, flags: str, settings: RunSettings | 
     if r.verdict == Verdict.NO_GO:
         return None
     speed = r.performance.decode_tokens_per_s if r.performance else None
-    return Advice(change, flags, r.verdict, r.max_ctx_fit, speed, r.command)
+    return Advice(change, flags, r.verdict, r.max_ctx_fit, speed, r.command, plan.ftype.default_type.bits_per_weight)
 
 
 def _moves(r: LlamaCppResult) -> list[Advice | None]:
@@ -94,9 +95,10 @@ def advise(r: LlamaCppResult) -> tuple[Advice, ...]:
     moves = [a for a in _moves(r) if a is not None]  # in the order a user would try them
     better = [a for a in moves if a.verdict.rank < current
               or (a.verdict.rank == current and (a.decode_tokens_per_s or 0) > _speed(r))]
-    # the best verdict first; among equals, the cheaper move (the order above: KV cache before context,
-    # context before quality or hardware)
-    return tuple(sorted(better, key=lambda a: a.verdict.rank))
+    # The decision rule's classes first (docs/decisions.md): moves that leave the whole model on the GPU at 4 bits or
+    # more before the rest; then the best verdict; among equals, the cheaper move (the order above: KV cache before
+    # context, context before quality or hardware).
+    return tuple(sorted(better, key=lambda a: (not (a.verdict.runs_on_gpu and a.bits >= LOW_BITS), a.verdict.rank)))
 
 
 def _speed(r: LlamaCppResult) -> float:

@@ -1,5 +1,6 @@
 """The one decision rule: which plan is best, and why, wherever gemma-fit ranks plans (recommend, the answer at the
-top of a report, the plan each buy option takes). docs/decisions.md gives the rule with its reasons:
+top of a report, the plan each buy option takes; check's advice orders its moves by its classes). docs/decisions.md
+gives the rule with its reasons:
 
 1. Plans that reach the speed floor come before those that do not (which are ranked by speed alone).
 2. A plan that runs entirely on the GPU(s) at 4 bits or more comes before every plan with layers or experts in

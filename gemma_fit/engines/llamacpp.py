@@ -43,6 +43,7 @@ class Advice:
     max_ctx_fit: int
     decode_tokens_per_s: float | None
     command: str  # the llama-server command of the changed plan
+    bits: float = 16.0  # bits per weight of the changed plan's file type (the decision rule's 2-3-bit class)
 
 
 @dataclass(frozen=True)
