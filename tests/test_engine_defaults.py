@@ -70,7 +70,9 @@ def test_an_older_llama_cpp_answers_with_its_own_defaults(version: str, n_ctx: i
 
 
 def test_a_version_without_rules_is_one_line_and_exit_2() -> None:
-    for args in (("--engine-version", "latest"), ("--engine", "vllm", "--engine-version", "0.20.0")):
+    for args in (("--engine-version", "latest"), ("--engine", "vllm", "--engine-version", "0.7.0"),
+                 ("--engine", "ollama", "--engine-version", "0.9.0"),
+                 ("--engine", "transformers", "--engine-version", "4.50")):
         proc = run("check", "--gpu", "a4000", "--model", "9b", *args)
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--engine-version" in proc.stderr
 
@@ -130,3 +132,24 @@ def test_the_installed_llama_server_s_version_is_the_one_answered_for(tmp_path: 
     asked = subprocess.run([*CLI, "check", "--gpu", "rtx-4090", "--model", "gemma-3-4b", "--engine-version", "0c1e570",
                             "--json"], capture_output=True, text=True, timeout=300, env=env, check=False)
     assert json.loads(asked.stdout)["settings"]["n_parallel"] == 4  # --engine-version wins over the installed one
+
+
+@pytest.mark.parametrize(("version", "util", "dtype"), [("0.9.0", 0.9, "fp16"), ("0.19.1", 0.9, "fp32"),
+                                                        (None, 0.92, "fp32")])
+def test_vllm_defaults_by_release(version: str | None, util: float, dtype: str) -> None:
+    """gpu_memory_utilization 0.92 from 0.20.0 (0.9 before); Gemma 3 on a T4 in float32 from 0.9.1 (float16 before)."""
+    doc = check_json("--gpu", "t4", "--model", "gemma-3-4b", "--engine", "vllm",
+                     *(("--engine-version", version) if version else ()))
+    assert doc["model"]["quant"] == dtype and f"--gpu-memory-utilization {util:g}" in doc["command"]
+    assert doc["settings"]["engine_version"] == f"vLLM {version or '0.33.0'}"
+
+
+@pytest.mark.parametrize(("version", "num_ctx", "fa", "num_batch"), [
+    ("0.12.0", 4096, "OLLAMA_FLASH_ATTENTION=0", 512),  # before tiers by VRAM and gemma3's flash attention
+    ("0.20.4", 32768, "OLLAMA_FLASH_ATTENTION=1", 512),  # gemma3 on by default since 0.12.6
+    ("0.33.0", 32768, None, 1024),  # llama-server's auto, num_batch by context
+])
+def test_ollama_defaults_by_release(version: str, num_ctx: int, fa: str | None, num_batch: int) -> None:
+    doc = check_json("--gpu", "rtx-4090", "--model", "gemma-3-12b", "--engine", "ollama", "--engine-version", version)
+    assert doc["ollama"]["num_ctx"] == num_ctx and doc["ollama"]["num_batch"] == num_batch
+    assert (fa in doc["command"]) if fa else "OLLAMA_FLASH_ATTENTION" not in doc["command"]

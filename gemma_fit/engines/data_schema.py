@@ -3,7 +3,7 @@ published pre-quantized checkpoints, and the Hugging Face engines' speed terms."
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -46,3 +46,27 @@ class EngineSpeed(Strict):
 class SpeedFile(Strict):
     vllm: EngineSpeed
     transformers: EngineSpeed
+
+
+RELEASE = r"^[0-9]{1,4}(\.[0-9]{1,4}){1,3}$"
+
+
+class VersionChange(Strict):
+    since: str = Field(pattern=RELEASE)
+    key: str = Field(min_length=2)
+    value: Any
+    source: str = Field(min_length=10)
+
+
+class EngineVersions(Strict):
+    modelled: str = Field(pattern=RELEASE)
+    oldest: str = Field(pattern=RELEASE)
+    initial: dict[str, Any]
+    changes: list[VersionChange]
+
+
+class VersionsFile(Strict):
+    """model_db/engines/versions.yaml: the defaults that changed between releases (engines.versions)."""
+
+    vllm: EngineVersions
+    ollama: EngineVersions

@@ -51,11 +51,11 @@ from gemma_fit.engines.base import (
     EngineSettings,
     engine_options,
     engine_settings,
-    pinned_version,
     validate_numbers,
 )
 from gemma_fit.engines.hf_weights import tower_params, vision_activation_bytes
 from gemma_fit.engines.llamacpp import LlamaCppResult, run_check, speed_of
+from gemma_fit.engines.versions import defaults_of, release_label
 from gemma_fit.gguf.types import file_type
 from gemma_fit.hardware.spec import GPUSpec, Hardware
 from gemma_fit.memory.settings import RunSettings, validate
@@ -72,7 +72,6 @@ VERSION = ("Ollama (ollama/ollama server/routes.go @00188139, llm/server.go @5db
 METAL_MINIMUM_MEMORY = 512 * MIB
 MINIMUM_MEMORY = 457 * MIB
 VERSION_NAME = "Ollama 0.33.0"  # v0.33.0-rc2 @fb30760 for the v0.30+ rules; the memory reserve files as above
-NUM_PARALLEL_DEFAULT = 1  # envconfig/config.go @fb30760, since v0.10.0
 KV_TYPES = ("f16", "q8_0", "q4_0")
 AUTO_CTX_TIERS = (262144, 32768, 4096)  # server/routes.go @00188139 (by VRAM); sched.go steps down these
 
@@ -151,19 +150,23 @@ def estimate_ollama(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSe
     if kv not in KV_TYPES:
         raise BadInput(f"--kv-cache-dtype {s.kv_cache_dtype}: OLLAMA_KV_CACHE_TYPE takes {', '.join(KV_TYPES)}")
     reasons: list[str] = []
-    fa = s.flash_attention  # None: unset, llama-server's --flash-attn auto (on where the GPU supports it)
+    release = defaults_of(NAME, s.engine_version)  # the defaults of the release answered for
+    fa = _flash_attention(s.flash_attention, resolved, release, reasons)
     if kv != "f16" and fa is False:
-        reasons.append(f"OLLAMA_KV_CACHE_TYPE={kv} needs flash attention, which OLLAMA_FLASH_ATTENTION=0 turns off: "
-                       "llama.cpp keeps the V cache f16")
+        reasons.append(f"OLLAMA_KV_CACHE_TYPE={kv} needs flash attention, which is off here: the KV cache stays f16")
         kv = "f16"
     devices = tuple(hardware.gpus)
     total_vram = sum(max(0, d.usable_memory_bytes - overhead) for d in devices)
     auto_ctx = not s.max_model_len
-    num_ctx = default_context(total_vram, spec.n_ctx_train) if auto_ctx else min(s.max_model_len, spec.n_ctx_train)
-    parallel = s.max_num_seqs or NUM_PARALLEL_DEFAULT
-    r, run, num_ctx = _run(resolved, quant, hardware, overhead, num_ctx, parallel, fa, kv)
-    while auto_ctx and not r.verdict.runs_on_gpu and (lower := _lower_tier(num_ctx)) is not None:
-        r, run, num_ctx = _run(resolved, quant, hardware, overhead, lower, parallel, fa, kv)  # sched.go steps down
+    by_vram = release["num_ctx"] == "by VRAM"
+    num_ctx = (min(s.max_model_len, spec.n_ctx_train) if not auto_ctx else default_context(total_vram, spec.n_ctx_train)
+               if by_vram else min(int(release["num_ctx"]), spec.n_ctx_train))
+    parallel = s.max_num_seqs or int(release["num_parallel"])
+    by_context = release["num_batch"] == "by context"
+    r, run, num_ctx = _run(resolved, quant, hardware, overhead, num_ctx, parallel, fa, kv, by_context)
+    while (auto_ctx and by_vram and release["ctx_step_down"] and not r.verdict.runs_on_gpu
+           and (lower := _lower_tier(num_ctx)) is not None):  # sched.go steps down (v0.30.0 and later)
+        r, run, num_ctx = _run(resolved, quant, hardware, overhead, lower, parallel, fa, kv, by_context)
     n_batch = run.n_batch
     est = r.detail.estimate
     fa_on = run.flash_attn != "off"
@@ -190,10 +193,12 @@ def estimate_ollama(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSe
     if not ollama_run(resolved, quant)[1]:
         reasons.append(f"the Ollama library has no {quant} tag of {resolved.spec.id}: the command imports the GGUF "
                        "with a Modelfile")
-    fa_words = "auto (llama.cpp turns it on where the GPU supports it)" if fa is None else "on" if fa else "off"
-    reasons.append(f"{VERSION_NAME} defaults: num_ctx {num_ctx} ({'set' if s.max_model_len else 'by VRAM'}), "
+    fa_words = ("auto (llama.cpp turns it on where the GPU supports it)" if fa is None else
+                ("on" if fa else "off") + (" (the model's default)" if s.flash_attention is None else ""))
+    how_ctx = "set" if s.max_model_len else "by VRAM" if by_vram else "its default"
+    reasons.append(f"{s.engine_version or VERSION_NAME} defaults: num_ctx {num_ctx} ({how_ctx}), "
                    f"OLLAMA_NUM_PARALLEL {parallel}{'' if s.max_num_seqs else ' (its default)'}, flash attention "
-                   f"{fa_words}, KV cache {kv}, num_batch {n_batch} (by context); "
+                   f"{fa_words}, KV cache {kv}, num_batch {n_batch}{' (by context)' if by_context else ''}; "
                    f"{minimum_memory(devices[0].backend) // MIB if devices else 0} MiB per GPU kept free")
     host = {"weights_bytes": est.host.weights_bytes, "kv_cache_bytes": est.host.kv_cache_bytes,
             "compute_bytes": est.host.compute_bytes, "total_bytes": est.host.total_bytes,
@@ -230,13 +235,29 @@ def _lower_tier(num_ctx: int) -> int | None:
     return lower[0] if lower else None
 
 
+def _flash_attention(asked: bool | None, resolved: ResolvedModel, release: dict[str, Any],
+                     reasons: list[str]) -> bool | None:
+    """Flash attention as the release runs it: None for llama-server's auto (v0.30.0 and later, unset); before,
+    the model's default (gemma3 from v0.12.6, gemma4 from v0.20.4), and never for Gemma 2."""
+    if release["flash_attention"] == "llama-server auto":
+        return asked
+    generation = resolved.entry.generation if resolved.entry else ""
+    if generation == "2" and asked:
+        reasons.append("Gemma 2 does not support flash attention in this Ollama release; it stays off")
+        return False
+    if asked is not None:
+        return asked
+    return bool(release.get(f"fa_gemma{generation}", False))
+
+
 def _run(resolved: ResolvedModel, quant: str, hardware: Hardware, overhead: int, num_ctx: int, parallel: int,
-         fa: bool | None, kv: str) -> tuple[LlamaCppResult, RunSettings, int]:
+         fa: bool | None, kv: str, by_context: bool = True) -> tuple[LlamaCppResult, RunSettings, int]:
     """llama.cpp's plan at Ollama's settings on the machine as Ollama's scheduler sees it (each GPU less its
     reserve), without speed."""
     devices = tuple(hardware.gpus)
     fa_on = fa is not False  # auto: on for every Gemma head size on the backends modelled (memory.compute_buffer)
-    n_batch = min(auto_num_batch(num_ctx, fa_on, devices[0] if devices else None), num_ctx)
+    batch = auto_num_batch(num_ctx, fa_on, devices[0] if devices else None) if by_context else 512  # api/types.go
+    n_batch = min(batch, num_ctx)
     run = RunSettings(n_ctx=num_ctx * parallel, n_batch=n_batch, n_ubatch=n_batch, n_parallel=parallel,
                       flash_attn="auto" if fa is None else "on" if fa else "off", cache_type_k=kv, cache_type_v=kv,
                       n_outputs_max=parallel)
@@ -255,7 +276,7 @@ class OllamaEngine:
     ranks_plans = True  # its plans are llama.cpp's: recommend ranks them with Ollama's commands
 
     def version_label(self, version: str | None) -> str:
-        return pinned_version(self.name, VERSION_NAME, version)
+        return release_label(NAME, "Ollama", version)
 
     def with_defaults(self, request: CheckRequest) -> CheckRequest:
         s = request.settings

@@ -63,7 +63,6 @@ from gemma_fit.engines.base import (
     engine_options,
     engine_settings,
     hf_kv_dtype,
-    pinned_version,
     validate_numbers,
 )
 from gemma_fit.engines.hf_speed import HFLayout, Requests, hf_model_work, hf_performance
@@ -78,6 +77,7 @@ from gemma_fit.engines.hf_weights import (
     tower_params,
     vision_activation_bytes,
 )
+from gemma_fit.engines.versions import defaults_of, release_label
 from gemma_fit.engines.vllm_kv import kv_dtype_bytes, kv_plan
 from gemma_fit.hardware.spec import GPUSpec, Hardware
 from gemma_fit.memory.search import largest_fitting
@@ -175,15 +175,15 @@ def _command(resolved: ResolvedModel, s: EngineSettings[VllmOptions], quant: str
 NO_FLOAT16_ARCHS = ("gemma2", "gemma3")
 
 
-def model_dtype(arch: str, quant: str, devices: tuple[GPUSpec, ...]) -> str:
-    """The dtype vLLM loads unquantized weights in: bf16 where every GPU has it, else fp16, or fp32 for the
-    architectures that refuse fp16. Quantized formats keep theirs."""
-    if quant == "fp16" and arch in NO_FLOAT16_ARCHS:
+def model_dtype(arch: str, quant: str, devices: tuple[GPUSpec, ...], fallback: str = "fp32") -> str:
+    """The dtype vLLM loads unquantized weights in: bf16 where every GPU has it, else fp16, or `fallback` (the
+    release's: fp32 from 0.9.1, fp16 before) for the architectures that refuse fp16. Quantized formats keep theirs."""
+    if quant == "fp16" and arch in NO_FLOAT16_ARCHS and fallback == "fp32":
         raise BadInput(f"--quant fp16 on --engine vllm: vLLM refuses float16 for {arch} (numerically unstable; "
                        "vllm/config/model.py _FLOAT16_NOT_SUPPORTED_MODELS); use bf16 on a GPU that has it")
     if quant != "bf16" or all(d.bf16_supported for d in devices):
         return quant
-    return "fp32" if arch in NO_FLOAT16_ARCHS else "fp16"
+    return fallback if arch in NO_FLOAT16_ARCHS else "fp16"
 
 
 def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSettings[VllmOptions],
@@ -194,7 +194,8 @@ def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSett
         raise BadInput(f"--quant {quant} on --engine vllm: {UNSUPPORTED[quant]}")
     devices = tuple(hardware.gpus)
     asked = quant
-    quant = model_dtype(spec.arch, quant, devices) if devices else quant
+    defaults = defaults_of(NAME, s.engine_version)
+    quant = model_dtype(spec.arch, quant, devices, defaults["no_float16_fallback"]) if devices else quant
     if not devices:
         raise BadInput("--engine vllm needs a GPU (vLLM's CPU backend is not modelled); use --engine llama.cpp")
     other = [d for d in devices if d.backend not in VLLM_BACKENDS]
@@ -364,7 +365,7 @@ class VllmEngine:
     ranks_plans = False
 
     def version_label(self, version: str | None) -> str:
-        return pinned_version(self.name, VERSION, version)
+        return release_label(NAME, "vLLM", version)
 
     def with_defaults(self, request: CheckRequest) -> CheckRequest:
         s = request.settings
@@ -379,6 +380,8 @@ class VllmEngine:
     def settings(self, request: CheckRequest) -> EngineSettings[VllmOptions]:
         o = engine_options(VllmOptions, request.options)
         s = request.settings
+        if request.options.get("gpu_memory_utilization") is None:  # unset: the release's own default
+            o = replace(o, gpu_memory_utilization=float(defaults_of(NAME, s.engine_version)["gpu_memory_utilization"]))
         quant = self.default_quant if request.quant is None else request.quant  # '' is a quant to refuse
         return engine_settings(NAME, quant, s, request.workload, o,
                                max_num_seqs=s.n_parallel if s.n_parallel != 1 else None,

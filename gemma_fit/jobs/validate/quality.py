@@ -4,13 +4,29 @@ type llama.cpp (or a published recipe) has, with a score in range."""
 
 from __future__ import annotations
 
-from gemma_fit.engines.data_schema import Checkpoint, CheckpointsFile, EngineSpeed, SpeedFile, SpeedTerms
+from gemma_fit.engines.data_schema import (
+    Checkpoint,
+    CheckpointsFile,
+    EngineSpeed,
+    EngineVersions,
+    SpeedFile,
+    SpeedTerms,
+    VersionChange,
+    VersionsFile,
+)
 from gemma_fit.gguf.quality_schema import BenchmarkFigure, BenchmarksFile, KLDRow, KLDTable, QuantsFile, Retention
 from gemma_fit.jobs.validate.common import Doc, Report, Seen, validate_with
 
 
 def check_engines_file(doc: Doc, report: Report) -> None:
     """model_db/engines/: checkpoints.yaml (pre-quantized repos) or speed.yaml (the HF engines' speed terms)."""
+    if doc.path.name == "versions.yaml":
+        parsed = validate_with(doc, report, VersionsFile, doc.data, (), [VersionsFile, EngineVersions, VersionChange])
+        for name, t in (("vllm", parsed.vllm), ("ollama", parsed.ollama)) if parsed is not None else ():
+            unknown = {c.key for c in t.changes} - set(t.initial)
+            if unknown:
+                report.add(doc, (name, "changes"), name, f"changes to keys without an initial value: {sorted(unknown)}")
+        return
     if doc.path.name == "speed.yaml":
         if validate_with(doc, report, SpeedFile, doc.data, (), [SpeedFile, EngineSpeed, SpeedTerms]) is not None:
             report.counts["engine speed terms"] = 2
