@@ -80,8 +80,13 @@ def rank(options: Sequence[Option[T]], min_tps: float, prefer: str = "quality") 
 
 
 def best(options: Sequence[Option[T]], min_tps: float, prefer: str = "quality") -> Ranked[T] | None:
-    ranked = rank(options, min_tps, prefer)
-    return ranked[0] if ranked else None
+    """rank(...)[0] without ranking the rest: one pass (a report asks it over thousands of cells per GPU)."""
+    pool = _drop_low_bit(options)
+    if not pool:
+        return None
+    tier = _first_tier(pool, min_tps)
+    pick, how = _pick(tier, prefer if tier[0].decode >= min_tps else "speed")
+    return Ranked(pick, _why(pick, how, min_tps))
 
 
 def _drop_low_bit(options: Sequence[Option[T]]) -> list[Option[T]]:
