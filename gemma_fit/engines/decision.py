@@ -67,24 +67,24 @@ class Ranked(Generic[T]):
 
 def rank(options: Sequence[Option[T]], min_tps: float, prefer: str = "quality") -> list[Ranked[T]]:
     """Every option, best first, each with its reason (rules 1 to 4 of the module's docstring)."""
-    pool = _drop_low_bit(options)
     out: list[Ranked[T]] = []
-    left = list(pool)
+    left = _drop_low_bit(options)
     while left:
-        tier = _first_tier(left, min_tps)
-        # Under the floor only the speed matters: the plan closest to usable comes first.
-        pick, how = _pick(tier, prefer if tier[0].decode >= min_tps else "speed")
-        out.append(Ranked(pick, _why(pick, how, min_tps)))
-        left.remove(pick)
+        out.append(_first(left, min_tps, prefer))
+        left.remove(out[-1].option)
     return out
 
 
 def best(options: Sequence[Option[T]], min_tps: float, prefer: str = "quality") -> Ranked[T] | None:
     """rank(...)[0] without ranking the rest: one pass (a report asks it over thousands of cells per GPU)."""
     pool = _drop_low_bit(options)
-    if not pool:
-        return None
-    tier = _first_tier(pool, min_tps)
+    return _first(pool, min_tps, prefer) if pool else None
+
+
+def _first(left: Sequence[Option[T]], min_tps: float, prefer: str) -> Ranked[T]:
+    """The best of the options left, with its reason."""
+    tier = _first_tier(left, min_tps)
+    # Under the floor only the speed matters: the plan closest to usable comes first.
     pick, how = _pick(tier, prefer if tier[0].decode >= min_tps else "speed")
     return Ranked(pick, _why(pick, how, min_tps))
 

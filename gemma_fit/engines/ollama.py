@@ -58,6 +58,7 @@ from gemma_fit.engines.llamacpp import LlamaCppResult, run_check, speed_of
 from gemma_fit.engines.versions import defaults_of, release_label
 from gemma_fit.gguf.types import file_type
 from gemma_fit.hardware.spec import GPUSpec, Hardware
+from gemma_fit.memory.compute_buffer import flash_attention_on
 from gemma_fit.memory.settings import RunSettings, validate
 from gemma_fit.model.catalog import ResolvedModel
 from gemma_fit.model.ollama_tags import ollama_run, quant_tag
@@ -169,7 +170,7 @@ def estimate_ollama(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSe
         r, run, num_ctx = _run(resolved, quant, hardware, overhead, lower, parallel, fa, kv, by_context)
     n_batch = run.n_batch
     est = r.detail.estimate
-    fa_on = run.flash_attn != "off"
+    fa_on = flash_attention_on(run)
     perf = None
     if r.verdict != Verdict.NO_GO:
         try:  # Ollama runs llama-server: llama.cpp's speed at Ollama's settings, on the real GPUs
@@ -255,12 +256,12 @@ def _run(resolved: ResolvedModel, quant: str, hardware: Hardware, overhead: int,
     """llama.cpp's plan at Ollama's settings on the machine as Ollama's scheduler sees it (each GPU less its
     reserve), without speed."""
     devices = tuple(hardware.gpus)
-    fa_on = fa is not False  # auto: on for every Gemma head size on the backends modelled (memory.compute_buffer)
-    batch = auto_num_batch(num_ctx, fa_on, devices[0] if devices else None) if by_context else 512  # api/types.go
-    n_batch = min(batch, num_ctx)
-    run = RunSettings(n_ctx=num_ctx * parallel, n_batch=n_batch, n_ubatch=n_batch, n_parallel=parallel,
+    run = RunSettings(n_ctx=num_ctx * parallel, n_parallel=parallel,
                       flash_attn="auto" if fa is None else "on" if fa else "off", cache_type_k=kv, cache_type_v=kv,
                       n_outputs_max=parallel)
+    batch = auto_num_batch(num_ctx, flash_attention_on(run), devices[0] if devices else None) if by_context else 512
+    n_batch = min(batch, num_ctx)  # 512: api/types.go DefaultOptions before v0.30.0
+    run = replace(run, n_batch=n_batch, n_ubatch=n_batch)
     reserved = replace(hardware, gpus=tuple(
         replace(d, usable_memory_bytes=d.usable_memory_bytes - _reserve(d.backend, overhead)) for d in devices))
     return run_check(resolved, quant, run, reserved, with_speed=False), run, num_ctx

@@ -97,8 +97,9 @@ def current_price(entry: PriceEntry, today: date, used: bool = False) -> Price |
             and not is_discontinued(entry, today):
         new.append(Price(entry.msrp.usd, entry.msrp.date, entry.msrp.source, "msrp"))
     options = [max(new, key=lambda p: (price_month(p.date), p.kind == "street"))] if new else []
-    if (used or not options) and entry.used is not None and (used or is_discontinued(entry, today)):
-        options.append(Price(entry.used.usd, entry.used.date, entry.used.source, "used"))
+    second_hand = used_price(entry)
+    if second_hand is not None and (used or (not options and is_discontinued(entry, today))):
+        options.append(second_hand)
     return min(options, key=lambda p: p.usd, default=None)
 
 

@@ -40,7 +40,7 @@ from gemma_fit.hardware.prices import (
 from gemma_fit.hardware.select import select_hardware
 from gemma_fit.hardware.spec import GPUSpec, Hardware
 from gemma_fit.jobs.needs import SEGMENTS, BuyNeeds, Needs
-from gemma_fit.jobs.recommend import QUANT_LADDER, Candidate, _try
+from gemma_fit.jobs.recommend import KV_CACHE_TYPES, QUANT_LADDER, Candidate, _try
 from gemma_fit.memory.settings import RunSettings, validate
 from gemma_fit.model.catalog import ResolvedModel
 
@@ -172,14 +172,16 @@ def _best_plan(option: HardwareOption, models: Sequence[ResolvedModel], quants: 
     except GemmaFitError:
         return None
     rneeds = Needs(n_ctx=needs.n_ctx, vision=needs.vision, margin_bytes=needs.margin_bytes)
-    found = [c for m in models for q in quants for kv in ("f16", "q8_0")
-             if (c := _try(m, q, kv, base, hw, rneeds, needs.margin_bytes)) is not None
-             and (needs.allow_offload or c.result.verdict == Verdict.GO)]
-    if not found:
+
+    def plan_of(model: ResolvedModel, quant: str) -> Candidate | None:
+        """f16 KV cache (what check plans), q8_0 only where that does not fit, as recommend: same plan, cache halved."""
+        for kv in KV_CACHE_TYPES:
+            c = _try(model, quant, kv, base, hw, rneeds, needs.margin_bytes)
+            if c is not None and (needs.allow_offload or c.result.verdict == Verdict.GO):
+                return c
         return None
-    # a q8_0 KV cache only where the f16 one (what check plans) does not fit, as recommend: same plan, cache halved
-    f16 = {(c.result.resolved.spec.id, c.result.quant) for c in found if c.kv_type == "f16"}
-    found = [c for c in found if c.kv_type == "f16" or (c.result.resolved.spec.id, c.result.quant) not in f16]
+
+    found = [c for m in models for q in quants if (c := plan_of(m, q)) is not None]
     chosen = best([c.option() for c in found], needs.min_tps, "quality")  # the one decision rule
     return chosen.option.item if chosen is not None else None
 

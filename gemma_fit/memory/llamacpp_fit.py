@@ -46,13 +46,12 @@ def _keeps_targets(est: MemoryEstimate, target: int) -> bool:
 
 
 def _context_step(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...], host: int | None,
-                  n_all: int, target: int) -> tuple[int, MemoryEstimate, bool]:
+                  n_all: int, target: int, at_max: MemoryEstimate) -> tuple[int, MemoryEstimate, bool]:
     """Step 2: the context llama.cpp's interpolation gives (it does not measure again), and whether it
     interpolated (one GPU then stops there)."""
     model = plan.model
     streams = s.n_streams
     n_max, n_min = model.n_ctx_train * streams, FIT_MIN_CTX * streams
-    at_max = estimate_memory(plan, s.with_ctx(n_max), devices, n_all, host)
     if n_max <= n_min:
         return n_max, at_max, False
     at_min = estimate_memory(plan, s.with_ctx(n_min), devices, n_all, host)
@@ -95,16 +94,16 @@ def llamacpp_fit(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...],
     s = replace(s, n_gpu_layers=None, override_tensor=(), cpu_moe=False, n_cpu_moe=0)
     target -= fit_view_extra_bytes(devices)  # Metal: the fit plans against the working set, not the pool
     n_max = model.n_ctx_train * s.n_streams
-    if _keeps_targets(estimate_memory(plan, s.with_ctx(n_max), devices, n_all, host_capacity), target):  # step 1
+    at_max = estimate_memory(plan, s.with_ctx(n_max), devices, n_all, host_capacity)
+    if _keeps_targets(at_max, target):  # step 1
         return FitChoice(n_max, n_all, 0, f"makes no changes: the trained context ({n_max:,}) with every layer "
                                           "on the GPU keeps its 1 GiB target free")
-    at_max = estimate_memory(plan, s.with_ctx(n_max), devices, n_all, host_capacity)
     if sum(d.headroom_bytes - target for d in at_max.devices) >= 0:
         # fit.cpp step 2 runs only when the devices together are short of their targets: here one device is, so
         # the context stays and layers move (step 3)
         n_ctx, est, interpolated = n_max, at_max, False
     else:
-        n_ctx, est, interpolated = _context_step(plan, s, devices, host_capacity, n_all, target)
+        n_ctx, est, interpolated = _context_step(plan, s, devices, host_capacity, n_all, target, at_max)
     if (len(devices) == 1 and interpolated) or _keeps_targets(est, target):
         return FitChoice(n_ctx, n_all, 0, f"reduces the context to {n_ctx:,} tokens (every layer on the GPU; "
                                           f"{_left(est)})")
