@@ -54,7 +54,7 @@ def render_buy(out: Console, doc: dict[str, Any]) -> None:
     budget = f", budget {n['budget_usd']:,.0f} USD" if n["budget_usd"] else ""
     out.print(f"[bold]What to buy for {', '.join(doc['models'])}[/bold] ({doc['quant']}): {n['n_ctx']:,}-token "
               f"context, at least {n['min_tps']:g} tok/s{budget}; cheapest first")
-    out.print("  KV cache f16 as check plans it, or q8_0 where f16 does not fit with the margin (the KV column); "
+    out.print("  KV cache f16 as check plans it, or q8_0 where f16 does not fit with the margin (KV column, JSON); "
               "used prices beside new" + ("" if n["used"] else " (--used ranks by them)"), soft_wrap=True)
     if doc["note"]:
         out.print(f"  [yellow]{doc['note']}[/yellow]")
