@@ -29,10 +29,9 @@ from gemma_fit.speed.traffic import serve
 
 @cache
 def speed_terms() -> dict:
-    from gemma_fit.db.files import packaged_dir
-    from gemma_fit.db.yaml_files import read_yaml
+    from gemma_fit.db.rules import read_packaged_yaml
 
-    return dict(read_yaml(packaged_dir("model_db") / "engines" / "speed.yaml"))
+    return dict(read_packaged_yaml("engines/speed.yaml"))
 
 
 @dataclass(frozen=True)

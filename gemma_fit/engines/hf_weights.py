@@ -131,10 +131,9 @@ PRE_QUANTIZED = ("awq-int4", "gptq-int4", "nvfp4")  # formats no engine quantize
 
 @cache
 def _checkpoints() -> dict[str, dict[str, dict[str, str]]]:
-    from gemma_fit.db.files import packaged_dir
-    from gemma_fit.db.yaml_files import read_yaml
+    from gemma_fit.db.rules import read_packaged_yaml
 
-    return dict(read_yaml(packaged_dir("model_db") / "engines" / "checkpoints.yaml")["checkpoints"])
+    return dict(read_packaged_yaml("engines/checkpoints.yaml")["checkpoints"])
 
 
 def checkpoint(resolved: ResolvedModel, quant: str) -> str | None:

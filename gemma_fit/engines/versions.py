@@ -9,8 +9,7 @@ from typing import Any
 
 from gemma_fit.base.errors import BadInput
 from gemma_fit.base.text import printable
-from gemma_fit.db.files import packaged_dir
-from gemma_fit.db.yaml_files import read_yaml
+from gemma_fit.db.rules import read_packaged_yaml
 
 
 def parse_version(text: str) -> tuple[int, ...] | None:
@@ -21,7 +20,7 @@ def parse_version(text: str) -> tuple[int, ...] | None:
 
 @cache
 def _table(engine: str) -> dict[str, Any]:
-    data: dict[str, Any] = dict(read_yaml(packaged_dir("model_db") / "engines" / "versions.yaml")[engine])
+    data: dict[str, Any] = dict(read_packaged_yaml("engines/versions.yaml")[engine])
     return data
 
 

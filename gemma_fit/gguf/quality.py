@@ -9,8 +9,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from gemma_fit.db.files import packaged_dir
-from gemma_fit.db.yaml_files import read_yaml
+from gemma_fit.db.rules import read_packaged_yaml
 from gemma_fit.gguf.types import FileType
 
 RANKING_BENCHMARK = "mmlu_pro_it"  # published for Gemma 2, 3 (1B-27B), 3n and 4: the widest common benchmark
@@ -43,7 +42,7 @@ class Quality:
 
 @cache
 def _data(name: str) -> dict[str, Any]:
-    return dict(read_yaml(packaged_dir("model_db") / "quality" / name))
+    return dict(read_packaged_yaml(f"quality/{name}"))
 
 
 def benchmarks(model_id: str) -> dict[str, Benchmark]:
