@@ -29,6 +29,7 @@ from gemma_fit.speed.traffic import Traffic
 
 if TYPE_CHECKING:
     from gemma_fit.hardware.cluster import Cluster
+    from gemma_fit.jobs.bench import BenchResult, BenchRun
     from gemma_fit.jobs.buy import Purchase
     from gemma_fit.jobs.lists import GpuFilter
     from gemma_fit.jobs.recommend import Recommendation
@@ -37,7 +38,8 @@ if TYPE_CHECKING:
 
 # Types the callers build (needs, filters, runs) from modules a cold `check` does not load: imported when first
 # asked for (gemma_fit.api.Needs), so that `import gemma_fit.api` stays cheap.
-_LAZY_TYPES = {"Recommendation": "gemma_fit.jobs.recommend", "Purchase": "gemma_fit.jobs.buy",
+_LAZY_TYPES = {"BenchRun": "gemma_fit.jobs.bench", "BenchResult": "gemma_fit.jobs.bench",
+               "Recommendation": "gemma_fit.jobs.recommend", "Purchase": "gemma_fit.jobs.buy",
                "SmokeRun": "gemma_fit.jobs.smoke", "SmokeResult": "gemma_fit.jobs.smoke",
                "GpuFilter": "gemma_fit.jobs.lists", "Cluster": "gemma_fit.hardware.cluster"}
 
@@ -55,7 +57,7 @@ __all__ = ["BUILTIN", "BadInput", "Catalog", "CheckResult", "GemmaFitError", "Ha
            "MachineFlags", "RunSettings", "Traffic", "Verdict", "Workload", "buy", "check", "check_page", "cpus",
            "gpus", "inspect", "load_cluster", "models", "probe", "quants", "recommend", "report", "report_page",
            "serve_plan", "smoke", "synth", "to_json", "validate", "buy_page", "margin_bytes", "record_smoke", "Needs",
-           "BuyNeeds", "SEGMENTS"]
+           "BuyNeeds", "SEGMENTS", "bench", "BenchRun", "BenchResult"]
 
 HardwareArg = Hardware | str | Sequence[str] | Path
 
@@ -157,11 +159,21 @@ def smoke(model: str | None, quant: str, settings: RunSettings, run: SmokeRun, *
     return run_smoke(model, quant, settings, run, gguf=gguf, gpus=tuple(gpus), catalog=catalog)
 
 
+def bench(model: str | None, quant: str, run: BenchRun, *, gguf: Path | None = None, gpus: Sequence[str] = (),
+          save: bool = False, catalog: Catalog = BUILTIN) -> BenchResult:
+    """Run llama-bench (and llama-batched-bench) here, or read a pasted table, beside the speed model's prediction of
+    each test; with `save`, keep them as this machine's calibration, which later answers for it use."""
+    from gemma_fit.jobs.bench import bench as run_bench
+
+    return run_bench(model, quant, run, gguf=gguf, gpus=tuple(gpus), save=save, catalog=catalog)
+
+
 def record_smoke(result: SmokeResult) -> Path:
-    """Append a smoke result to this machine's records (gemma-fit's data folder); the file written."""
+    """Append a smoke result to this machine's records (gemma-fit's data folder) and its measured speed to this
+    machine's calibration (as `bench --save`); the records file written."""
     from gemma_fit.jobs.smoke import record_smoke as record
 
-    return record(to_json(result))
+    return record(to_json(result), result)
 
 
 def synth(out: Path, model: str, quant: str = "Q4_K_M", catalog: Catalog = BUILTIN) -> tuple[str, str, int, int]:
@@ -267,6 +279,7 @@ def to_json(result: Any) -> dict[str, Any]:
 
 
 def _job_document(result: Any) -> dict[str, Any]:
+    from gemma_fit.jobs.bench import BenchResult, bench_document
     from gemma_fit.jobs.buy import Purchase, buy_document
     from gemma_fit.jobs.recommend import Recommendation, recommend_document
     from gemma_fit.jobs.smoke import SmokeResult, smoke_document
@@ -277,4 +290,6 @@ def _job_document(result: Any) -> dict[str, Any]:
         return buy_document(result)
     if isinstance(result, SmokeResult):
         return smoke_document(result)
+    if isinstance(result, BenchResult):
+        return bench_document(result)
     raise TypeError(f"no document for {type(result).__name__}")

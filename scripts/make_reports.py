@@ -71,6 +71,7 @@ def generate() -> dict[str, str]:
 
 def main() -> None:
     os.environ["GEMMA_FIT_NO_ENGINE_PROBE"] = "1"  # the committed reports do not depend on this machine's llama-server
+    os.environ["GEMMA_FIT_CALIBRATION"] = os.path.join(os.devnull, "none.json")  # nor on its speed calibration
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=REPO / "reports", help="output folder (default: reports/)")
     out: Path = parser.parse_args().out

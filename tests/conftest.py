@@ -17,6 +17,9 @@ sys.path.insert(0, str(REPO / "scripts"))
 # Answers must not depend on a llama-server installed on the machine running the tests (jobs/engine_version.py);
 # every gemma-fit process a test starts inherits this. The one test of the probe takes it out.
 os.environ["GEMMA_FIT_NO_ENGINE_PROBE"] = "1"
+# Nor on a speed calibration saved on it (gemma-fit bench --save): a file that never exists. Tests of the
+# calibration name their own file.
+os.environ["GEMMA_FIT_CALIBRATION"] = str(Path(os.devnull) / "gemma-fit-tests-calibration.json")
 
 import build_llamacpp  # noqa: E402
 from shared import SynthFiles, cores_per_worker, shared_dir  # noqa: E402

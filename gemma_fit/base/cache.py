@@ -31,3 +31,18 @@ def data_root() -> Path:
     """Where gemma-fit keeps what it learns on this machine (smoke records): $XDG_DATA_HOME/gemma-fit, else
     ~/.local/share/gemma-fit. Never a source checkout."""
     return Path(os.environ.get(DATA_ENV) or Path.home() / ".local" / "share") / "gemma-fit"
+
+
+CONFIG_ENV = "XDG_CONFIG_HOME"
+CALIBRATION_ENV = "GEMMA_FIT_CALIBRATION"
+
+
+def config_root() -> Path:
+    """The user's gemma-fit settings folder: $XDG_CONFIG_HOME/gemma-fit, else ~/.config/gemma-fit."""
+    return Path(os.environ.get(CONFIG_ENV) or Path.home() / ".config") / "gemma-fit"
+
+
+def calibration_file() -> Path:
+    """This machine's speed calibration (`gemma-fit bench --save`): $GEMMA_FIT_CALIBRATION, else calibration.json in
+    the settings folder. Never a source checkout."""
+    return Path(os.environ.get(CALIBRATION_ENV) or config_root() / "calibration.json")

@@ -16,6 +16,7 @@ from gemma_fit.base.files import write_text
 from gemma_fit.base.units import fmt_bytes
 from gemma_fit.base.version import __version__
 from gemma_fit.cli import state
+from gemma_fit.cli.bench import bench_command
 from gemma_fit.cli.hardware import db_app, list_app, probe_command
 from gemma_fit.cli.options import (
     BATCH,
@@ -88,6 +89,8 @@ app.command("probe", help="What this machine has: GPUs (NVML), RAM, CPU, disks."
 app.add_typer(db_app, name="db")
 app.command("report", help="The verdict over several GPUs, models, quants and contexts.")(report_command)
 app.command("smoke", help="Run llama.cpp and set measured memory and speed beside the estimate.")(smoke_command)
+app.command("bench", help="Run llama-bench here, set the speed model beside it, keep a calibration (--save)."
+            )(bench_command)
 app.command("recommend", help="The best Gemma configurations for this hardware, ranked.")(recommend_command)
 app.command("buy", help="The hardware to buy for a Gemma model, cheapest first.")(buy_command)
 app.command("serve-plan", help="Does this hardware (or a cluster file) hold N concurrent requests or a "
@@ -320,7 +323,7 @@ def synth(
 # `gemma-fit --help` in the order a newcomer needs it: the questions first (check before all), then files, this
 # machine and the databases (typer lists a panel's commands in registration order, groups after commands).
 _ANSWERS, _TOOLS = "Will it run, and on what?", "Files, this machine, the databases"
-_ORDER = ("check", "recommend", "buy", "report", "serve-plan", "inspect", "synth", "smoke", "probe")
+_ORDER = ("check", "recommend", "buy", "report", "serve-plan", "inspect", "synth", "smoke", "bench", "probe")
 app.registered_commands.sort(key=lambda c: _ORDER.index(_registered_name(c)))
 for _c in app.registered_commands:
     _c.rich_help_panel = _ANSWERS if _ORDER.index(_registered_name(_c)) < _ORDER.index("inspect") else _TOOLS

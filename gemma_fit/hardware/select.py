@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from gemma_fit.base.errors import BadInput
+from gemma_fit.hardware.calibration_store import with_local_calibration
 from gemma_fit.hardware.flags import THIS_CPU, MachineFlags, with_machine_flags
 from gemma_fit.hardware.snapshot import known_hardware
 from gemma_fit.hardware.spec import BACKENDS, MAX_GPUS, CPUSpec, GPUSpec, Hardware, StorageSpec, as_seen_by_software
@@ -157,11 +158,12 @@ def with_backend(hw: Hardware, backend: str | None) -> Hardware:
 def hardware_of(hardware: Hardware | str | Sequence[str] | Path, backend: str | None = None,
                 extra: tuple[Path, ...] = (), machine: MachineFlags | None = None) -> Hardware:
     """The hardware an answer is for: as given, or selected from GPU names (a str, or several) or a machine file,
-    with --backend and the machine flags applied."""
+    with --backend and the machine flags applied, and the speed calibration saved on this machine for exactly this
+    hardware (gemma-fit bench --save) attached."""
     if isinstance(hardware, Hardware):
         hw = hardware
     elif isinstance(hardware, Path):
         hw = select_hardware([], hardware, extra)
     else:
         hw = select_hardware([hardware] if isinstance(hardware, str) else list(hardware), None, extra)
-    return with_machine_flags(with_backend(hw, backend), machine or MachineFlags(), extra)
+    return with_local_calibration(with_machine_flags(with_backend(hw, backend), machine or MachineFlags(), extra))

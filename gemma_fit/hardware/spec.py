@@ -136,6 +136,22 @@ class CPUSpec:
 
 
 @dataclass(frozen=True)
+class SpeedCalibration:
+    """What `gemma-fit bench` (or `smoke --record`) measured on this very machine, as factors on the speed model:
+    measured / predicted per metric, the median over the saved runs (hardware.calibration_store)."""
+
+    label: str  # "calibrated here on 2026-12-02 (gemma-fit bench: gemma-3-1b Q4_0, 3 tests)"
+    decode_factor: float | None = None  # single-stream decode (llama-bench tg)
+    prefill_factor: float | None = None  # prompt processing (llama-bench pp)
+    batched_factors: tuple[tuple[int, float], ...] = ()  # (sequences, factor) of llama-batched-bench's S_TG, B >= 2
+
+    def decode_points(self) -> tuple[tuple[int, float], ...]:
+        """(sequences, factor) for a decode step: one sequence is the single-stream factor, more the batched ones."""
+        one = ((1, self.decode_factor),) if self.decode_factor else ()
+        return one + self.batched_factors
+
+
+@dataclass(frozen=True)
 class Hardware:
     """The machine an answer is for: its GPUs as software sees them, the host's memory, CPU and drive, how the GPUs
     are attached, and notes on what was probed, given or assumed. From --gpu names (hardware.select), a machine
@@ -152,11 +168,14 @@ class Hardware:
     cpu: CPUSpec | None = None  # the CPU (probed, --cpu, or a machine file's cpu the database knows)
     cpu_name: str | None = None  # the CPU as a machine file names it (free text)
     source: Path | None = None  # the machine file it was read from
+    speed_calibration: SpeedCalibration | None = None  # measured on this machine (gemma-fit bench --save)
 
     def times(self, n: int) -> Hardware:
         """The same machine with each GPU (and its slot) n times."""
         attachments = self.attachments * n if self.attachments is not None else None
-        return replace(self, gpus=self.gpus * n, attachments=attachments, label=f"{n} x {self.label}")
+        # another machine: what was measured on this one does not carry over
+        return replace(self, gpus=self.gpus * n, attachments=attachments, label=f"{n} x {self.label}",
+                       speed_calibration=None)
 
 
 _CPU_WORDS = {"amd", "intel", "processor", "cpu", "core", "apple", "qualcomm", "nvidia", "aws"}

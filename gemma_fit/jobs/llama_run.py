@@ -46,23 +46,23 @@ def cache_bin_dir() -> Path | None:
         return None
 
 
-def find_llama_bin(llama_bin: Path | None) -> Path:
-    """--llama-bin DIR; else the build scripts/build_llamacpp.py makes (the llama.cpp version whose rules the
-    estimate follows); else llama-completion on PATH."""
+def find_llama_bin(llama_bin: Path | None, tool: str = TOOL) -> Path:
+    """llama.cpp's `tool` (llama-completion, llama-bench ...) in --llama-bin DIR; else in the build
+    scripts/build_llamacpp.py makes (the llama.cpp version whose rules the estimate follows); else on PATH."""
     how = (f"build it with `{llamacpp_cache.BUILD_COMMAND}` in a gemma-fit source checkout (it prints the "
            f"bin folder; {llamacpp_cache.CACHE_ENV} sets the cache) and pass --llama-bin DIR")
     if llama_bin is not None:
-        exe = Path(llama_bin) / TOOL
+        exe = Path(llama_bin) / tool
         if not exe.is_file():
-            raise BadInput(f"{TOOL} not found in --llama-bin {llama_bin}; {how}")
+            raise BadInput(f"{tool} not found in --llama-bin {llama_bin}; {how}")
         return exe
     cached = cache_bin_dir()
-    if cached is not None and (cached / TOOL).is_file():
-        return cached / TOOL
-    found = shutil.which(TOOL)
+    if cached is not None and (cached / tool).is_file():
+        return cached / tool
+    found = shutil.which(tool)
     if not found:
         where = f"in {cached} or on PATH" if cached is not None else "on PATH"
-        raise BadInput(f"{TOOL} not found {where}; {how}")
+        raise BadInput(f"{tool} not found {where}; {how}")
     return Path(found)
 
 
@@ -123,10 +123,60 @@ def check_timeout(timeout: float) -> None:
     check_range("--timeout", timeout)
 
 
+def _tool_env(exe: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = os.pathsep.join([str(Path(exe).parent), env.get("LD_LIBRARY_PATH", "")])
+    return env
+
+
+MAX_TOOL_OUTPUT_BYTES = 8 * 1024 * 1024  # llama-bench's JSON for a few hundred tests is well under 1 MiB
+
+
+def run_tool(args: list[str], timeout: float) -> str:
+    """A llama.cpp program's standard output (llama-bench -o json, llama-batched-bench --output-format jsonl),
+    bounded in time and size; its log (stderr) only as the tail of a failure."""
+    check_timeout(timeout)
+    try:
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                env=_tool_env(args[0]), start_new_session=True)
+    except OSError as exc:
+        raise BadInput(f"cannot run {args[0]}: {exc.strerror or exc}") from None
+    out: list[bytes] = []
+    log = LogParser()
+
+    def read_out() -> None:
+        assert proc.stdout is not None
+        with suppress(OSError, ValueError):
+            out.append(proc.stdout.read(MAX_TOOL_OUTPUT_BYTES + 1))
+
+    readers = [threading.Thread(target=read_out, daemon=True),
+               threading.Thread(target=_read_into, args=(proc.stderr, log), daemon=True)]
+    for r in readers:
+        r.start()
+    timed_out = False
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+    finally:
+        end_process_group(proc)
+    for r in readers:
+        r.join(READER_GRACE_S)
+    name = Path(args[0]).name
+    if timed_out:
+        raise LlamaCppFailed(f"{name} did not finish in {timeout:g} s (ended); last lines: {log.tail()}")
+    if proc.returncode != 0:
+        reason = "ran out of memory" if log.out_of_memory else "failed"
+        raise LlamaCppFailed(f"{name} {reason} ({_status(proc.returncode)}); last lines: {log.tail()}")
+    data = b"".join(out)
+    if len(data) > MAX_TOOL_OUTPUT_BYTES:
+        raise LlamaCppFailed(f"{name} printed more than {MAX_TOOL_OUTPUT_BYTES // 2**20} MiB")
+    return data.decode("utf-8", errors="replace")
+
+
 def run_llama(args: list[str], timeout: float) -> Measured:
     check_timeout(timeout)
-    env = dict(os.environ)
-    env["LD_LIBRARY_PATH"] = os.pathsep.join([str(Path(args[0]).parent), env.get("LD_LIBRARY_PATH", "")])
+    env = _tool_env(args[0])
     start = time.monotonic()
     try:
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

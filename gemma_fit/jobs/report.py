@@ -26,6 +26,7 @@ from gemma_fit.engines import registry
 from gemma_fit.engines.base import CheckRequest, Engine
 from gemma_fit.engines.llamacpp import run_check
 from gemma_fit.gguf.types import CONTRACT_QUANTS, file_type
+from gemma_fit.hardware.calibration_store import with_local_calibration
 from gemma_fit.hardware.catalog import GPUSpec, load_gpu_entries, load_gpus
 from gemma_fit.hardware.flags import MachineFlags, with_machine_flags
 from gemma_fit.hardware.prices import Price
@@ -113,11 +114,13 @@ def hardware_configs(gpus: Sequence[Sequence[str]], hardware_files: Sequence[Pat
     out: dict[str, HardwareConfig] = {}
     for names in gpus:
         names = [p.strip() for n in names for p in n.split("+") if p.strip()]  # 'a+b' is one two-GPU machine
-        hw = with_machine_flags(select_hardware(names, None, extra), machine or MachineFlags(), extra)
+        hw = with_local_calibration(with_machine_flags(select_hardware(names, None, extra), machine or MachineFlags(),
+                                                       extra))
         key = "+".join(g.id for g in hw.gpus) if hw.gpus else names[0].lower()
         out.setdefault(key, HardwareConfig(key, hw))
     for path in hardware_files:
-        hw = with_machine_flags(select_hardware([], Path(path), extra), machine or MachineFlags(), extra)
+        hw = with_local_calibration(with_machine_flags(select_hardware([], Path(path), extra),
+                                                       machine or MachineFlags(), extra))
         key = f"file:{hw.label}"
         out.setdefault(key, HardwareConfig(key, hw))
     if not out:

@@ -172,9 +172,38 @@ def smoke(model: str | None, quant: str, settings: RunSettings, run: SmokeRun, *
 RECORDS_ENV = "GEMMA_FIT_SMOKE_RECORDS"
 
 
-def record_smoke(doc: dict[str, Any]) -> Path:
+def smoke_calibration_run(r: SmokeResult) -> dict[str, Any] | None:
+    """The smoke's measured speed beside the estimate's, as a calibration run (None without both figures)."""
+    import datetime
+
+    perf = r.estimate.performance
+    if perf is None:
+        return None
+    rows = [{"test": test, "kind": kind, "concurrency": 1, "predicted": round(float(pred), 3),
+             "measured": round(float(mea), 3)}
+            for test, kind, pred, mea in (
+                (f"llama-completion tg{r.command[r.command.index('-n') + 1]}", "decode", perf.decode_tokens_per_s,
+                 r.measured.decode_tokens_per_s),
+                (f"llama-completion pp{perf.prompt_tokens}", "prefill", perf.prefill_tokens_per_s,
+                 r.measured.prefill_tokens_per_s))
+            if pred and mea]
+    if not rows:
+        return None
+    return {"date": datetime.date.today().isoformat(), "tool": "gemma-fit smoke", "model": r.estimate.resolved.spec.id,
+            "quant": r.estimate.quant, "build": None, "rows": rows}
+
+
+def record_smoke(doc: dict[str, Any], result: SmokeResult | None = None) -> Path:
     """Append a smoke document to this machine's records ($GEMMA_FIT_SMOKE_RECORDS, else smoke_records.jsonl in
-    gemma-fit's data folder): one JSON line each. Returns the file."""
+    gemma-fit's data folder): one JSON line each; and its measured speed to this machine's calibration
+    (hardware.calibration_store), which later answers for the same hardware use. Returns the records file."""
+    if result is not None and (run := smoke_calibration_run(result)) is not None:
+        from gemma_fit.hardware.calibration_store import save_run
+
+        try:
+            save_run(result.estimate.hardware, run)
+        except OSError as exc:
+            raise BadInput(f"--record: cannot write the calibration: {exc.strerror or exc}") from None
     import json
     import os
 

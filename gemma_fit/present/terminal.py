@@ -180,6 +180,20 @@ def render_smoke(out: Console, doc: dict[str, Any]) -> None:
     out.print(f"  peak RSS of llama.cpp: {_cell(host.get('peak_rss_bytes'))}")
 
 
+def render_bench(out: Console, doc: dict[str, Any]) -> None:
+    doc = for_terminal(doc)
+    out.print(f"[bold]bench[/bold] {doc['model']} {doc['quant']} on {doc['hardware']}: {doc['source']} vs "
+              "gemma-fit's speed model (uncalibrated)")
+    table = Table("test", "predicted tok/s", "measured tok/s", "error", title_justify="left")
+    for row in doc["rows"]:
+        table.add_row(row["test"], f"{row['predicted']:,.1f}", f"{row['measured']:,.1f}", f"{row['error_pct']:+.1f}%")
+    out.print(table)
+    for command in doc["commands"]:
+        out.print(f"  ran: {command}", markup=False, highlight=False)
+    if not doc["calibration_file"]:
+        out.print("  not saved: --save keeps these as this machine's calibration for later answers")
+
+
 def render_inspect(out: Console, info: dict[str, Any]) -> None:
     info = for_terminal(info)
     out.print(f"[bold]{info['name']}[/bold] ({info['file']})")

@@ -17,6 +17,7 @@ Aggregate throughput = B / step seconds; each user sees 1 / step seconds. The en
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
@@ -71,6 +72,20 @@ def bound_of(w: StageWork, batch: int) -> str:
     return "compute" if w.bytes_s and compute > weights / w.bytes_s else "memory"
 
 
+def factor_at(points: tuple[tuple[int, float], ...], batch: int) -> float:
+    """A measured factor at `batch` sequences: linear in log2(sequences) between measured points, the nearest one's
+    outside them; 1 without any."""
+    if not points:
+        return 1.0
+    if batch <= points[0][0]:
+        return points[0][1]
+    for (n0, f0), (n1, f1) in zip(points, points[1:], strict=False):
+        if batch <= n1:
+            t = (math.log2(batch) - math.log2(n0)) / (math.log2(n1) - math.log2(n0))
+            return f0 + t * (f1 - f0)
+    return points[-1][1]
+
+
 @dataclass(frozen=True)
 class Pipeline:
     """The devices one request's token passes through. Without pipeline parallelism (pp = 1) the stages take
@@ -83,6 +98,8 @@ class Pipeline:
     handover_fixed_s: float = 0.0  # per step, every boundary's latency together (and the logits copy's)
     handover_s_per_seq: float = 0.0  # per step and sequence: its hidden state (and logits) across every boundary
     split_s: float = 0.0  # per step: fixed synchronisation a split costs (llama.cpp's GPU/CPU experts)
+    # measured / modelled speed of a step on this very machine, (sequences, factor) (gemma-fit bench --save)
+    speed_factors: tuple[tuple[int, float], ...] = ()
 
     def _handover(self, seqs: int) -> float:
         return self.handover_fixed_s + seqs * self.handover_s_per_seq
@@ -90,11 +107,12 @@ class Pipeline:
     def step_s(self, batch: int) -> float:
         """Seconds between two tokens of one sequence (time per output token) at `batch` sequences."""
         if self.pp <= 1:
-            return sum(stage_step_s(w, batch) for w in self.stages) + self._handover(batch) + self.split_s
+            step = sum(stage_step_s(w, batch) for w in self.stages) + self._handover(batch) + self.split_s
+            return step / factor_at(self.speed_factors, batch)
         micro = max(1, -(-batch // self.pp))
         hop = self._handover(micro) / max(1, self.pp - 1)  # one boundary per period
         period = max(stage_step_s(w, micro) for w in self.stages) + hop + self.split_s
-        return period * self.pp
+        return period * self.pp / factor_at(self.speed_factors, batch)
 
     def aggregate_tokens_per_s(self, batch: int) -> float:
         """Tokens/s of all `batch` sequences together; with pp > 1 the micro-batches overlap."""

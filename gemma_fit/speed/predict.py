@@ -109,6 +109,7 @@ def predict_performance(plan: TensorPlan, est: MemoryEstimate, hardware: Hardwar
     prefill_s = _prefill_seconds(plan, est, gpus, work, prompt_tokens, host, peer, rates, notes)
     load_cold, load_warm = _load_seconds(plan, est, host, disk_read_gbps, ram_bw, ram_bytes, notes)
     modes = _split_modes(gpus, work, decode_s, times) if peer else {}
+    decode_s, prefill_s = _calibrated(hardware, decode_s, prefill_s, notes)
     return Performance(
         decode_tokens_per_s=1.0 / decode_s if decode_s > 0 else 0.0,
         prefill_tokens_per_s=prompt_tokens / prefill_s if prefill_s > 0 else 0.0,
@@ -125,6 +126,24 @@ def predict_performance(plan: TensorPlan, est: MemoryEstimate, hardware: Hardwar
         split_modes_decode_tokens_per_s=modes,
         load_bottleneck=_load_bottleneck(plan, est, host, disk_read_gbps),
     )
+
+
+def _calibrated(hardware: Hardware, decode_s: float, prefill_s: float, notes: list[str]) -> tuple[float, float]:
+    """Decode and prefill seconds with this machine's own measurements applied (gemma-fit bench --save), said so."""
+    cal = hardware.speed_calibration
+    if cal is None:
+        return decode_s, prefill_s
+    applied = []
+    if cal.decode_factor:
+        decode_s /= cal.decode_factor
+        applied.append(f"decode x{cal.decode_factor:.3g}")
+    if cal.prefill_factor:
+        prefill_s /= cal.prefill_factor
+        applied.append(f"prefill x{cal.prefill_factor:.3g}")
+    if cal.batched_factors:
+        applied.append("batched decode " + ", ".join(f"x{f:.3g} at {n}" for n, f in cal.batched_factors))
+    notes.append(f"{cal.label}: {', '.join(applied)} on the model's figures")
+    return decode_s, prefill_s
 
 
 # --- decode ------------------------------------------------------------------------------------

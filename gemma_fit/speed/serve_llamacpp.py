@@ -81,8 +81,9 @@ def llamacpp_pipeline(plan: TensorPlan, est: MemoryEstimate, hardware: Hardware,
         flops = w.dense_flops + w.expert_flops + (_output_flops(plan) if est.placement.output_device == CPU else 0.0)
         stages.append(_stage("cpu", w, work.kv_read[CPU], flops, bw * 1e9,
                              per_thread * (rates.threads or 8) * 1e9, 0.0, share))  # the CPU runs prefill's kernels
+    factors = hardware.speed_calibration.decode_points() if hardware.speed_calibration else ()
     if not gpus:
-        return Pipeline(tuple(stages))
+        return Pipeline(tuple(stages), speed_factors=factors)
     attachments = hardware.attachments or tuple(default_attachment(g) for g in gpus)
     peer = peer_link(gpus, attachments)
     fixed, per_seq = 0.0, 0.0
@@ -99,7 +100,8 @@ def llamacpp_pipeline(plan: TensorPlan, est: MemoryEstimate, hardware: Hardware,
         fixed += link.latency_s
         per_seq += 4.0 * model.n_vocab / (link.per_direction_gbps * 1e9)
     split = hybrid_split_s(sum(work.nodes[i] for i in range(len(gpus))), work.cpu_expert_layers)
-    return Pipeline(tuple(stages), handover_fixed_s=fixed, handover_s_per_seq=per_seq, split_s=split)
+    return Pipeline(tuple(stages), handover_fixed_s=fixed, handover_s_per_seq=per_seq, split_s=split,
+                    speed_factors=factors)
 
 
 def slots_holding(est: MemoryEstimate, tokens: int) -> int:

@@ -1,0 +1,177 @@
+"""`gemma-fit bench`: llama.cpp's benchmark output read back, this machine's calibration kept and used by the next
+answer for the same hardware (figures, never timings: what llama.cpp measured is whatever it measured)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import LLAMA_THREADS
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gemma_fit.base.errors import BadInput
+from gemma_fit.hardware.calibration_store import calibration_from, machine_key, read_store, save_run
+from gemma_fit.hardware.select import select_hardware
+from gemma_fit.jobs.bench_parse import batched_bench_jsonl, llama_bench_json, pasted_tables
+from gemma_fit.speed.batch import factor_at
+
+CLI = [sys.executable, "-c", "from gemma_fit.cli.entry import main; main()"]
+
+# llama-bench b0c1e570 (this repo's CPU build) printed this table for a zero-weight gemma-3-270m Q8_0.
+LLAMA_BENCH_TABLE = """\
+| model                          |       size |     params | backend    | threads |            test |                  t/s |
+| ------------------------------ | ---------: | ---------: | ---------- | ------: | --------------: | -------------------: |
+| gemma3 270M Q8_0               | 271.81 MiB |   268.10 M | CPU        |       2 |           pp512 |        483.38 ± 2.73 |
+| gemma3 270M Q8_0               | 271.81 MiB |   268.10 M | CPU        |       2 |           tg128 |         80.12 ± 0.41 |
+| gemma3 270M Q8_0               | 271.81 MiB |   268.10 M | CPU        |       2 |   tg128 @ d4096 |         61.07 ± 0.20 |
+
+build: unknown (0)
+"""
+BATCHED_TABLE = """\
+|    PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s |      T s |    S t/s |
+|-------|--------|------|--------|----------|----------|----------|----------|----------|----------|
+|   128 |    128 |    1 |    256 |    0.212 |   603.77 |    1.601 |    79.95 |    1.813 |   141.21 |
+|   128 |    128 |    4 |   1024 |    0.850 |   602.35 |    3.276 |   156.29 |    4.126 |   248.15 |
+"""
+
+
+def cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=600, check=False,
+                          env={**os.environ, **env})
+
+
+def test_pasted_llama_bench_table() -> None:
+    rows = pasted_tables(LLAMA_BENCH_TABLE)
+    assert [(r.test, r.kind, r.n_prompt, r.n_gen, r.depth, r.tokens_per_s, r.threads) for r in rows] == [
+        ("pp512", "prefill", 512, 0, 0, 483.38, 2), ("tg128", "decode", 0, 128, 0, 80.12, 2),
+        ("tg128 @ d4096", "decode", 0, 128, 4096, 61.07, 2)]
+
+
+def test_pasted_batched_bench_table() -> None:
+    rows = pasted_tables(BATCHED_TABLE)
+    assert [(r.kind, r.n_prompt, r.n_gen, r.concurrency, r.tokens_per_s) for r in rows] == [
+        ("batched", 128, 128, 1, 79.95), ("batched", 128, 128, 4, 156.29)]
+
+
+def test_llama_bench_json_and_batched_jsonl() -> None:
+    bench = json.dumps([{"n_prompt": 512, "n_gen": 0, "n_depth": 0, "avg_ts": 483.4, "n_threads": 2,
+                         "n_gpu_layers": 0, "build_number": 6325, "build_commit": "abc"},
+                        {"n_prompt": 0, "n_gen": 128, "n_depth": 0, "avg_ts": 80.1, "n_threads": 2},
+                        {"n_prompt": 512, "n_gen": 128, "n_depth": 0, "avg_ts": 100.0}])  # -pg: neither alone
+    rows = llama_bench_json(bench)
+    assert [(r.test, r.build) for r in rows] == [("pp512", "b6325"), ("tg128", None)]
+    jsonl = ('{"pp": 128, "tg": 32, "pl": 2, "speed_tg": 150.5, "speed_pp": 600.0, "n_threads": 2}\n'
+             "main: done\n")
+    (row,) = batched_bench_jsonl(jsonl)
+    assert (row.test, row.concurrency, row.tokens_per_s) == ("S_TG pp128+tg32 x2", 2, 150.5)
+
+
+@pytest.mark.parametrize("text", [
+    "no table here", "| a | b |\n|---|---|\n| 1 | 2 |",
+    "| test | t/s |\n|---|---|\n| pp512 | inf |", "| test | t/s |\n|---|---|\n| pp512 | -5 |",
+    "| test | t/s |\n|---|---|\n| pp99999999 | 5 |", "x" * (2 * 1024 * 1024),
+])
+def test_pasted_garbage_is_one_clear_error(text: str) -> None:
+    with pytest.raises(BadInput):
+        pasted_tables(text)
+
+
+def test_calibration_store_round_trip_and_medians(tmp_path: Path) -> None:
+    path = tmp_path / "cal.json"
+    hw = select_hardware(["rtx-4090"], None, ())
+    for measured in (90.0, 110.0, 100.0):
+        save_run(hw, {"date": "2026-12-02", "model": "gemma-3-1b", "quant": "Q4_0",
+                      "rows": [{"kind": "decode", "concurrency": 1, "predicted": 100.0, "measured": measured},
+                               {"kind": "prefill", "concurrency": 1, "predicted": 1000.0, "measured": 500.0},
+                               {"kind": "batched", "concurrency": 4, "predicted": 300.0, "measured": 150.0},
+                               {"kind": "decode", "concurrency": 1, "predicted": 0, "measured": 5.0}]}, path)
+    entry = read_store(path)["machines"][machine_key(hw)]
+    cal = calibration_from(entry)
+    assert cal is not None
+    assert (cal.decode_factor, cal.prefill_factor, cal.batched_factors) == (1.0, 0.5, ((4, 0.5),))
+    assert "calibrated here on 2026-12-02" in cal.label
+    assert machine_key(hw) != machine_key(select_hardware(["rtx-3090"], None, ()))
+
+
+@pytest.mark.parametrize("content", ["{not json", '{"schema": "other"}', "[]", '{"schema": "gemma-fit.calibration/1",'
+                                     ' "machines": {"cpu:x": {"runs": [{"rows": [{"kind": "decode"}]}]}}}'])
+def test_a_damaged_calibration_file_is_ignored(tmp_path: Path, content: str) -> None:
+    path = tmp_path / "cal.json"
+    path.write_text(content)
+    doc = read_store(path)
+    assert all(calibration_from(e) is None for e in doc["machines"].values())
+
+
+@given(st.lists(st.tuples(st.integers(1, 512), st.floats(0.05, 20)), min_size=1, max_size=6, unique_by=lambda p: p[0]),
+       st.integers(1, 1024))
+def test_factor_between_the_measured_points(points: list[tuple[int, float]], batch: int) -> None:
+    pts = tuple(sorted(points))
+    f = factor_at(pts, batch)
+    values = [v for _, v in pts]
+    assert min(values) - 1e-9 <= f <= max(values) + 1e-9
+    for n, v in pts:
+        assert factor_at(pts, n) == pytest.approx(v)
+
+
+@pytest.mark.llamacpp
+def test_bench_saves_a_calibration_the_next_check_uses(llama_bin: Path, tmp_path: Path) -> None:
+    cal = tmp_path / "calibration.json"
+    proc = cli("bench", "--model", "gemma-3-270m", "--synthetic", "--quant", "Q8_0", "-p", "32", "-n", "8", "-r", "1",
+               "--parallel", "2", "--threads", LLAMA_THREADS, "--llama-bin", str(llama_bin), "--save", "--json",
+               GEMMA_FIT_CALIBRATION=str(cal))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = json.loads(proc.stdout)
+    assert doc["schema"] == "gemma-fit.bench/1" and doc["calibration_file"] == str(cal)
+    tests = {r["test"]: r for r in doc["rows"]}
+    assert set(tests) == {"pp32", "tg8", "S_TG pp32+tg8 x1", "S_TG pp32+tg8 x2"}
+    for r in doc["rows"]:
+        assert r["measured"] > 0 and r["predicted"] > 0
+        assert r["error_pct"] == pytest.approx(100 * (r["predicted"] - r["measured"]) / r["measured"], abs=0.01)
+    check = ("check", "--gpu", "cpu", "--model", "gemma-3-270m", "--quant", "Q8_0", "--threads", LLAMA_THREADS,
+             "--ctx", "4096", "--json")
+    plain = json.loads(cli(*check).stdout)["performance"]
+    done = cli(*check, GEMMA_FIT_CALIBRATION=str(cal))
+    assert done.returncode == 0, done.stderr[-2000:]
+    calibrated = json.loads(done.stdout)["performance"]
+    note = next(n for n in calibrated["notes"] if n.startswith("calibrated here on"))
+    assert "gemma-3-270m Q8_0" in note
+    decode = tests["tg8"]["measured"] / tests["tg8"]["predicted"]
+    single = tests["S_TG pp32+tg8 x1"]["measured"] / tests["S_TG pp32+tg8 x1"]["predicted"]
+    factor = (decode + single) / 2  # the median of the two single-stream figures
+    assert calibrated["decode_tokens_per_s"] == pytest.approx(plain["decode_tokens_per_s"] * factor, rel=0.01)
+    prefill = tests["pp32"]["measured"] / tests["pp32"]["predicted"]
+    assert calibrated["prefill_tokens_per_s"] == pytest.approx(plain["prefill_tokens_per_s"] * prefill, rel=0.01)
+    other = json.loads(cli("check", "--gpu", "rtx-4090", "--model", "gemma-3-270m", "--json",
+                           GEMMA_FIT_CALIBRATION=str(cal)).stdout)["performance"]
+    assert not any(n.startswith("calibrated here") for n in other["notes"])  # another machine: not used
+
+
+def test_bench_paste_reads_the_table_and_predicts(tmp_path: Path) -> None:
+    table = tmp_path / "bench.md"
+    table.write_text(LLAMA_BENCH_TABLE)
+    proc = cli("bench", "--model", "gemma-3-270m", "--quant", "Q8_0", "--paste", str(table), "--json")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = json.loads(proc.stdout)
+    assert doc["source"] == "pasted table" and doc["calibration_file"] is None and doc["commands"] == []
+    assert [r["test"] for r in doc["rows"]] == ["pp512", "tg128", "tg128 @ d4096"]
+    assert all(r["predicted"] > 0 for r in doc["rows"])
+    # deeper in the context each token reads more KV cache: the prediction falls as the measurement does
+    assert doc["rows"][2]["predicted"] < doc["rows"][1]["predicted"]
+
+
+@pytest.mark.parametrize("args", [
+    ("--model", "gemma-3-270m"),  # neither --synthetic nor --paste
+    ("--model", "gemma-3-270m", "--synthetic", "--parallel", "0"),
+    ("--model", "gemma-3-270m", "--synthetic", "-r", "0"),
+    ("--model", "gemma-3-270m", "--paste", "/nonexistent/table.md"),
+    ("--model", "no-such-model", "--paste", "/dev/null"),
+])
+def test_bench_bad_input_is_one_line(args: tuple[str, ...]) -> None:
+    proc = cli("bench", *args)
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
