@@ -24,11 +24,11 @@ CLI = [sys.executable, "-c", "from gemma_fit.cli.entry import main; main()"]
 
 # llama-bench b0c1e570 (this repo's CPU build) printed this table for a zero-weight gemma-3-270m Q8_0.
 LLAMA_BENCH_TABLE = """\
-| model                          |       size |     params | backend    | threads |            test |                  t/s |
-| ------------------------------ | ---------: | ---------: | ---------- | ------: | --------------: | -------------------: |
-| gemma3 270M Q8_0               | 271.81 MiB |   268.10 M | CPU        |       2 |           pp512 |        483.38 ± 2.73 |
-| gemma3 270M Q8_0               | 271.81 MiB |   268.10 M | CPU        |       2 |           tg128 |         80.12 ± 0.41 |
-| gemma3 270M Q8_0               | 271.81 MiB |   268.10 M | CPU        |       2 |   tg128 @ d4096 |         61.07 ± 0.20 |
+| model  |  size |  params | backend  | threads |  test |  t/s |
+| --- | ---: | ---: | --- | ---: | ---: | ---: |
+| gemma3 270M Q8_0  | 271.81 MiB |  268.10 M | CPU  |  2 |  pp512 |  483.38 ± 2.73 |
+| gemma3 270M Q8_0  | 271.81 MiB |  268.10 M | CPU  |  2 |  tg128 |  80.12 ± 0.41 |
+| gemma3 270M Q8_0  | 271.81 MiB |  268.10 M | CPU  |  2 |  tg128 @ d4096 |  61.07 ± 0.20 |
 
 build: unknown (0)
 """

@@ -38,6 +38,7 @@ from gemma_fit.jobs.llama_run import find_llama_bin, run_tool
 from gemma_fit.jobs.smoke import MAX_THREADS, synthetic_file
 from gemma_fit.memory.settings import RunSettings
 from gemma_fit.model.catalog import ResolvedModel, resolve_model
+from gemma_fit.speed.predict import predict_performance
 from gemma_fit.speed.serve_llamacpp import llamacpp_pipeline
 
 SCHEMA = "gemma-fit.bench/1"
@@ -112,6 +113,9 @@ def predicted(m: Measurement, hw: Hardware, resolved: ResolvedModel, plan: Tenso
         return round(pipe.aggregate_tokens_per_s(m.concurrency), 3)
     if m.kind == "prefill":
         result = _plan(hw, resolved, plan, RunSettings(n_ctx=m.n_prompt + m.depth), m.n_prompt, ngl)
+        if m.depth:  # the prompt's attention also reads the `depth` cells before it
+            perf = predict_performance(plan, result.detail.fit.estimate, hw, m.n_prompt, m.depth)
+            return round(float(perf.prefill_tokens_per_s), 3)
         return round(float(result.performance.prefill_tokens_per_s), 3)
     # generation from position `depth`: the mean position over the test is depth + n_gen / 2
     result = _plan(hw, resolved, plan, RunSettings(n_ctx=m.depth + m.n_gen), max(1, m.depth + m.n_gen // 2), ngl)

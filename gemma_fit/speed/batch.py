@@ -58,8 +58,10 @@ def stage_step_s(w: StageWork, batch: int) -> float:
     if w.allreduce_per_step:
         move = batch * w.allreduce_bytes_per_seq / w.link_bytes_s if w.link_bytes_s else 0.0
         comm = w.allreduce_per_step * (w.allreduce_latency_s + move)
-    # llama.cpp: the single-stream calibration already holds one column's arithmetic; each further one adds
-    matmul = max(memory, compute) if w.overlap else memory + compute * (batch - 1) / batch
+    # llama.cpp: the single-stream calibration already holds one column's arithmetic; each further one adds its
+    # own, but never more than a step of its own would take (the batch could always be run one sequence at a time):
+    # aggregate throughput does not fall as sequences are added
+    matmul = max(memory, compute) if w.overlap else memory + min(compute / batch, memory) * (batch - 1)
     return matmul + attention + w.fixed_s + comm
 
 
@@ -68,7 +70,7 @@ def bound_of(w: StageWork, batch: int) -> str:
     weights = w.shared_bytes + w.expert_bytes * experts_touched(w.expert_share, batch)
     compute = batch * w.flops_per_token / w.flops_s if w.flops_s else 0.0
     if not w.overlap:
-        compute = compute * (batch - 1) / batch
+        compute = min(compute / batch, weights / w.bytes_s if w.bytes_s else 0.0) * (batch - 1)
     return "compute" if w.bytes_s and compute > weights / w.bytes_s else "memory"
 
 

@@ -58,18 +58,54 @@ class DecodeModel:
 REFERENCE_CLOCK_MHZ = 2000.0
 
 
+@cache
+def published_groups() -> dict:
+    """model_db/llamacpp/speed_published.yaml (benchmarks/fit_backends.py --write): efficiencies fitted on published
+    Gemma runs for groups, or chips (`group@compute capability`), the llama-bench fit has no or too few runs of."""
+    return read_packaged_yaml("llamacpp/speed_published.yaml")
+
+
+def published_efficiency(kind: str, group: str, gpu: GPUSpec) -> tuple[float, str] | None:
+    """The efficiency fitted on published Gemma runs of this chip, else of this group; None where there are none."""
+    table = published_groups().get(kind) or {}
+    keys = ([f"{group}@{gpu.compute_capability}"] if gpu.compute_capability else []) + [group]
+    for key in keys:
+        e = table.get(key)
+        if e:
+            return float(e["efficiency"]), (f"{key}: median of {e['runs']} published Gemma runs on "
+                                           f"{e['machines']} machine{'s' if e['machines'] != 1 else ''}")
+    return None
+
+
+def prefill_efficiency(gpu: GPUSpec, quantized: bool) -> tuple[float, str]:
+    """The share of the rated matrix throughput llama.cpp's prompt processing reaches on this GPU."""
+    group = prefill_group(gpu, quantized)
+    return published_efficiency("prefill", group, gpu) or efficiency_for_group("prefill", group)
+
+
+def attention_efficiency(gpu: GPUSpec, quantized: bool) -> float:
+    """The share of the FP16 rate prompt attention (flash attention's kernels) reaches: fitted on published runs at
+    depth (llama-bench -d) where there are some for this backend and vendor, else the matrix products' share."""
+    own = published_efficiency("attention", f"{gpu.backend}-{gpu.vendor}", gpu)
+    return own[0] if own is not None else prefill_efficiency(gpu, quantized)[0]
+
+
 def decode_model(gpu: GPUSpec) -> DecodeModel:
     """Seconds per token = bytes / (bandwidth x efficiency) + graph nodes x seconds per node.
 
     From the backend's fit over published llama-bench runs (benchmarks/calibrate_speed.py): the
     efficiency of the GPU's architecture where GPUs of it were measured, else the backend's median;
-    the per-node cost scaled by the reference clock over the GPU's boost clock."""
+    the per-node cost scaled by the reference clock over the GPU's boost clock. A chip or group with
+    published Gemma runs of its own (published_groups) takes the efficiency fitted on them."""
     group = decode_group(gpu)
     fit = (calibration()["decode"].get("fits") or {}).get(gpu.backend)
     if fit:
         clock = gpu.boost_clock_mhz
         ref = float(fit.get("reference_clock_mhz", REFERENCE_CLOCK_MHZ))
         per_node = float(fit["seconds_per_node"]) * (ref / clock if clock else 1.0)
+        own = published_efficiency("decode", group, gpu)
+        if own is not None:
+            return DecodeModel(own[0], per_node, own[1])
         if group in fit["groups"]:
             return DecodeModel(float(fit["groups"][group]), per_node, f"{group} in the {gpu.backend} fit")
         return DecodeModel(float(fit["efficiency"]), per_node, f"{gpu.backend} median (no {group} data)")

@@ -20,11 +20,11 @@ from gemma_fit.memory.estimate import MemoryEstimate
 from gemma_fit.memory.placement import CPU
 from gemma_fit.model.spec import ModelSpec
 from gemma_fit.speed.calibration import (
+    attention_efficiency,
     decode_model,
-    efficiency_for_group,
     load_setup_s,
     load_terms,
-    prefill_group,
+    prefill_efficiency,
     split_terms,
 )
 from gemma_fit.speed.cpu import (
@@ -79,14 +79,16 @@ class SpeedInputError(ValueError):
     """Speed cannot be predicted (the memory verdict still stands)."""
 
 
-def predict_performance(plan: TensorPlan, est: MemoryEstimate, hardware: Hardware, prompt_tokens: int) -> Performance:
-    """Decode and prefill speed, time to first token and load time of this plan on this hardware."""
+def predict_performance(plan: TensorPlan, est: MemoryEstimate, hardware: Hardware, prompt_tokens: int,
+                        depth: int = 0) -> Performance:
+    """Decode and prefill speed, time to first token and load time of this plan on this hardware; the prompt follows
+    `depth` tokens already in the cache (0: a fresh conversation)."""
     gpus = hardware.gpus
     disk = hardware.disk
     disk_read_gbps = disk.sequential_read_gbps if disk else None
     attachments = hardware.attachments
     ram_bytes = hardware.host_capacity_bytes
-    if prompt_tokens > est.n_ctx:
+    if prompt_tokens + depth > est.n_ctx:
         raise SpeedInputError(f"a prompt of {prompt_tokens:,} tokens is longer than the context ({est.n_ctx:,})")
     if prompt_tokens < 1:
         raise SpeedInputError("the prompt must have at least one token")
@@ -97,7 +99,7 @@ def predict_performance(plan: TensorPlan, est: MemoryEstimate, hardware: Hardwar
     notes: list[str] = []
     rates = cpu_of(hardware)
     ram_bw = system_bandwidth_gbps(hardware, rates, notes)
-    work = device_work(plan, est, len(gpus), prompt_tokens)
+    work = device_work(plan, est, len(gpus), prompt_tokens, depth)
     times = _decode_times(gpus, work, ram_bw, rates, notes)
     kernel_bound = [g.name for i, g in enumerate(gpus) if _kernel_bound(g, work.read(i), work.nodes[i])]
     peer = peer_link(gpus, attachments)
@@ -249,9 +251,10 @@ class _PrefillRates:
 
 
 def _prefill_rates(g: GPUSpec, quantized: bool) -> _PrefillRates:
-    eff, _ = efficiency_for_group("prefill", prefill_group(g, quantized))
+    eff, _ = prefill_efficiency(g, quantized)
     dm = decode_model(g)
-    return _PrefillRates(matmul_tops(g, quantized) * 1e12 * eff, attention_tflops(g) * 1e12 * eff,
+    attn = attention_tflops(g) * 1e12 * attention_efficiency(g, quantized)
+    return _PrefillRates(matmul_tops(g, quantized) * 1e12 * eff, attn,
                          (g.memory_bandwidth_gbps or 0) * 1e9 * dm.efficiency, dm.seconds_per_node)
 
 

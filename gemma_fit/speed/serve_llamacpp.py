@@ -18,7 +18,7 @@ from gemma_fit.hardware.spec import GPUSpec, Hardware
 from gemma_fit.memory.estimate import MemoryEstimate
 from gemma_fit.memory.placement import CPU
 from gemma_fit.speed.batch import Pipeline, StageWork
-from gemma_fit.speed.calibration import decode_model, efficiency_for_group, prefill_group
+from gemma_fit.speed.calibration import decode_model, prefill_efficiency
 from gemma_fit.speed.cpu import (
     cpu_of,
     decode_bandwidth_gbps,
@@ -54,7 +54,7 @@ def _stage(name: str, w: LayerWork, kv: float, flops: float, bytes_s: float, flo
 def _gpu_stage(g: GPUSpec, i: int, work: DeviceWork, plan: TensorPlan, est: MemoryEstimate, share: float,
                fraction: float) -> StageWork:
     m = decode_model(g)
-    eff, _ = efficiency_for_group("prefill", prefill_group(g, plan.ftype.default_type.is_quantized))
+    eff, _ = prefill_efficiency(g, plan.ftype.default_type.is_quantized)
     w = work.work[i]
     flops = w.dense_flops + w.expert_flops + (_output_flops(plan) if est.placement.output_device == i else 0.0)
     return _stage(g.id, w, work.kv_read[i], flops, (g.memory_bandwidth_gbps or 0) * 1e9 * m.efficiency,

@@ -76,13 +76,15 @@ def token_work(plan: TensorPlan) -> TokenWork:
 
 
 @cache
-def attended_cells(n_tokens: int, n_ubatch: int, window: int) -> float:
-    """Sum over a prompt's ubatches of (tokens in the ubatch x KV cells its attention reads).
+def attended_cells(n_tokens: int, n_ubatch: int, window: int, depth: int = 0) -> float:
+    """Sum over a prompt's ubatches of (tokens in the ubatch x KV cells its attention reads), the prompt starting
+    after `depth` tokens already in the cache (llama-bench -d).
 
     llama.cpp computes each ubatch's scores against every cell up to the ubatch's end (the causal
     mask zeroes the rest, it does not skip them); a sliding-window layer reads at most its window
     plus the ubatch. window = 0: full attention."""
-    total, start = 0.0, 0
+    total, start = 0.0, depth
+    n_tokens += depth
     while start < n_tokens:
         u = min(n_ubatch, n_tokens - start)
         end = start + u
@@ -92,13 +94,13 @@ def attended_cells(n_tokens: int, n_ubatch: int, window: int) -> float:
     return total
 
 
-def attention_flops(model: ModelSpec, n_tokens: int, n_ubatch: int) -> dict[int, float]:
+def attention_flops(model: ModelSpec, n_tokens: int, n_ubatch: int, depth: int = 0) -> dict[int, float]:
     """FLOPs of attention itself (scores Q.K and the weighted sum with V) over a prompt, per layer:
     2 x n_head x head_dim for each of the two products, per (token, attended cell) pair."""
     out = {}
     for layer in model.layers:
         window = model.n_swa if layer.is_swa and model.has_swa else 0
-        out[layer.index] = 4.0 * layer.n_head * layer.head_dim * attended_cells(n_tokens, n_ubatch, window)
+        out[layer.index] = 4.0 * layer.n_head * layer.head_dim * attended_cells(n_tokens, n_ubatch, window, depth)
     return out
 
 
@@ -139,21 +141,22 @@ _WORK: dict[tuple[object, ...], tuple[TensorPlan, DeviceWork]] = {}
 _WORK_MAX = 8192  # a report asks the same plan and placement on every GPU of a backend
 
 
-def device_work(plan: TensorPlan, est: MemoryEstimate, n_gpus: int, prompt_tokens: int) -> DeviceWork:
+def device_work(plan: TensorPlan, est: MemoryEstimate, n_gpus: int, prompt_tokens: int, depth: int = 0) -> DeviceWork:
     """Per-token work per device, cached: it depends on the plan, the placement and the settings, never on the
-    GPUs' own figures (those are the speed model's, applied after)."""
-    key = (id(plan), est.settings, est.placement, n_gpus, prompt_tokens)
+    GPUs' own figures (those are the speed model's, applied after). `depth`: tokens already in the cache before the
+    prompt (a conversation's earlier turns, llama-bench -d)."""
+    key = (id(plan), est.settings, est.placement, n_gpus, prompt_tokens, depth)
     hit = _WORK.get(key)
     if hit is not None and hit[0] is plan:
         return hit[1]
-    work = _device_work(plan, est, n_gpus, prompt_tokens)
+    work = _device_work(plan, est, n_gpus, prompt_tokens, depth)
     if len(_WORK) >= _WORK_MAX:
         _WORK.clear()
     _WORK[key] = (plan, work)
     return work
 
 
-def _device_work(plan: TensorPlan, est: MemoryEstimate, n_gpus: int, prompt_tokens: int) -> DeviceWork:
+def _device_work(plan: TensorPlan, est: MemoryEstimate, n_gpus: int, prompt_tokens: int, depth: int) -> DeviceWork:
     model, placement = plan.model, est.placement
     devices = [*range(n_gpus), CPU]
     sums = {d: [0.0] * 5 for d in devices}  # LayerWork fields, summed without a dataclass per layer
@@ -177,9 +180,9 @@ def _device_work(plan: TensorPlan, est: MemoryEstimate, n_gpus: int, prompt_toke
     else:
         work = {d: LayerWork(*v) for d, v in sums.items()}
         work[placement.output_device] = work[placement.output_device] + tw.output
-    for il, nbytes in kv_read_per_token(model, est, max(1, prompt_tokens)).items():
+    for il, nbytes in kv_read_per_token(model, est, max(1, depth + prompt_tokens)).items():
         kv[placement.layer_device[il] if est.settings.kv_offload else CPU] += nbytes
-    for il, f in attention_flops(model, prompt_tokens, est.settings.ubatch).items():
+    for il, f in attention_flops(model, prompt_tokens, est.settings.ubatch, depth).items():
         attn[placement.layer_device[il]] += f
     g = graph_nodes(model)
     nodes = {d: n * g.kernels / model.n_layer for d, n in layers.items()}

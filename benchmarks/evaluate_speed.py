@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""Score gemma-fit's speed model on the repo's published Gemma runs, per backend x metric x concurrency.
+
+Rows: every published llama.cpp run of a Gemma model on a machine hardware_db knows, in
+benchmarks/data/backend_published_runs.csv (llama-bench pp/tg at any depth, llama-batched-bench S_TG) and
+benchmarks/data/gemma_llamabench.csv (llama-bench). Each test is predicted exactly as `gemma-fit bench` predicts
+it (jobs.bench.predicted: the same settings llama.cpp ran, the machine's backend, its threads), with the model as
+shipped. No term of the model is fitted on these rows, so each figure is one the model never saw; the per-machine
+and per-source breakdowns (--by machine, --by source) show whether one machine or one page carries a group.
+
+    python benchmarks/evaluate_speed.py [--by group|machine|source] [--json]
+Prints median and worst |error| per group and the count; error = (predicted - published) / published.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import re
+import statistics
+import sys
+from collections import defaultdict
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("GEMMA_FIT_CALIBRATION", os.path.join(os.devnull, "none.json"))
+
+from gemma_fit.base.errors import GemmaFitError  # noqa: E402
+from gemma_fit.gguf.tensors import build_plan  # noqa: E402
+from gemma_fit.hardware.flags import MachineFlags  # noqa: E402
+from gemma_fit.hardware.select import hardware_of  # noqa: E402
+from gemma_fit.jobs.bench import predicted  # noqa: E402
+from gemma_fit.jobs.bench_parse import Measurement, test_name  # noqa: E402
+from gemma_fit.model.catalog import resolve_model  # noqa: E402
+
+DATA = REPO / "benchmarks" / "data"
+PINNED = DATA / "speed_evaluation.json"  # tests/test_speed_evaluation.py: no group may get worse unseen
+BACKENDS = {"cuda": "cuda", "rocm": "rocm", "vulkan": "vulkan", "metal": "metal", "sycl": "sycl", "cpu": "cpu"}
+
+
+def _model_id(name: str) -> str:
+    """'gemma-3-4b-it (QAT)' -> 'gemma-3-4b'; 'Gemma 4 12B' stays for the resolver's own matching."""
+    name = re.sub(r"\(.*?\)", "", name).strip()
+    return re.sub(r"-it$", "", name)
+
+
+def _quant(q: str, model: str) -> str:
+    """Google's QAT Q4_0 files keep other tensor types than llama-quantize's Q4_0 (gemma-fit's QAT_Q4_0)."""
+    q = q.replace(" QAT GGUF", "").strip() if "QAT" in q else q.strip()
+    return "QAT_Q4_0" if q == "Q4_0" and "qat" in f"{model} {q}".lower() else q
+
+
+def _int(v: str | None, default: int = 0) -> int:
+    try:
+        return int(float(v)) if v not in (None, "") else default
+    except ValueError:
+        return default
+
+
+def _measurement(test: str, n_prompt: int, n_gen: int, depth: int, conc: int, tps: float) -> Measurement | None:
+    if test in ("S_TG",):
+        return Measurement(test_name("batched", n_prompt, n_gen, 0, conc), "batched", n_prompt, n_gen, 0, conc, tps)
+    m = re.match(r"^(pp|tg)(\d+)", test)
+    if not m:
+        return None
+    n = int(m.group(2))
+    kind = "prefill" if m.group(1) == "pp" else "decode"
+    return Measurement(test_name(kind, n if kind == "prefill" else 0, n if kind == "decode" else 0, depth, 1, ),
+                       kind, n if kind == "prefill" else 0, n if kind == "decode" else 0, depth, 1, tps)
+
+
+def rows() -> list[dict[str, Any]]:
+    out = []
+    with (DATA / "backend_published_runs.csv").open() as f:
+        for r in csv.DictReader(f):
+            if "gemma" not in r["model"].lower() or not r["machine_id"] or r["tool"] not in ("llama-bench",
+                                                                                               "llama-batched-bench"):
+                continue
+            m = _measurement(r["test"], _int(r["n_prompt"]), _int(r["n_gen"]), _int(r["depth"]),
+                             _int(r["concurrency"], 1), float(r["tokens_per_s"]))
+            if m is not None:
+                out.append({"machine": r["machine_id"], "machine_name": r["machine"], "backend": r["backend"],
+                            "model": r["model"],
+                            "quant": r["quant"], "threads": _int(r["threads"]) or None, "m": m,
+                            "source": r["source_url"], "file": "backend_published_runs.csv"})
+    with (DATA / "gemma_llamabench.csv").open() as f:
+        for r in csv.DictReader(f):
+            m = _measurement(r["test"].split()[0], 0, 0, 0, 1, float(r["tokens_per_s"]))
+            if m is not None and r["gpu_id"]:
+                out.append({"machine": r["gpu_id"], "machine_name": r["gpu"], "backend": r["backend"],
+                            "model": r["model"], "quant": r["quant"],
+                            "threads": None, "m": m, "source": r["source_url"], "file": "gemma_llamabench.csv"})
+    return out
+
+
+def _gpu_as_run(g: Any, machine: str) -> Any:
+    """An Apple GPU of the bin the run names ("30-core GPU") where the database entry is another bin of that chip:
+    prefill scales with the cores, decode with the memory, which the bins share."""
+    m = re.search(r"(\d+)-core GPU", machine)
+    if g.backend != "metal" or not m or not g.gpu_cores or int(m.group(1)) == g.gpu_cores:
+        return g
+    cores = int(m.group(1))
+    return replace(g, gpu_cores=cores, fp32_tflops=g.fp32_tflops * cores / g.gpu_cores if g.fp32_tflops else None)
+
+
+def hardware_for(r: dict[str, Any]) -> Any:
+    """The machine of a run as gemma-fit models it: its backend, threads and (Apple) GPU bin; None if unknown."""
+    if "hardware" in r:
+        return r["hardware"]
+    backend = BACKENDS.get(r["backend"].strip().lower())
+    try:
+        hw = hardware_of([r["machine"]], backend if backend != "cpu" else None, (),
+                         MachineFlags(threads=r["threads"]) if r["threads"] else None)
+    except (GemmaFitError, ValueError) as exc:
+        r["skipped"], r["hardware"] = str(exc)[:120], None
+        return None
+    r["hardware"] = replace(hw, speed_calibration=None, gpus=tuple(_gpu_as_run(g, r["machine_name"]) for g in hw.gpus))
+    return r["hardware"]
+
+
+def predict_row(r: dict[str, Any]) -> float | None:
+    hw = hardware_for(r)
+    if hw is None:
+        return None
+    try:
+        resolved = resolve_model(_model_id(r["model"]), ())
+        plan = build_plan(resolved.spec, _quant(r["quant"], r["model"] + " " + r["quant"]))
+        return predicted(r["m"], hw, resolved, plan, None if hw.gpus else 0)
+    except (GemmaFitError, ValueError) as exc:
+        r["skipped"] = str(exc)[:120]
+        return None
+
+
+def backend_label(r: dict[str, Any]) -> str:
+    """The backend as grouped: AMD's discontinued AMDVLK Vulkan driver apart from Mesa's RADV."""
+    return "Vulkan/AMDVLK" if "amdvlk" in r["source"].lower() else r["backend"]
+
+
+def group_key(r: dict[str, Any]) -> str:
+    return f"{backend_label(r):13s} {metric(r['m']):15s} x{concurrency_bucket(r['m'].concurrency)}"
+
+
+def concurrency_bucket(n: int) -> str:
+    return "1" if n == 1 else "2-8" if n <= 8 else "9+"
+
+
+def metric(m: Measurement) -> str:
+    if m.kind == "batched":
+        return "S_TG"
+    name = "prefill" if m.kind == "prefill" else "decode"
+    return f"{name} @depth" if m.depth else name
+
+
+def evaluate(by: str) -> tuple[dict[str, list[float]], list[dict[str, Any]]]:
+    groups: dict[str, list[float]] = defaultdict(list)
+    done = []
+    for r in rows():
+        p = predict_row(r)
+        if p is None:
+            continue
+        err = 100.0 * (p - r["m"].tokens_per_s) / r["m"].tokens_per_s
+        r["predicted"], r["error_pct"] = p, err
+        done.append(r)
+        key = group_key(r)
+        if by == "machine":
+            key = f"{key}  {r['machine']}"
+        elif by == "source":
+            key = f"{key}  {r['source'].split('/blob/')[0].split('/discussions/')[0][-48:]}"
+        groups[key].append(err)
+    return groups, done
+
+
+def summary(groups: dict[str, list[float]]) -> list[dict[str, Any]]:
+    return [{"group": " ".join(k.split()), "n": len(v),
+             "median_abs_error_pct": round(statistics.median(abs(e) for e in v), 1),
+             "worst_abs_error_pct": round(max(abs(e) for e in v), 1),
+             "median_signed_pct": round(statistics.median(v), 1)} for k, v in sorted(groups.items())]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--by", choices=("group", "machine", "source"), default="group")
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--write", action="store_true", help=f"pin the figures in {PINNED.relative_to(REPO)}")
+    args = ap.parse_args()
+    groups, done = evaluate(args.by)
+    table = summary(groups)
+    if args.json or args.write:
+        text = json.dumps({"groups": table, "rows": len(done)}, indent=1) + "\n"
+        if args.write:
+            PINNED.write_text(text)
+        print(text, end="")
+        return
+    print(f"{'backend metric concurrency':40s} {'n':>4s} {'median':>8s} {'worst':>8s} {'signed':>8s}")
+    for g in table:
+        print(f"{g['group']:40s} {g['n']:4d} {g['median_abs_error_pct']:7.1f}% {g['worst_abs_error_pct']:7.1f}% "
+              f"{g['median_signed_pct']:+7.1f}%")
+    allerr = [abs(e) for v in groups.values() for e in v]
+    print(f"all: {len(allerr)} runs, median {statistics.median(allerr):.1f}%, worst {max(allerr):.1f}%")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,229 @@
+#!/usr/bin/env python3
+"""Fit decode and prefill efficiencies per backend group and chip on published Gemma runs, and print what that
+changes, leaving each machine out in turn.
+
+The llama-bench fit (benchmarks/calibrate_speed.py) has no or few runs for some backends: AMD GPUs through
+Vulkan borrow the Vulkan median, which Intel's runs set (0.07 of the rated matrix rate, where Strix Halo's RADV
+reaches several times that); a chip such as Strix Halo's gfx1151 under ROCm borrows discrete RDNA 3 cards'.
+Here every published Gemma run of benchmarks/evaluate_speed.py's rows gives the efficiency that would make the
+prediction equal the published figure (the model is linear in 1 / efficiency: t = a + b / e, solved from two
+predictions); the fitted figure is the median over machines of each machine's median, per:
+- chip: `group@compute capability` (e.g. `rocm-quantized@gfx1151`), with at least MIN_RUNS runs;
+- group (e.g. `vulkan-amd`), where the llama-bench table has no runs of that group, from all its chips.
+AMDVLK runs (AMD's discontinued Vulkan driver; distributions ship Mesa's RADV) are not fitted on.
+
+    python benchmarks/fit_backends.py           # fitted figures, errors before / in-sample / leave-one-machine-out
+    python benchmarks/fit_backends.py --write   # model_db/llamacpp/speed_published.yaml
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO))
+
+import evaluate_speed as ev  # noqa: E402
+
+from gemma_fit.speed import calibration as cal  # noqa: E402
+
+OUT = REPO / "model_db" / "llamacpp" / "speed_published.yaml"
+MIN_RUNS = 3
+KINDS = {"prefill": "prefill", "decode": "decode", "batched": "decode"}
+
+
+def excluded(r: dict[str, Any]) -> bool:
+    return "amdvlk" in r["source"].lower()
+
+
+def _gpu(r: dict[str, Any]) -> Any:
+    hw = ev.hardware_for(r)
+    return hw.gpus[0] if hw is not None and hw.gpus else None
+
+
+def group_of(r: dict[str, Any]) -> tuple[str, str, str | None] | None:
+    """(kind, group, chip key) the row's efficiency belongs to."""
+    g = _gpu(r)
+    if g is None or r["m"].kind == "batched":
+        return None
+    kind = KINDS[r["m"].kind]
+    if kind == "prefill" and r["m"].depth:
+        kind, group = "attention", f"{g.backend}-{g.vendor}"
+    else:
+        group = cal.decode_group(g) if kind == "decode" else cal.prefill_group(g, _quantized(r))
+    # a chip of its own only where the chip is one product (an APU, a SoC): a discrete card's compute capability
+    # spans a whole generation, which the llama-bench fit already covers card by card
+    chip = f"{group}@{g.compute_capability}" if g.compute_capability and g.unified_memory else None
+    return kind, group, chip
+
+
+def _set(kind: str, key: str, e: float | None) -> None:
+    table = cal.published_groups().setdefault(kind, {})
+    if e is None:
+        table.pop(key, None)
+    else:
+        table[key] = {"efficiency": e, "runs": 0, "machines": 0}
+
+
+def _base_efficiency(r: dict[str, Any], kind: str) -> float:
+    g = _gpu(r)
+    if kind == "attention":
+        return cal.attention_efficiency(g, _quantized(r))
+    return cal.decode_model(g).efficiency if kind == "decode" else cal.prefill_efficiency(g, _quantized(r))[0]
+
+
+def _quantized(r: dict[str, Any]) -> bool:
+    return "bf16" not in r["quant"].lower() and "f16" not in r["quant"].lower()
+
+
+def implied(r: dict[str, Any], kind: str, key: str) -> float | None:
+    """The efficiency under `key` that makes this row's prediction equal its published figure."""
+    e0 = _base_efficiency(r, kind)
+    _set(kind, key, e0)
+    p0 = ev.predict_row(r)
+    _set(kind, key, 2 * e0)
+    p1 = ev.predict_row(r)
+    _set(kind, key, None)
+    if not p0 or not p1:
+        return None
+    t0, t1, t = 1 / p0, 1 / p1, 1 / r["m"].tokens_per_s
+    b = 2 * (t0 - t1) * e0  # t = a + b / e
+    a = t0 - b / e0
+    return b / (t - a) if t > a and b > 0 else None
+
+
+def machine_median(points: list[tuple[str, float]]) -> float:
+    by: dict[str, list[float]] = defaultdict(list)
+    for machine, e in points:
+        by[machine].append(e)
+    return statistics.median(statistics.median(v) for v in by.values())
+
+
+def borrows_backend_median(base: dict[str, Any], kind: str, group: str) -> bool:
+    """True where the llama-bench fit has no runs of this group, nor a near relative, so that it falls back to its
+    backend's median over other vendors' chips (AMD through Vulkan takes Intel's figure)."""
+    if kind not in base:
+        return False  # attention: without a fit of its own it takes the matrix products' efficiency, not a median
+    table = base[kind]
+    fits = table.get("fits", {}).get(group.split("-")[0], {}).get("groups", {})
+    return group not in table["groups"] and group not in fits and group not in cal.NEAREST_GROUP
+
+
+def fit(rows: list[dict[str, Any]], without: str | None = None) -> dict[str, dict[str, dict[str, Any]]]:
+    """kind -> key -> {efficiency, runs, machines}, from the rows of every machine but `without`."""
+    chips: dict[tuple[str, str], list[tuple[str, float]]] = defaultdict(list)
+    groups: dict[tuple[str, str], list[tuple[str, float]]] = defaultdict(list)
+    base = cal.calibration()
+    for r in rows:
+        if r["machine"] == without or excluded(r) or "implied" not in r:
+            continue
+        kind, group, chip = r["group"]
+        if chip:
+            chips[(kind, chip)].append((r["machine"], r["implied"]))
+        groups[(kind, group)].append((r["machine"], r["implied"]))
+    out: dict[str, dict[str, dict[str, Any]]] = {"decode": {}, "prefill": {}, "attention": {}}
+    for table in (groups, chips):
+        for (kind, key), points in table.items():
+            machines = len({m for m, _ in points})
+            if table is groups and not (borrows_backend_median(base, kind, key)
+                                        or (kind not in base and machines >= 2)):
+                continue  # a group the llama-bench fit covers keeps its figure; one machine speaks for its chip only
+            if len(points) >= MIN_RUNS:
+                out[kind][key] = {"efficiency": round(min(machine_median(points), 0.98), 4), "runs": len(points),
+                                  "machines": len({m for m, _ in points})}
+    return out
+
+
+def fit_in_turn(rows: list[dict[str, Any]], without: str | None = None) -> dict[str, dict[str, dict[str, Any]]]:
+    """The matrix products' and decode's efficiencies first (runs at depth 0), then attention's (runs at depth),
+    whose prediction depends on the first."""
+    install({})
+    for r in rows:
+        r.pop("implied", None)
+        if r["group"] is not None and r["group"][0] != "attention" and not excluded(r) and r["machine"] != without:
+            e = implied(r, r["group"][0], r["group"][2] or r["group"][1])
+            if e is not None:
+                r["implied"] = e
+    first = fit(rows, without)
+    install(first)
+    for r in rows:
+        if r["group"] is not None and r["group"][0] == "attention" and not excluded(r) and r["machine"] != without:
+            e = implied(r, "attention", r["group"][2] or r["group"][1])
+            if e is not None:
+                r["implied"] = e
+    second = fit(rows, without)
+    return {**first, "attention": second["attention"]}
+
+
+def install(table: dict[str, dict[str, dict[str, Any]]]) -> None:
+    live = cal.published_groups()
+    for kind in ("decode", "prefill", "attention"):
+        live[kind] = dict(table.get(kind, {}))
+
+
+def errors(rows: list[dict[str, Any]]) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = defaultdict(list)
+    for r in rows:
+        p = ev.predict_row(r)
+        if p:
+            out[ev.group_key(r)].append(100 * (p - r["m"].tokens_per_s) / r["m"].tokens_per_s)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--write", action="store_true")
+    ap.add_argument("--markdown", action="store_true", help="the table docs/speed.md shows")
+    args = ap.parse_args()
+    install({})
+    rows = [r for r in ev.rows() if ev.predict_row(r)]
+    for r in rows:
+        r["group"] = group_of(r)
+    before = errors(rows)
+    table = fit_in_turn(rows)
+    install(table)
+    after = errors(rows)
+    loo: dict[str, list[float]] = defaultdict(list)
+    for machine in sorted({r["machine"] for r in rows}):
+        install(fit_in_turn(rows, without=machine))
+        for key, errs in errors([r for r in rows if r["machine"] == machine]).items():
+            loo[key].extend(errs)
+    install(table)
+    if args.markdown:
+        print("| backend, metric, concurrency | runs | median before | median now | worst now "
+              "| median, machine left out |")
+        print("|---|---:|---:|---:|---:|---:|")
+    else:
+        print(f"{'group':40s} {'n':>4s} {'before':>8s} {'fitted':>8s} {'worst':>8s} {'LOMO':>8s}   (|error|)")
+    for key in sorted(before):
+        med = [statistics.median(abs(e) for e in d[key]) for d in (before, after, loo)]
+        worst = max(abs(e) for e in after[key])
+        if args.markdown:
+            print(f"| {' '.join(key.split())} | {len(before[key])} | {med[0]:.1f}% | {med[1]:.1f}% | {worst:.0f}% | "
+                  f"{med[2]:.1f}% |")
+        else:
+            print(f"{key:40s} {len(before[key]):4d} {med[0]:7.1f}% {med[1]:7.1f}% {worst:7.0f}% {med[2]:7.1f}%")
+    if args.markdown:
+        return
+    for kind, entries in table.items():
+        for key, e in sorted(entries.items()):
+            print(f"  {kind:8s} {key:32s} {e['efficiency']:.4f}  ({e['runs']} runs, {e['machines']} machines)")
+    if args.write:
+        doc = {"source": "benchmarks/fit_backends.py over benchmarks/data/backend_published_runs.csv and "
+                         "gemma_llamabench.csv (published Gemma llama.cpp runs, one source URL per row)",
+               **table}
+        OUT.write_text("# Written by benchmarks/fit_backends.py --write; read by gemma_fit/speed/calibration.py.\n"
+                       + yaml.safe_dump(doc, sort_keys=True, width=110))
+        print(f"wrote {OUT.relative_to(REPO)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,44 @@
+"""The speed model scored on the repo's published Gemma runs (benchmarks/evaluate_speed.py), per backend x metric x
+concurrency: no group may get worse without the pinned figures (benchmarks/data/speed_evaluation.json) being
+rewritten on purpose, and the published-run fits (model_db/llamacpp/speed_published.yaml) are what
+benchmarks/fit_backends.py derives from those runs. Figures, not timings."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import evaluate_speed  # noqa: E402
+import fit_backends  # noqa: E402
+
+SLACK_PCT = 0.5  # rounding of the pinned medians
+
+
+def test_no_group_is_worse_than_pinned() -> None:
+    pinned = {g["group"]: g for g in json.loads(evaluate_speed.PINNED.read_text())["groups"]}
+    groups, _ = evaluate_speed.evaluate("group")
+    now = {g["group"]: g for g in evaluate_speed.summary(groups)}
+    assert set(now) == set(pinned), "groups changed: rerun benchmarks/evaluate_speed.py --write"
+    worse = {k: (pinned[k]["median_abs_error_pct"], g["median_abs_error_pct"]) for k, g in now.items()
+             if g["median_abs_error_pct"] > pinned[k]["median_abs_error_pct"] + SLACK_PCT or g["n"] != pinned[k]["n"]}
+    assert not worse, f"median |error| (pinned, now) got worse: {worse}"
+
+
+def test_published_fits_are_the_fit_of_the_runs() -> None:
+    committed = yaml.safe_load(fit_backends.OUT.read_text())
+    try:
+        fit_backends.install({})
+        rows = [r for r in evaluate_speed.rows() if evaluate_speed.predict_row(r)]
+        for r in rows:
+            r["group"] = fit_backends.group_of(r)
+        table = fit_backends.fit_in_turn(rows)
+    finally:  # the live tables back as shipped, for the tests this worker runs next
+        fit_backends.install({k: committed.get(k, {}) for k in ("decode", "prefill", "attention")})
+    assert {k: table[k] for k in ("decode", "prefill", "attention")} == \
+        {k: committed.get(k, {}) for k in ("decode", "prefill", "attention")}
