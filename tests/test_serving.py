@@ -15,7 +15,8 @@ import pytest
 from gemma_fit.api import RunSettings, Traffic, check, to_json
 from gemma_fit.base.errors import BadInput
 from gemma_fit.engines.base import CheckRequest, Workload
-from gemma_fit.engines.cluster import pp_partition, ray_plan, rpc_plan
+from gemma_fit.engines.cluster import rpc_plan
+from gemma_fit.engines.cluster_ray import accepted_layouts, pp_partition, ray_plan
 from gemma_fit.engines.vllm import ENGINE as VLLM
 from gemma_fit.hardware.cluster import IDEAL, Cluster, Node
 from gemma_fit.hardware.cluster_file import load_cluster
@@ -160,10 +161,10 @@ def test_vllm_ray_plan_memory_per_stage_and_ideal_network() -> None:
     assert pp_partition(62, 2) == [31, 31] and pp_partition(34, 4) == [8, 9, 9, 8] and sum(pp_partition(35, 4)) == 35
     resolved = resolve_model("gemma-3-27b", [])
     es = _vllm_settings(resolved, RunSettings(n_ctx=8192, n_parallel=8), 512, 128)
-    ideal = ray_plan(_cluster(per_node=2), resolved, es)
+    ideal = ray_plan(_cluster(per_node=2), resolved, es, tp=2, pp=2)
     assert ideal.settings["tensor_parallel_size"] == 2 and ideal.settings["pipeline_parallel_size"] == 2
     assert len(ideal.devices) == 4 and ideal.network["seconds_per_token"] == 0
-    slow = ray_plan(_cluster(replace(IDEAL, bytes_per_s=1.25e8, latency_s=1e-3), per_node=2), resolved, es)
+    slow = ray_plan(_cluster(replace(IDEAL, bytes_per_s=1.25e8, latency_s=1e-3), per_node=2), resolved, es, tp=2, pp=2)
     assert [d.memory.total_bytes for d in slow.devices] == [d.memory.total_bytes for d in ideal.devices]  # no network
     assert ideal.performance is not None and slow.performance is not None
     assert slow.performance.decode_tokens_per_s < ideal.performance.decode_tokens_per_s
@@ -409,10 +410,33 @@ def test_every_gpu_gets_an_answer_or_one_line(engine: str, quant: str) -> None:
     assert answered > 50
 
 
+def test_vllm_takes_every_layout_ray_can_place_and_the_planner_keeps_the_fastest() -> None:
+    """2 nodes x 4 H200: TP2 x PP4 and PP8 (the layouts measured best on such a cluster) are vLLM's to run, a TP group
+    may span the nodes (its all-reduces then cross the network), and without sizes the planner keeps the fastest."""
+    resolved = resolve_model("gemma-3-27b", [])
+    es = _vllm_settings(resolved, RunSettings(n_ctx=8192, n_parallel=64), 512, 128)
+    lan = replace(IDEAL, bytes_per_s=50e9, latency_s=5e-6)
+    cluster = _cluster(lan, per_node=4, gpu="h200-sxm")
+    for tp, pp in ((2, 4), (1, 8), (8, 1), (4, 2)):
+        plan = ray_plan(cluster, resolved, es, tp=tp, pp=pp)
+        assert plan.verdict.value == "go" and len(plan.devices) == 8 and plan.performance is not None
+    across = ray_plan(cluster, resolved, es, tp=8, pp=1)
+    assert across.network["stages_spanning_nodes"] == 1 and across.network["boundaries_crossing_network"] == 0
+    pp8 = ray_plan(cluster, resolved, es, tp=1, pp=8)
+    assert pp8.network["boundaries_crossing_network"] == 1  # ranks fill a node, then the next: one stage boundary
+    best = ray_plan(cluster, resolved, es)
+    speeds = [ray_plan(cluster, resolved, es, tp=t, pp=p).performance.aggregate_tokens_per_s  # type: ignore[union-attr]
+              for t, p in accepted_layouts(cluster, resolved.spec)]
+    assert best.performance is not None and best.performance.aggregate_tokens_per_s == pytest.approx(max(speeds))
+    assert best.reasons[0].startswith("the fastest of")
+    with pytest.raises(BadInput, match="attention heads"):
+        ray_plan(cluster, resolved, es, tp=3, pp=1)
+
+
 def test_middle_pipeline_stages_hold_no_embedding() -> None:
     resolved = resolve_model("gemma-3-27b", [])
     es = _vllm_settings(resolved, RunSettings(n_ctx=8192), 512)
-    plan = ray_plan(_cluster(nodes=4), resolved, es)
+    plan = ray_plan(_cluster(nodes=4), resolved, es, tp=1, pp=4)
     stages = [cluster_device_json(d) for d in plan.devices]
     assert [d["layers"] for d in stages] == [15, 16, 16, 15]
     embedding = 2 * resolved.spec.n_vocab * resolved.spec.n_embd  # bf16

@@ -7,18 +7,12 @@ take the first layers and the head's GPUs the last ones and the output; the laye
 exactly as for the same GPUs in one machine. Per token each boundary between nodes carries the hidden state
 (n_embd float32 per sequence) and waits one network round trip (the scheduler fetches the remote result).
 
-vLLM on Ray: tensor parallel inside a node (all-reduces stay on NVLink/PCIe), pipeline parallel across nodes
-(vllm/distributed/utils.py get_pp_indices: layers split evenly, the remainder to the stages before the last;
-with tied embeddings the last stage holds its own copy of the embedding for the logits, and the stages between hold
-neither). Each stage's memory is
-vLLM's rule for its layers on its node; the KV pool serves as many requests as the smallest stage's holds. Per
-step each boundary carries the hidden state (bf16) one way.
+vLLM on Ray: engines/cluster_ray.py (every layout vLLM accepts, and the fastest).
 With an ideal network (infinite bandwidth, no latency) either plan equals the one-machine plan of its GPUs.
 """
 
 from __future__ import annotations
 
-import re
 import shlex
 from dataclasses import dataclass, replace
 from typing import Any
@@ -27,10 +21,8 @@ from gemma_fit.base.errors import BadInput
 from gemma_fit.base.text import printable
 from gemma_fit.base.verdict import Verdict
 from gemma_fit.db.catalog import BUILTIN, Catalog
-from gemma_fit.engines.base import CheckResult, EngineDevice, EnginePlan, EngineSettings
-from gemma_fit.engines.hf_speed import HFLayout, Requests, hf_model_work, hf_performance
+from gemma_fit.engines.base import CheckResult, EngineDevice, EnginePlan
 from gemma_fit.engines.llamacpp import LlamaCppResult, run_check
-from gemma_fit.engines.vllm import VllmOptions, estimate_vllm
 from gemma_fit.hardware.cluster import Cluster, Node
 from gemma_fit.hardware.select import select_hardware
 from gemma_fit.hardware.spec import MAX_GPUS, Hardware, as_seen_by_software
@@ -40,8 +32,6 @@ from gemma_fit.memory.settings import RunSettings
 from gemma_fit.model.catalog import ResolvedModel
 from gemma_fit.model.spec import ModelSpec
 from gemma_fit.speed.batch import Pipeline
-from gemma_fit.speed.calibration import split_terms
-from gemma_fit.speed.links import default_attachment, peer_link
 from gemma_fit.speed.predict import Performance
 from gemma_fit.speed.serve_llamacpp import llamacpp_pipeline
 from gemma_fit.speed.traffic import Traffic, serve
@@ -174,87 +164,3 @@ def _held(r: CheckResult[EnginePlan], spec: ModelSpec, tokens: int) -> int:
                    kv_dtype_bytes(str(x["kv_cache_dtype"]), r.quant), int(x["tensor_parallel_size"]),
                    int(x["max_num_batched_tokens"]))
     return int(plan.concurrency)
-
-
-def pp_partition(n_layers: int, pp: int) -> list[int]:
-    """vLLM's get_pp_indices: even shares, the remainder to the stages before the last."""
-    parts = [n_layers // pp] * pp
-    for i in range(2, n_layers % pp + 2):
-        parts[-i] += 1
-    return parts
-
-
-def stage_spec(spec: ModelSpec, start: int, count: int) -> ModelSpec:
-    layers = tuple(replace(layer, index=i) for i, layer in enumerate(spec.layers[start:start + count]))
-    return replace(spec, layers=layers)
-
-
-def ray_plan(cluster: Cluster, resolved: ResolvedModel, es: EngineSettings[VllmOptions],
-             catalog: Catalog = BUILTIN,
-             tp: int | None = None, pp: int | None = None) -> ClusterPlan:
-    """vLLM on Ray: tp GPUs per stage (default: per node), pp stages (default: the nodes), one stage per node."""
-    counts = {len(n.gpus) for n in cluster.nodes}
-    pp_given = pp is not None
-    tp = tp or min(counts)
-    pp = pp or len(cluster.nodes)
-    if pp > len(cluster.nodes) or any(len(n.gpus) < tp for n in cluster.nodes[:pp]):
-        raise BadInput(f"--tensor-parallel-size {tp} x --pipeline-parallel-size {pp} needs {tp} GPUs on each of "
-                       f"{pp} nodes; the cluster has {len(cluster.nodes)} nodes with "
-                       f"{', '.join(str(len(n.gpus)) for n in cluster.nodes)} GPUs")
-    spec = resolved.spec
-    if pp > spec.n_layer:  # a stage of no layers is no stage (vLLM's get_pp_indices would hand it none)
-        given = "--pipeline-parallel-size" if pp_given else "pipeline stages (one per node)"
-        raise BadInput(f"{pp} {given} for the {spec.n_layer} layers of {spec.id}: each stage needs a layer; "
-                       f"give --pipeline-parallel-size {spec.n_layer} or fewer (the first nodes serve)")
-    parts = pp_partition(spec.n_layer, pp)
-    results: list[CheckResult[EnginePlan]] = []
-    stages: list[ModelSpec] = []
-    start = 0
-    for k, n_layers in enumerate(parts):
-        node = cluster.nodes[k]
-        sub = stage_spec(spec, start, n_layers)
-        if 0 < k < pp - 1:  # a middle stage holds neither the embedding nor the logits (vLLM's PPMissingLayer)
-            sub = replace(sub, n_vocab=0)
-        stages.append(sub)
-        hw = _hardware([g.id for g in node.gpus[:tp]], catalog)
-        results.append(estimate_vllm(resolved, sub, replace(es, options=replace(es.options, tensor_parallel_size=tp)),
-                                     hw))
-        start += n_layers
-    verdict = Verdict.worst([x.verdict for x in results])
-    need = min(results[0].n_ctx, es.prompt_tokens + (es.output_tokens or 0))
-    held = min(_held(x, sub_spec, need) for x, sub_spec in zip(results, stages, strict=True))
-    first = results[0]
-    gpus = tuple(g for n in cluster.nodes[:pp] for g in n.gpus[:tp])
-    link = peer_link(gpus[:tp], tuple(default_attachment(g) for g in gpus[:tp])) if tp > 1 else None
-    net = cluster.network
-    perf = None
-    if verdict != Verdict.NO_GO:
-        layout = HFLayout(gpus, first.quant, tp, pp, int(first.detail.extras["max_num_batched_tokens"]),
-                          link.per_direction_gbps if link else 0.0,
-                          split_terms()["tensor_allreduce_s"] if link else 0.0, net.latency_s,
-                          net.bytes_per_s / 1e9 if net.bytes_per_s != float("inf") else 0.0)
-        req = Requests(es.prompt_tokens, es.output_tokens, es.request_rate, es.max_num_seqs or 1,
-                       min(int(first.detail.extras["max_num_seqs"]), max(1, held)), held)
-        perf = hf_performance("vllm", hf_model_work(spec), layout, req,
-                              sum(x.detail.weights_total_bytes for x in results))
-    devices = tuple(ClusterDevice(cluster.nodes[k].name, cluster.nodes[k].host, d, k, parts[k])
-                    for k, x in enumerate(results) for d in x.detail.devices)
-    head = cluster.nodes[0].host
-    # the stage's own flag goes (wherever it sits: last, it has no space after it), then the cluster's are added
-    serve_cmd = re.sub(r" --tensor-parallel-size \d+(?= |$)", "", first.command)
-    serve_cmd += f" --tensor-parallel-size {tp} --pipeline-parallel-size {pp} --distributed-executor-backend ray"
-    commands = (f"ray start --head --port {RAY_PORT}",
-                *(f"ssh {shlex.quote(n.host)} ray start --address {shlex.quote(endpoint(head, RAY_PORT))}"
-                  for n in cluster.nodes[1:pp]),
-                serve_cmd)
-    hidden = 2.0 * spec.n_embd
-    network = {"bandwidth_gbit": round(net.bytes_per_s * 8 / 1e9, 6), "latency_us": round(net.latency_s * 1e6, 3),
-               "boundaries_crossing_network": pp - 1, "bytes_per_token_per_sequence": (pp - 1) * hidden,
-               "seconds_per_token": (pp - 1) * net.seconds(hidden)}
-    reasons = (f"{pp} pipeline stages of {', '.join(map(str, parts))} layers, tensor parallel {tp} in each node",
-               f"the KV pool of the smallest stage holds {held} requests of {need} tokens (prompt + output) at once",
-               *first.reasons[:1], "every node needs the same vLLM, the model files (or access to the Hub) and "
-               "a Ray version of its own; the head serves the API")
-    settings_doc = {"n_ctx": first.n_ctx, "tensor_parallel_size": tp, "pipeline_parallel_size": pp,
-                    "max_num_seqs": first.detail.extras["max_num_seqs"], "n_parallel": es.max_num_seqs or 1}
-    return ClusterPlan("vllm", verdict, devices, network, perf, commands, reasons, settings_doc)

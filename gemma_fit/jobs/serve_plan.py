@@ -162,7 +162,8 @@ def _one_machine(result: CheckResult[Any]) -> dict[str, Any]:
 
 def _cluster(cluster: Cluster, model: str, quant: str | None, settings: RunSettings, engine: str,
              prompt_tokens: int, traffic: Traffic, tp: int | None, pp: int | None, catalog: Catalog) -> dict[str, Any]:
-    from gemma_fit.engines.cluster import ray_plan, rpc_plan
+    from gemma_fit.engines.cluster import rpc_plan
+    from gemma_fit.engines.cluster_ray import ray_plan
 
     resolved = resolve_model(model, catalog.model_dirs)
     (validate if engine == registry.DEFAULT_ENGINE else validate_shared)(settings, resolved.spec)
