@@ -24,13 +24,14 @@ from gemma_fit.engines.llamacpp import InspectResult
 from gemma_fit.hardware.flags import MachineFlags
 from gemma_fit.hardware.spec import Hardware
 from gemma_fit.jobs.needs import SEGMENTS, BuyNeeds, Needs
-from gemma_fit.memory.settings import RunSettings
+from gemma_fit.memory.settings import RunSettings, Speculative
 from gemma_fit.speed.traffic import Traffic
 
 if TYPE_CHECKING:
     from gemma_fit.hardware.cluster import Cluster
     from gemma_fit.jobs.bench import BenchResult, BenchRun
     from gemma_fit.jobs.buy import Purchase
+    from gemma_fit.jobs.cost import CostAsk
     from gemma_fit.jobs.lists import GpuFilter
     from gemma_fit.jobs.recommend import Recommendation
     from gemma_fit.jobs.smoke import SmokeResult, SmokeRun
@@ -38,7 +39,8 @@ if TYPE_CHECKING:
 
 # Types the callers build (needs, filters, runs) from modules a cold `check` does not load: imported when first
 # asked for (gemma_fit.api.Needs), so that `import gemma_fit.api` stays cheap.
-_LAZY_TYPES = {"BenchRun": "gemma_fit.jobs.bench", "BenchResult": "gemma_fit.jobs.bench",
+_LAZY_TYPES = {"CostAsk": "gemma_fit.jobs.cost", "BenchRun": "gemma_fit.jobs.bench",
+               "BenchResult": "gemma_fit.jobs.bench",
                "Recommendation": "gemma_fit.jobs.recommend", "Purchase": "gemma_fit.jobs.buy",
                "SmokeRun": "gemma_fit.jobs.smoke", "SmokeResult": "gemma_fit.jobs.smoke",
                "GpuFilter": "gemma_fit.jobs.lists", "Cluster": "gemma_fit.hardware.cluster"}
@@ -53,11 +55,11 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
-__all__ = ["BUILTIN", "BadInput", "Catalog", "CheckResult", "GemmaFitError", "Hardware", "InspectResult",
+__all__ = ["BUILTIN", "BadInput", "Speculative", "Catalog", "CheckResult", "GemmaFitError", "Hardware", "InspectResult",
            "MachineFlags", "RunSettings", "Traffic", "Verdict", "Workload", "buy", "check", "check_page", "cpus",
            "gpus", "inspect", "load_cluster", "models", "probe", "quants", "recommend", "report", "report_page",
            "serve_plan", "smoke", "synth", "to_json", "validate", "buy_page", "margin_bytes", "record_smoke", "Needs",
-           "BuyNeeds", "SEGMENTS", "bench", "BenchRun", "BenchResult"]
+           "BuyNeeds", "SEGMENTS", "bench", "BenchRun", "BenchResult", "cost", "CostAsk", "cost_page"]
 
 HardwareArg = Hardware | str | Sequence[str] | Path
 
@@ -168,6 +170,17 @@ def bench(model: str | None, quant: str, run: BenchRun, *, gguf: Path | None = N
     return run_bench(model, quant, run, gguf=gguf, gpus=tuple(gpus), save=save, catalog=catalog)
 
 
+def cost(model: str, quant: str | None, hardware: HardwareArg, ask: CostAsk, *, machine: MachineFlags | None = None,
+         catalog: Catalog = BUILTIN) -> dict[str, Any]:
+    """Buying `hardware` vs renting the same GPUs vs a hosted API for `model` at the asked volume: the
+    gemma-fit.cost/1 document (options cheapest first, where the cheapest changes, the chart's series)."""
+    from gemma_fit.jobs.cost import cost as run
+    from gemma_fit.jobs.cost import cost_document
+
+    result, kwh = run(model, quant, hardware, ask, catalog=catalog, machine=machine)
+    return cost_document(result, kwh)
+
+
 def record_smoke(result: SmokeResult) -> Path:
     """Append a smoke result to this machine's records (gemma-fit's data folder) and its measured speed to this
     machine's calibration (as `bench --save`); the records file written."""
@@ -247,6 +260,13 @@ def report_page(report_doc: dict[str, Any]) -> str:
     from gemma_fit.present.html import render_report_html
 
     return render_report_html(report_doc)
+
+
+def cost_page(cost_doc: dict[str, Any]) -> str:
+    """The self-contained HTML page of a cost document (`cost --html`): the answer, its chart, every source."""
+    from gemma_fit.present.cost_html import render_cost_html
+
+    return render_cost_html(cost_doc)
 
 
 def buy_page(buy_doc: dict[str, Any]) -> str:

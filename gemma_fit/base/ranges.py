@@ -79,6 +79,15 @@ RANGES: dict[str, Range] = {
     "--max-gpus": Range(1, 4),
     # smoke
     "--n-predict": Range(1, MAX_TOKENS),
+    # cost
+    "--tokens-per-day": Range(1, 10**13, "generated tokens a day"),
+    "--users": Range(1, 10**9),
+    "--tokens-per-request": Range(1, MAX_TOKENS, "tokens generated per request"),
+    "--requests-per-user": Range(0, 1e6, "requests per user a day", integer=False, low_open=True),
+    "--kwh-price": Range(0, 100, "US dollars per kWh", integer=False),
+    "--hours-per-day": Range(0, 24, "hours rented a day", integer=False, low_open=True),
+    "--draft-max": Range(1, 64, "tokens drafted per step"),
+    "--acceptance": Range(0, 0.999, "share of drafted tokens kept", integer=False),
     "--timeout": Range(0, 7 * 24 * 3600, "seconds", integer=False, low_open=True),
     # values in files
     "bandwidth_gbit": Range(0.001, 100_000, "Gbit/s per direction", integer=False),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -17,6 +18,7 @@ from gemma_fit.base.units import fmt_bytes
 from gemma_fit.base.version import __version__
 from gemma_fit.cli import state
 from gemma_fit.cli.bench import bench_command
+from gemma_fit.cli.cost import cost_command
 from gemma_fit.cli.hardware import db_app, list_app, probe_command
 from gemma_fit.cli.options import (
     BATCH,
@@ -29,6 +31,7 @@ from gemma_fit.cli.options import (
     PARALLEL,
     PROMPT_TOKENS,
     UBATCH,
+    AcceptanceOpt,
     BackendOpt,
     BatchOpt,
     CoresOpt,
@@ -38,6 +41,8 @@ from gemma_fit.cli.options import (
     CtvOpt,
     CtxOpt,
     DiskOpt,
+    DraftMaxOpt,
+    DraftOpt,
     EngineCtxOpt,
     EngineOpt,
     EngineParallelOpt,
@@ -50,6 +55,7 @@ from gemma_fit.cli.options import (
     MarginOpt,
     MmprojOpt,
     ModelOpt,
+    MtpOpt,
     NCpuMoeOpt,
     NglOpt,
     OutputOpt,
@@ -68,6 +74,7 @@ from gemma_fit.cli.options import (
     UnifiedOpt,
     machine_flags,
     run_settings,
+    speculative_ask,
     workload,
 )
 from gemma_fit.cli.recommend import buy_command, recommend_command
@@ -91,6 +98,7 @@ app.command("report", help="The verdict over several GPUs, models, quants and co
 app.command("smoke", help="Run llama.cpp and set measured memory and speed beside the estimate.")(smoke_command)
 app.command("bench", help="Run llama-bench here, set the speed model beside it, keep a calibration (--save)."
             )(bench_command)
+app.command("cost", help="Buy vs rent vs a hosted API: cost per million tokens at your volume.")(cost_command)
 app.command("recommend", help="The best Gemma configurations for this hardware, ranked.")(recommend_command)
 app.command("buy", help="The hardware to buy for a Gemma model, cheapest first.")(buy_command)
 app.command("serve-plan", help="Does this hardware (or a cluster file) hold N concurrent requests or a "
@@ -245,6 +253,10 @@ def check(
     threads: ThreadsOpt = None,
     disk: DiskOpt = None,
     reserve: ReserveOpt = None,
+    mtp: MtpOpt = False,
+    draft: DraftOpt = None,
+    draft_max: DraftMaxOpt = None,
+    acceptance: AcceptanceOpt = None,
 ) -> None:
     """The go/no-go answer for one model, quant, context and hardware."""
     settings = run_settings(ctx=ctx if ctx is not None else 0, batch=batch, ubatch=ubatch,
@@ -252,6 +264,7 @@ def check(
                             kv_unified=kv_unified, flash_attn=flash_attn, cache_type_k=cache_type_k,
                             cache_type_v=cache_type_v, n_gpu_layers=n_gpu_layers, swa_full=swa_full,
                             override_tensor=override_tensor, cpu_moe=cpu_moe, n_cpu_moe=n_cpu_moe)
+    settings = replace(settings, speculative=speculative_ask(mtp, draft, draft_max, acceptance))
     options = {"gpu_memory_utilization": gpu_memory_utilization, "max_num_batched_tokens": max_num_batched_tokens,
                "tensor_parallel_size": tensor_parallel_size, "enforce_eager": enforce_eager or None,
                "kv_cache_dtype": kv_cache_dtype, "batch_size": batch_size, "max_new_tokens": max_new_tokens,
@@ -323,7 +336,7 @@ def synth(
 # `gemma-fit --help` in the order a newcomer needs it: the questions first (check before all), then files, this
 # machine and the databases (typer lists a panel's commands in registration order, groups after commands).
 _ANSWERS, _TOOLS = "Will it run, and on what?", "Files, this machine, the databases"
-_ORDER = ("check", "recommend", "buy", "report", "serve-plan", "inspect", "synth", "smoke", "bench", "probe")
+_ORDER = ("check", "recommend", "buy", "cost", "report", "serve-plan", "inspect", "synth", "smoke", "bench", "probe")
 app.registered_commands.sort(key=lambda c: _ORDER.index(_registered_name(c)))
 for _c in app.registered_commands:
     _c.rich_help_panel = _ANSWERS if _ORDER.index(_registered_name(_c)) < _ORDER.index("inspect") else _TOOLS

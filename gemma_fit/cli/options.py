@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -153,3 +153,29 @@ def machine_flags(*, ram: float | None = None, ram_type: str | None = None, ram_
                   cores: int | None = None, threads: int | None = None, disk: str | None = None,
                   reserve: float | None = None, cpu: str | None = None) -> MachineFlags:
     return MachineFlags(ram, ram_type, ram_channels, cores, threads, disk, reserve, cpu)
+
+
+# Speculative decoding (check, report, recommend, serve-plan): llama.cpp's -md / --spec-type / --spec-draft-n-max.
+SPECULATIVE = "Speculative decoding"
+MtpOpt = Annotated[bool, typer.Option("--mtp", help="Draft with the model's own Gemma 4 assistant drafter (MTP, "
+                                      "llama.cpp's draft-mtp).", rich_help_panel=SPECULATIVE)]
+DraftOpt = Annotated[str | None, typer.Option("--draft", metavar="MODEL[:QUANT]", help="Draft with a smaller model of "
+                                              "the same family, e.g. gemma-3-270m:Q8_0 (llama.cpp's draft-simple).",
+                                              rich_help_panel=SPECULATIVE)]
+DraftMaxOpt = Annotated[int | None, typer.Option("--draft-max", help="Tokens drafted per step (llama.cpp's "
+                                                 "spec-draft-n-max). [default: 3, llama.cpp's]",
+                                                 rich_help_panel=SPECULATIVE)]
+AcceptanceOpt = Annotated[float | None, typer.Option("--acceptance", help="Share of drafted tokens the target "
+                                                     "keeps, 0-1. [default: the published figure for the pair]",
+                                                     rich_help_panel=SPECULATIVE)]
+
+
+def speculative_ask(mtp: bool, draft: str | None, draft_max: int | None, acceptance: float | None) -> Any:
+    """--mtp / --draft as the settings carry them until the model is known (engines.speculative resolves them)."""
+    from gemma_fit.api import Speculative
+
+    if not (mtp or draft is not None or draft_max is not None or acceptance is not None):
+        return None
+    name, _, quant = (draft or "").partition(":")
+    return Speculative("mtp" if mtp else "draft", name.strip(), quant.strip(), draft_max, acceptance,
+                       asked_both=mtp and draft is not None)

@@ -111,6 +111,11 @@ def run_check(resolved: ResolvedModel, quant: str, settings: RunSettings, hardwa
         try:
             perf = speed_of(plan, fit.estimate, hardware, prompt_tokens, output_tokens, request_rate,
                             with_serving=with_serving)
+            if s.speculative is not None:
+                from gemma_fit.engines.speculative import with_speculation
+
+                perf = with_speculation(plan, fit.estimate, hardware, perf, s.speculative, prompt_tokens,
+                                        output_tokens, resolved.db_dirs)
             if perf.serving is not None and perf.serving.max_concurrency == 0:
                 fit = replace(fit, reasons=(*fit.reasons, _slot_too_small(s, fit.estimate.n_ctx, prompt_tokens,
                                                                           output_tokens)))

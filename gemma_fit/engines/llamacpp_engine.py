@@ -11,6 +11,7 @@ from gemma_fit.engines.base import CheckRequest, CheckResult, engine_options
 from gemma_fit.engines.llamacpp import NAME, LlamaCppResult, run_check
 from gemma_fit.engines.llamacpp_defaults import defaults_note, server_defaults, with_server_defaults
 from gemma_fit.engines.projector import with_projector
+from gemma_fit.engines.speculative import with_drafter
 from gemma_fit.gguf.tensors import build_plan
 from gemma_fit.gguf.types import file_type
 from gemma_fit.memory.llamacpp_fit import llamacpp_fit
@@ -61,6 +62,7 @@ class LlamaCppEngine:
         engine_options(LlamaCppOptions, request.options)  # refuses any
         r = request
         settings = with_projector(r.resolved, r.settings, r.workload.images, r.workload.mmproj)
+        settings = with_drafter(settings, settings.speculative, r.hardware, r.resolved.db_dirs)
         traffic = r.workload.traffic
         result = run_check(r.resolved, self.default_quant if r.quant is None else r.quant, settings, r.hardware,
                            prompt_tokens=r.workload.prompt_tokens, plan=r.plan, gguf_path=r.gguf_path,

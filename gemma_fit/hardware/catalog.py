@@ -22,7 +22,16 @@ from gemma_fit.base.text import printable
 from gemma_fit.db.files import packaged_dir
 from gemma_fit.db.yaml_files import read_yaml
 from gemma_fit.db.yaml_lines import compose, format_validation
-from gemma_fit.hardware.price_schema import PriceEntry, PriceFile
+from gemma_fit.hardware.price_schema import (
+    ApiEntry,
+    ApiFile,
+    ElectricityEntry,
+    ElectricityFile,
+    PriceEntry,
+    PriceFile,
+    RentEntry,
+    RentFile,
+)
 from gemma_fit.hardware.schema import (
     CPUEntry,
     CPUFile,
@@ -54,6 +63,9 @@ FILE_KINDS: dict[str, type[BaseModel]] = {
     "memory": MemoryFile,
     "storage": StorageFile,
     "prices": PriceFile,
+    "rent": RentFile,
+    "api": ApiFile,
+    "electricity": ElectricityFile,
 }
 
 
@@ -83,6 +95,9 @@ class HardwareDB:
     memory: dict[str, MemoryEntry] = field(default_factory=dict)
     storage: dict[str, StorageEntry] = field(default_factory=dict)
     prices: dict[str, PriceEntry] = field(default_factory=dict)
+    rent: dict[str, RentEntry] = field(default_factory=dict)
+    api: dict[str, ApiEntry] = field(default_factory=dict)
+    electricity: dict[str, ElectricityEntry] = field(default_factory=dict)
     files: dict[str, Path] = field(default_factory=dict)  # "kind:id" -> file it came from
     names: dict[str, str] = field(default_factory=dict)  # name_key of id/alias -> GPU id
     device_names: dict[str, tuple[str, ...]] = field(default_factory=dict)  # name_key -> GPU ids

@@ -77,3 +77,62 @@ class PriceEntry(Strict):
 
 class PriceFile(Strict):
     prices: list[PriceEntry] = Field(min_length=1)
+
+
+# What running costs: renting GPUs by the hour, a hosted API by the token, electricity by the kWh (`gemma-fit cost`).
+# Every figure is a PricePoint: USD, the date its source states, and the source (a URL).
+URL = r"^https?://[^\s]+\.[^\s]+$"
+
+
+class SourcedPrice(Strict):
+    """A price that only a public page can state: its URL is required (db validate checks its form)."""
+
+    usd: Annotated[float, ranged("usd")]
+    date: PriceDate
+    source: str = Field(pattern=URL)
+
+
+class RentEntry(Strict):
+    """An on-demand cloud instance: its GPUs (a hardware_db id and how many) and its price per instance-hour."""
+
+    id: str = Field(pattern=SLUG)  # provider-product, e.g. lambda-1x-h100-sxm
+    gpu: str = Field(pattern=SLUG)  # a gpus id
+    gpus: Annotated[int, Field(ge=1, le=16)]
+    provider: str = Field(min_length=2, max_length=60)
+    product: str = Field(min_length=2, max_length=120)
+    per_hour: SourcedPrice  # the whole instance, on demand
+    region: str = ""
+    note: str = ""
+
+
+class RentFile(Strict):
+    rent: list[RentEntry] = Field(min_length=1)
+
+
+class ApiEntry(Strict):
+    """A hosted API serving a Gemma model: USD per million input and output tokens."""
+
+    id: str = Field(pattern=SLUG)  # provider-model, e.g. deepinfra-gemma-3-27b
+    model: str = Field(pattern=r"^[A-Za-z0-9]+(-[A-Za-z0-9]+)*$")  # a model_db id, as it is spelled there
+    provider: str = Field(min_length=2, max_length=60)
+    input_per_mtok: SourcedPrice
+    output_per_mtok: SourcedPrice
+    note: str = ""
+
+
+class ApiFile(Strict):
+    api: list[ApiEntry] = Field(min_length=1)
+
+
+class ElectricityEntry(Strict):
+    """An average electricity price (USD per kWh) for a region and sector."""
+
+    id: str = Field(pattern=SLUG)  # us-residential
+    region: str = Field(min_length=2, max_length=60)
+    per_kwh: SourcedPrice
+    default: bool = False  # the one `cost` uses without --kwh-price
+    note: str = ""
+
+
+class ElectricityFile(Strict):
+    electricity: list[ElectricityEntry] = Field(min_length=1)

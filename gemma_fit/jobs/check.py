@@ -64,6 +64,8 @@ def check(model: str | ResolvedModel | None, hardware: Hardware | str | Sequence
         resolved, plan = gguf_model(gguf)
     else:
         resolved = model if isinstance(model, ResolvedModel) else resolve_model(model or "", catalog.model_dirs)
+    if settings.speculative is not None and not settings.speculative.resolved:
+        settings = replace(settings, speculative=_speculative(eng.name, resolved, settings.speculative, catalog))
     unmodelled = None
     if tag is not None and eng.name == registry.DEFAULT_ENGINE:
         q = eng.canonical_quant(eng.default_quant if quant is None else quant)
@@ -73,3 +75,12 @@ def check(model: str | ResolvedModel | None, hardware: Hardware | str | Sequence
     if default_ctx and default_parallel:
         request = eng.with_defaults(request)
     return registry.check(eng.name, request)
+
+
+def _speculative(engine: str, resolved: ResolvedModel, asked: Any, catalog: Catalog) -> Any:
+    """--mtp / --draft resolved for the engine that runs them (llama.cpp's -md and --spec-type)."""
+    from gemma_fit.engines.speculative import resolve_asked
+
+    if engine != registry.DEFAULT_ENGINE:
+        raise BadInput(f"--mtp / --draft are modelled for llama.cpp (-md, --spec-type); not yet for {engine}")
+    return resolve_asked(resolved, asked, catalog.model_dirs)

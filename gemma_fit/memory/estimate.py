@@ -50,10 +50,12 @@ class DeviceMemory:
     overhead_bytes: int
     capacity_bytes: int
     mmproj_bytes: int = 0  # the multimodal projector's own model buffer (clip), main GPU only
+    draft_bytes: int = 0  # a speculative drafter's weights, KV cache and compute buffer, main GPU only
 
     @property
     def total_bytes(self) -> int:
-        return self.weights_bytes + self.kv_cache_bytes + self.compute_bytes + self.overhead_bytes + self.mmproj_bytes
+        return (self.weights_bytes + self.kv_cache_bytes + self.compute_bytes + self.overhead_bytes + self.mmproj_bytes
+                + self.draft_bytes)
 
     @property
     def headroom_bytes(self) -> int:
@@ -189,7 +191,7 @@ class _Core:
     plan: TensorPlan  # kept so that the cache's id(plan) key cannot outlive its plan
     placement: Placement
     terms: ContextTerms
-    per_device: tuple[tuple[int, int, int, int, int], ...]
+    per_device: tuple[tuple[int, int, int, int, int, int], ...]
     host: tuple[int, int, int, int]  # weights (mapped span), KV, compute, output
 
 
@@ -216,8 +218,10 @@ def _core(plan: TensorPlan, s: RunSettings, backends: tuple[str, ...], n_gpu_lay
     n_tokens = min(s.resolved_ctx(model), s.ubatch)
     comp_dev, comp_host = _compute_split(model, plan, placement, terms.phases, n_tokens, list(backends))
     per_device = tuple((weights.device_bytes[i], kv_dev[i], comp_dev[i], runtime_overhead(b).bytes,
-                        s.mmproj_bytes if i == 0 else 0) for i, b in enumerate(backends))
-    host_weights = weights.host_mapped_span_bytes if backends else cpu_only_weights_bytes(plan) + s.mmproj_bytes
+                        s.mmproj_bytes if i == 0 else 0, s.draft_bytes if i == 0 else 0)
+                       for i, b in enumerate(backends))
+    host_weights = (weights.host_mapped_span_bytes if backends
+                    else cpu_only_weights_bytes(plan) + s.mmproj_bytes + s.draft_bytes)
     core = _Core(plan, placement, terms, per_device,
                  (host_weights, kv_host, comp_host, model.n_vocab * max(1, s.n_parallel) * F32))
     if len(_CORES) >= _CORES_MAX:
@@ -274,8 +278,9 @@ def estimate_memory(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ..
     capacities = [gpu_ceiling(unified)] if unified else [d.usable_memory_bytes for d in devices]
     core = _core(plan, s, tuple(d.backend for d in devices), n_gpu_layers,
                  tuple(capacities) if len(devices) > 1 else (), terms)
-    per_device = tuple(DeviceMemory(d.id, d.name, w, kv, comp, over, capacities[i], mmproj)
-                       for i, (d, (w, kv, comp, over, mmproj)) in enumerate(zip(devices, core.per_device, strict=True)))
+    per_device = tuple(DeviceMemory(d.id, d.name, w, kv, comp, over, capacities[i], mmproj, draft)
+                       for i, (d, (w, kv, comp, over, mmproj, draft)) in enumerate(zip(devices, core.per_device,
+                                                                                       strict=True)))
     kv, phases = core.terms.kv, core.terms.phases
     if unified is None:
         host = HostMemory(*core.host, host_capacity)

@@ -93,6 +93,9 @@ def _fit_reasons(est: MemoryEstimate) -> list[str]:
 FA_VALUE_SINCE = 6325  # -fa takes on/off/auto from b6325 (llama.cpp PR #15434); before, a bare switch
 
 
+LLAMA_DRAFT_MAX = 3  # common_params_speculative_draft.n_max: drafts per step when --spec-draft-n-max is not given
+
+
 def _fa_args(s: RunSettings) -> list[str]:
     """-fa as the answer's llama.cpp version parses it: "-fa on|off", or before b6325 the bare switch (or nothing)."""
     on = s.flash_attn != "off"
@@ -119,6 +122,10 @@ def server_command(model: ModelSpec, quant: str, s: RunSettings, n_gpu_layers: i
     args += s.placement_args()
     if s.mmproj_path:
         args += ["--mmproj", s.mmproj_path]
+    if s.speculative is not None:  # llama.cpp's spelling since the speculative options took the --spec- prefix
+        sp = s.speculative
+        args += ["-md", sp.draft_file, "--spec-type", "draft-mtp" if sp.method == "mtp" else "draft-simple",
+                 "--spec-draft-n-max", str(sp.draft_max or LLAMA_DRAFT_MAX)]
     return shlex.join(args)
 
 

@@ -24,6 +24,25 @@ def pad_to(n: int, multiple: int) -> int:
 
 
 @dataclass(frozen=True)
+class Speculative:
+    """Speculative decoding as asked (--mtp, --draft MODEL[:QUANT], --draft-max, --acceptance) and as resolved by
+    engines.speculative: the drafter, its file for the printed command, and the acceptance with its source."""
+
+    method: str  # "mtp" (the model's own Gemma 4 assistant drafter) | "draft" (a smaller model of the family)
+    draft_model: str  # model id ("gemma-3-270m", "gemma-4-31B-assistant")
+    draft_quant: str
+    draft_max: int | None = None  # drafts per step; None: the best for the plan (llama.cpp's default is 3)
+    acceptance: float | None = None  # per-draft acceptance; None: the published figure
+    acceptance_source: str = ""
+    draft_file: str = ""  # the -md file name in the printed command ("": as asked, not resolved yet)
+    asked_both: bool = False  # --mtp and --draft together (refused when resolved)
+
+    @property
+    def resolved(self) -> bool:
+        return bool(self.draft_file)
+
+
+@dataclass(frozen=True)
 class RunSettings:
     n_ctx: int = 4096  # 0 = the model's trained context
     n_batch: int = 2048
@@ -39,6 +58,8 @@ class RunSettings:
     n_outputs_max: int = 0  # 0 = n_batch (llama-cli, llama-bench); llama-server uses n_parallel
     mmproj_bytes: int = 0  # a multimodal projector (--mmproj): weights + image-encoder compute, on the main GPU
     mmproj_path: str = ""  # its file, for the printed command
+    draft_bytes: int = 0  # a speculative drafter (-md): its weights, KV cache and compute buffer, on the main GPU
+    speculative: Speculative | None = None
     images: int = 0  # images per prompt (each takes image_tokens of the context)
     image_tokens: int = 0  # context tokens one image takes (Gemma 3: 256)
     override_tensor: tuple[str, ...] = ()  # -ot values as typed: "PATTERN=BUFFER,PATTERN=BUFFER"

@@ -133,13 +133,15 @@ def performance_json(p: Performance | None) -> dict[str, Any] | None:
             "split_modes_decode_tokens_per_s": {k: round(v, 2)
                                                 for k, v in (p.split_modes_decode_tokens_per_s or {}).items()},
             "serving": serving_json(p.serving),
+            **({"speculative": p.speculative} if p.speculative is not None else {}),
             "notes": list(p.notes)}
 
 
 def llama_device_json(d: DeviceMemory) -> dict[str, Any]:
     return {"id": d.id, "name": d.name, "weights_bytes": d.weights_bytes, "kv_cache_bytes": d.kv_cache_bytes,
             "compute_bytes": d.compute_bytes, "overhead_bytes": d.overhead_bytes, "mmproj_bytes": d.mmproj_bytes,
-            "total_bytes": d.total_bytes, "capacity_bytes": d.capacity_bytes, "headroom_bytes": d.headroom_bytes}
+            "draft_bytes": d.draft_bytes, "total_bytes": d.total_bytes, "capacity_bytes": d.capacity_bytes,
+            "headroom_bytes": d.headroom_bytes}
 
 
 def cluster_device_json(d: ClusterDevice) -> dict[str, Any]:

@@ -180,6 +180,35 @@ def render_smoke(out: Console, doc: dict[str, Any]) -> None:
     out.print(f"  peak RSS of llama.cpp: {_cell(host.get('peak_rss_bytes'))}")
 
 
+COST_ROWS = 6
+
+
+def render_cost(out: Console, doc: dict[str, Any]) -> None:
+    doc = for_terminal(doc)
+    v = doc["workload"]["tokens_per_day"]
+    out.print(f"[bold]cost[/bold] {doc['model']} {doc['quant']} at {v:,} generated tokens a day "
+              f"(hardware: {doc['hardware']}); cheapest first")
+    table = Table("option", "$/M tokens", "$/day", "upfront $", "$/hour", "break-even", title_justify="left")
+    # the cheapest of each kind first, then the next cheapest overall: a page, not every provider
+    best_of_kind = {o["kind"]: o for o in reversed(doc["options"])}
+    shown = [o for o in doc["options"] if o in best_of_kind.values() or doc["options"].index(o) < COST_ROWS]
+    for o in shown[:COST_ROWS + len(best_of_kind)]:
+        months = o["breakeven_months"]
+        be = ("-" if months is None else f"{months:g} months" if months <= 120 else "over 10 years")
+        table.add_row(o["label"], f"{o['usd_per_mtok']:,.3f}", f"{o['usd_per_day']:,.2f}",
+                      f"{o['upfront_usd']:,.0f}" if o["upfront_usd"] is not None else "-",
+                      f"{o['hourly_usd']:,.2f}" if o["hourly_usd"] is not None else "-", be)
+    out.print(table)
+    if len(doc["options"]) > len(shown):
+        out.print(f"  {len(doc['options']) - len(shown)} more options in --json")
+    for c in doc["changes"]:
+        out.print(f"  from {c['from_tokens_per_day']:,} tokens a day: {c['cheapest']}", markup=False, highlight=False)
+    for note in doc["notes"]:
+        out.print(f"  - {note}", markup=False, highlight=False)
+    out.print("  sources: " + "; ".join(f"{s['what']} ({s['date']}) {s['url']}" for o in doc["options"][:3]
+                                        for s in o["sources"]), markup=False, highlight=False)
+
+
 def render_bench(out: Console, doc: dict[str, Any]) -> None:
     doc = for_terminal(doc)
     out.print(f"[bold]bench[/bold] {doc['model']} {doc['quant']} on {doc['hardware']}: {doc['source']} vs "

@@ -48,12 +48,13 @@ def experts_touched(share: float, batch: int) -> float:
     return 1.0 - (1.0 - share) ** batch if share else 0.0
 
 
-def stage_step_s(w: StageWork, batch: int) -> float:
-    """Seconds one device spends on a step of `batch` sequences."""
+def stage_step_s(w: StageWork, batch: int, kv_seqs: int | None = None) -> float:
+    """Seconds one device spends on a step of `batch` tokens, one per sequence unless `kv_seqs` says the tokens
+    belong to fewer sequences (speculative verification: k + 1 tokens of one sequence read its KV cache once)."""
     weights = w.shared_bytes + w.expert_bytes * experts_touched(w.expert_share, batch)
     memory = weights / w.bytes_s if w.bytes_s else float("inf")
     compute = batch * w.flops_per_token / w.flops_s if w.flops_s else 0.0
-    attention = batch * w.kv_bytes_per_seq / w.bytes_s if w.bytes_s else float("inf")
+    attention = (batch if kv_seqs is None else kv_seqs) * w.kv_bytes_per_seq / w.bytes_s if w.bytes_s else float("inf")
     comm = 0.0
     if w.allreduce_per_step:
         move = batch * w.allreduce_bytes_per_seq / w.link_bytes_s if w.link_bytes_s else 0.0
@@ -106,10 +107,12 @@ class Pipeline:
     def _handover(self, seqs: int) -> float:
         return self.handover_fixed_s + seqs * self.handover_s_per_seq
 
-    def step_s(self, batch: int) -> float:
-        """Seconds between two tokens of one sequence (time per output token) at `batch` sequences."""
+    def step_s(self, batch: int, kv_seqs: int | None = None) -> float:
+        """Seconds between two tokens of one sequence (time per output token) at `batch` sequences (`kv_seqs`: the
+        batch's tokens belong to that many sequences, each reading its KV cache once)."""
         if self.pp <= 1:
-            step = sum(stage_step_s(w, batch) for w in self.stages) + self._handover(batch) + self.split_s
+            step = (sum(stage_step_s(w, batch, kv_seqs) for w in self.stages) + self._handover(batch)
+                    + self.split_s)
             return step / factor_at(self.speed_factors, batch)
         micro = max(1, -(-batch // self.pp))
         hop = self._handover(micro) / max(1, self.pp - 1)  # one boundary per period

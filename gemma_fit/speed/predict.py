@@ -13,6 +13,7 @@ hidden state across each boundary (gemma_fit/links.py).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from gemma_fit.gguf.tensors import TensorPlan
 from gemma_fit.hardware.spec import GPUAttachment, GPUSpec, Hardware
@@ -68,6 +69,7 @@ class Performance:
     split_modes_decode_tokens_per_s: dict[str, float] | None = None  # layer / row / tensor split, several GPUs
     load_bottleneck: str = ""  # what bounds the cold load, and what would move it
     serving: Serving | None = None  # many requests at once (speed.traffic): aggregate tokens/s and the traffic
+    speculative: dict[str, Any] | None = None  # with a drafter (engines.speculative): the contract's block
 
     @property
     def aggregate_tokens_per_s(self) -> float:

@@ -74,6 +74,10 @@ def _cross_checks(report: Report, seen: Seen) -> None:
     for (kind, price_id), (path, line) in seen.ids.items():
         if kind == "prices" and gpu_ids and price_id not in gpu_ids:
             report.problems.append(Problem(path, line, f"{price_id}.id", "a price for no GPU in the database"))
+    for path, line, what, ref, kind in seen.refs:
+        known = {i for k, i in seen.ids if k == kind}
+        if known and ref not in known:
+            report.problems.append(Problem(path, line, what, f"{ref} is not an id of the {kind} database"))
     for key, gpu_id, doc, loc in seen.device_names:
         owner = seen.names.get(key)
         if owner is not None and owner[0] != gpu_id:

@@ -59,6 +59,8 @@ class Seen:
     ids: dict[tuple[str, str], tuple[Path, int | None]] = field(default_factory=dict)
     names: dict[str, tuple[str, Path, int | None]] = field(default_factory=dict)
     device_names: list[tuple[str, str, Doc, Loc]] = field(default_factory=list)
+    # (file, line, field, id, kind): an id another database must hold (a rental's GPU, an API's model)
+    refs: list[tuple[Path, int | None, str, str, str]] = field(default_factory=list)
 
 
 def validate_with(doc: Doc, report: Report, model: Any, value: Any, prefix: Loc,

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from gemma_fit.base.errors import BadInput
 from gemma_fit.db.yaml_lines import Loc
 from gemma_fit.hardware.catalog import find_gpu_entry, load_hardware_db, name_key
-from gemma_fit.hardware.price_schema import PriceEntry
+from gemma_fit.hardware.price_schema import ApiEntry, ElectricityEntry, PriceEntry, RentEntry, SourcedPrice
 from gemma_fit.hardware.prices import price_month
 from gemma_fit.hardware.schema import (
     BACKENDS,
@@ -173,7 +173,8 @@ def check_list_file(doc: Doc, report: Report, seen: Seen, kind: str) -> None:
         report.add(doc, (kind,), kind, "expected a non-empty list of entries")
         return
     model = {"gpus": GPUEntry, "cpus": CPUEntry, "interconnects": InterconnectEntry, "memory": MemoryEntry,
-             "storage": StorageEntry, "prices": PriceEntry}[kind]
+             "storage": StorageEntry, "prices": PriceEntry, "rent": RentEntry, "api": ApiEntry,
+             "electricity": ElectricityEntry}[kind]
     for i, item in enumerate(items):
         loc = (kind, i)
         entry = validate_with(doc, report, model, item, loc, HARDWARE_MODELS)
@@ -187,6 +188,10 @@ def check_list_file(doc: Doc, report: Report, seen: Seen, kind: str) -> None:
             report.add(doc, (*loc, name), f"{entry.id}.{name}", message)
         if isinstance(entry, GPUEntry):
             _check_gpu_names(doc, report, seen, entry, loc)
+        if isinstance(entry, RentEntry):
+            seen.refs.append((doc.path, doc.line((*loc, "gpu")), f"{entry.id}.gpu", entry.gpu, "gpus"))
+        if isinstance(entry, ApiEntry):
+            seen.refs.append((doc.path, doc.line((*loc, "model")), f"{entry.id}.model", entry.model.lower(), "model"))
 
 
 def _price_dates(entry: PriceEntry) -> Iterator[tuple[str, str]]:
@@ -198,9 +203,18 @@ def _price_dates(entry: PriceEntry) -> Iterator[tuple[str, str]]:
             yield (name, f"dated {point.date}, after today ({today})")
 
 
+def _running_dates(entry: BaseModel) -> Iterator[tuple[str, str]]:
+    today = date.today().isoformat()
+    for name, point in vars(entry).items():
+        if isinstance(point, SourcedPrice) and price_month(point.date) > today[:7]:
+            yield (name, f"dated {point.date}, after today ({today})")
+
+
 def _entry_physics(entry: BaseModel) -> Iterator[tuple[str, str]]:
     if isinstance(entry, PriceEntry):
         yield from _price_dates(entry)
+    if isinstance(entry, RentEntry | ApiEntry | ElectricityEntry):
+        yield from _running_dates(entry)
     if isinstance(entry, GPUEntry):
         yield from _gpu_physics(entry)
     elif isinstance(entry, MemoryEntry):

@@ -1,0 +1,286 @@
+"""Speculative decoding on llama.cpp: the drafter's memory beside the target's, the speed it buys, the command.
+
+Two drafters (llama-server -md FILE --spec-type ...):
+- `--draft MODEL[:QUANT]` (draft-simple): a smaller model of the same family and tokenizer (Gemma 3 270M or 1B for
+  Gemma 3 12B / 27B, Gemma 2 2B for Gemma 2 9B / 27B). llama.cpp builds its context from the target's parameters
+  (common_base_params_to_speculative: the same -c, -np, -b, -ub and flash attention; its own KV types, f16 unless
+  -ctkd/-ctvd; logits for one output per sequence), so its memory is the estimate of that model under those
+  settings, kept on the main GPU here (-devd names it where there are several).
+- `--mtp` (draft-mtp): Gemma 4's own assistant drafter (model_db/llamacpp/drafters.yaml). Its layers attend to the
+  target's KV cache (llama_model::create_memory for gemma4-assistant: each layer shares the target's last sliding-
+  window or full layer), so it adds its weights and a compute buffer, no KV cache.
+The acceptance rate is the published one for the pair (model_db/llamacpp/speculative.yaml, each with its source),
+or the user's --acceptance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import cache
+from typing import Any
+
+from gemma_fit.base.errors import BadInput
+from gemma_fit.db.rules import read_packaged_yaml
+from gemma_fit.gguf.tensors import build_plan
+from gemma_fit.hardware.spec import Hardware
+from gemma_fit.memory.estimate import estimate_memory
+from gemma_fit.memory.fit import LLAMA_DRAFT_MAX
+from gemma_fit.memory.settings import RunSettings, Speculative
+from gemma_fit.model.catalog import ResolvedModel, resolve_model
+
+MAX_DRAFT = 64
+VERIFY_MATMUL_FRACTION = 1.0
+# llama.cpp's host work per drafted token beyond the drafter's own pass (sampling, handing the target's hidden state
+# over, scheduling two contexts): benchmarks/fit_speculative.py finds none on the published runs (7 runs on an
+# RTX 5070 and a Strix Halo: speed within -9% to +2% at the stated or fitted acceptance without it)
+DRAFT_STEP_OVERHEAD_S = 0.0
+VOCAB_MAX_SIZE_DIFFERENCE = 128  # common/speculative.cpp SPEC_VOCAB_MAX_SIZE_DIFFERENCE (Gemma 3 27B has 64 more)
+
+
+@cache
+def acceptance_table() -> list[dict[str, Any]]:
+    """model_db/llamacpp/speculative.yaml: published acceptance per target and drafter, with sources."""
+    return list(read_packaged_yaml("llamacpp/speculative.yaml")["acceptance"])
+
+
+def per_draft_probability(accepted_share: float, draft_max: int) -> float:
+    """The per-draft acceptance p whose expected accepted / drafted at k drafts per step is the published share:
+    p (1 - p^k) / ((1 - p) k) = share, solved by bisection (the left side grows with p)."""
+    if draft_max <= 1:
+        return accepted_share
+    lo, hi = 0.0, 0.9999
+    for _ in range(60):
+        p = (lo + hi) / 2
+        share = p * (1 - p ** draft_max) / ((1 - p) * draft_max)
+        lo, hi = (p, hi) if share < accepted_share else (lo, p)
+    return (lo + hi) / 2
+
+
+def _median_p(rows: list[dict[str, Any]]) -> float:
+    values = sorted(per_draft_probability(float(r["accepted_share"]), int(r["draft_max"])) for r in rows)
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+
+
+def published_acceptance(target: str, method: str, drafter: str, generation: str | None = None
+                         ) -> tuple[float, str] | None:
+    """The per-draft acceptance of the published runs of this pair (median); where there are none, the median of
+    the method's runs on the family's other targets, said so. None without any."""
+    rows = [r for r in acceptance_table() if r["target"] == target and r["drafter"] == drafter]
+    if rows:
+        return _median_p(rows), f"median of {len(rows)} published run{'s' if len(rows) > 1 else ''}: " + \
+            "; ".join(sorted({str(r["source"]) for r in rows}))
+    same = [r for r in acceptance_table() if r["method"] == method
+            and (generation is None or str(r["target"]).startswith(f"gemma-{generation}-"))]
+    if not same:
+        return None
+    return _median_p(same), (f"no published run of {drafter} with {target}: the median of {len(same)} {method} runs "
+                             f"on other Gemma {generation or ''} targets")
+
+
+def _parse_draft(text: str) -> tuple[str, str | None]:
+    name, _, quant = text.partition(":")
+    if not name.strip():
+        raise BadInput("--draft needs a model id (e.g. gemma-3-270m or gemma-3-270m:Q8_0)")
+    return name.strip(), quant.strip() or None
+
+
+def _check_numbers(draft_max: int | None, acceptance: float | None) -> None:
+    if draft_max is not None and not 1 <= draft_max <= MAX_DRAFT:
+        raise BadInput(f"--draft-max {draft_max} is out of range (1 to {MAX_DRAFT})")
+    if acceptance is not None and not 0.0 <= acceptance < 1.0:
+        raise BadInput(f"--acceptance {acceptance} is not a probability below 1 (the share of drafted tokens the "
+                       "target keeps, e.g. 0.7)")
+
+
+def resolve_speculative(target: ResolvedModel, *, mtp: bool, draft: str | None, draft_max: int | None,
+                        acceptance: float | None, model_dirs: tuple[Any, ...] = ()) -> Speculative | None:
+    """--mtp / --draft as a Speculative (None without either); BadInput for a drafter llama.cpp would refuse."""
+    if not mtp and draft is None:
+        if draft_max is not None or acceptance is not None:
+            raise BadInput("--draft-max and --acceptance go with --mtp or --draft MODEL")
+        return None
+    if mtp and draft is not None:
+        raise BadInput("give --mtp (the model's own drafter) or --draft MODEL, not both")
+    _check_numbers(draft_max, acceptance)
+    if mtp:
+        from gemma_fit.engines.mtp import drafter_for
+
+        d = drafter_for(target.spec.id)
+        method, draft_id, quant, file = "mtp", d.id, d.quant, d.file
+    else:
+        name, quant_given = _parse_draft(draft or "")
+        resolved = resolve_model(name, model_dirs)
+        _check_pair(target, resolved)
+        method, draft_id = "draft", resolved.spec.id
+        quant = build_plan(resolved.spec, quant_given or "Q8_0").ftype.name
+        file = f"{draft_id}-{quant}.gguf"
+    if acceptance is not None:
+        p, source = acceptance, "given (--acceptance)"
+    else:
+        found = published_acceptance(target.spec.id, method, draft_id, _generation(target))
+        if found is None:
+            raise BadInput(f"no published acceptance rate for {draft_id} drafting {target.spec.id}; give "
+                           "--acceptance P (the share of drafted tokens the target keeps, e.g. 0.6)")
+        p, source = found
+    return Speculative(method, draft_id, quant, draft_max, p, source, file)
+
+
+def _generation(r: ResolvedModel) -> str | None:
+    entry = r.entry
+    return str(entry.generation) if entry is not None else None
+
+
+def _check_pair(target: ResolvedModel, draft: ResolvedModel) -> None:
+    """llama.cpp refuses a draft whose vocabulary differs from the target's (common_speculative_are_compatible:
+    type, size within 128, the same special tokens and texts); gemma-fit knows a family shares its tokenizer."""
+    if draft.spec.id == target.spec.id:
+        raise BadInput(f"--draft {draft.spec.id} is the target itself; a drafter is a smaller model of its family")
+    if abs(draft.spec.n_vocab - target.spec.n_vocab) > VOCAB_MAX_SIZE_DIFFERENCE \
+            or _generation(draft) != _generation(target):
+        raise BadInput(f"--draft {draft.spec.id} cannot draft for {target.spec.id}: llama.cpp needs the same "
+                       f"vocabulary (Gemma {_generation(draft)}, {draft.spec.n_vocab:,} tokens vs Gemma "
+                       f"{_generation(target)}, {target.spec.n_vocab:,})")
+    if draft.spec.n_layer >= target.spec.n_layer and draft.spec.n_embd >= target.spec.n_embd:
+        raise BadInput(f"--draft {draft.spec.id} is not smaller than {target.spec.id}: it would slow decoding down")
+
+
+@dataclass(frozen=True)
+class DraftMemory:
+    weights_bytes: int
+    kv_cache_bytes: int
+    compute_bytes: int
+
+    @property
+    def total_bytes(self) -> int:
+        return self.weights_bytes + self.kv_cache_bytes + self.compute_bytes
+
+
+def draft_settings(target: RunSettings) -> RunSettings:
+    """The draft context's settings: the target's, with f16 KV (no -ctkd/-ctvd), logits of one output per
+    sequence, all its layers on the GPU, nothing else loaded beside it."""
+    return replace(target, cache_type_k="f16", cache_type_v="f16", n_outputs_max=max(1, target.n_parallel),
+                   n_gpu_layers=None, override_tensor=(), cpu_moe=False, n_cpu_moe=0, mmproj_bytes=0, mmproj_path="",
+                   images=0, image_tokens=0, draft_bytes=0, speculative=None)
+
+
+def draft_memory(spec: Speculative, settings: RunSettings, hardware: Hardware, model_dirs: tuple[Any, ...] = ()
+                 ) -> DraftMemory:
+    """What the drafter takes on the main GPU (or in RAM without one)."""
+    if spec.method == "mtp":
+
+        d = drafter_for_id(spec.draft_model)
+        return DraftMemory(d.weights_bytes, 0, d.compute_bytes(settings))
+    resolved = resolve_model(spec.draft_model, model_dirs)
+    plan = build_plan(resolved.spec, spec.draft_quant)
+    gpus = hardware.gpus[:1]
+    est = estimate_memory(plan, draft_settings(settings), gpus, resolved.spec.n_layer + 1 if gpus else 0,
+                          hardware.host_capacity_bytes)
+    if gpus:
+        d = est.devices[0]
+        return DraftMemory(d.weights_bytes, d.kv_cache_bytes, d.compute_bytes)
+    h = est.host
+    return DraftMemory(h.weights_bytes, h.kv_cache_bytes, h.compute_bytes)
+
+
+def drafter_for_id(draft_id: str) -> Any:
+    from gemma_fit.engines.mtp import drafter_by_id
+
+    return drafter_by_id(draft_id)
+
+
+def with_drafter(settings: RunSettings, spec: Speculative | None, hardware: Hardware,
+                 model_dirs: tuple[Any, ...] = ()) -> RunSettings:
+    """The settings with the drafter's bytes on the main GPU (or the host), for the fit to count."""
+    if spec is None:
+        return settings
+    mem = draft_memory(spec, settings, hardware, model_dirs)
+    return replace(settings, speculative=spec, draft_bytes=mem.total_bytes)
+
+
+def drafter_pipeline(spec: Speculative, settings: RunSettings, hardware: Hardware, position: int,
+                     model_dirs: tuple[Any, ...] = ()) -> Any:
+    """The drafter's own decode step, on the main GPU (or the CPU), from the same model as the target's."""
+    from gemma_fit.speed.serve_llamacpp import llamacpp_pipeline
+
+    main = replace(hardware, gpus=hardware.gpus[:1],
+                   attachments=hardware.attachments[:1] if hardware.attachments else None)
+    if spec.method == "mtp":
+        from gemma_fit.engines.mtp import mtp_pipeline
+
+        return mtp_pipeline(drafter_for_id(spec.draft_model), main)
+    resolved = resolve_model(spec.draft_model, model_dirs)
+    plan = build_plan(resolved.spec, spec.draft_quant)
+    s = draft_settings(settings)
+    est = estimate_memory(plan, s, main.gpus, resolved.spec.n_layer + 1 if main.gpus else 0,
+                          hardware.host_capacity_bytes)
+    return llamacpp_pipeline(plan, est, main, max(1, min(position, est.n_ctx)))
+
+
+def speculative_figures(spec: Speculative, target_pipe: Any, draft_pipe: Any, n_parallel: int,
+                        concurrencies: tuple[int, ...]) -> dict[str, Any]:
+    """performance.speculative: the drafts per step (given, else the best at one sequence), tokens per step, speed-up
+    at the plan's concurrency, and how the gain changes as requests are batched."""
+    from gemma_fit.speed.speculative import best_draft_max, speculative_step
+
+    p = float(spec.acceptance or 0.0)
+    k = spec.draft_max or LLAMA_DRAFT_MAX  # what the printed command runs (llama.cpp's default when not given)
+    oh = DRAFT_STEP_OVERHEAD_S
+    here = speculative_step(target_pipe, draft_pipe, max(1, n_parallel), k, p, oh)
+    one = speculative_step(target_pipe, draft_pipe, 1, k, p, oh)
+    scaling = [speculative_step(target_pipe, draft_pipe, b, k, p, oh) for b in concurrencies]
+    return {"method": spec.method, "draft_model": spec.draft_model, "draft_quant": spec.draft_quant,
+            "draft_max": k, "best_draft_max": best_draft_max(target_pipe, draft_pipe, max(1, n_parallel), p, oh),
+            "acceptance_rate": round(p, 4), "acceptance_source": spec.acceptance_source,
+            "tokens_per_step": round(here.tokens_per_step, 3), "speedup": round(here.speedup, 3),
+            "single_stream_speedup": round(one.speedup, 3),
+            "decode_tokens_per_s": round(one.per_user_tokens_per_s, 2),
+            "draft_ms_per_step": round(here.draft_s * 1e3, 3), "verify_ms_per_step": round(here.verify_s * 1e3, 3),
+            "scaling": [{"concurrency": s.batch, "speedup": round(s.speedup, 3),
+                         "aggregate_tokens_per_s": round(s.aggregate_tokens_per_s, 1)} for s in scaling],
+            "pays": here.speedup > 1.0}
+
+
+def with_speculation(plan: Any, est: Any, hardware: Hardware, perf: Any, spec: Speculative, prompt_tokens: int,
+                     output_tokens: int | None, model_dirs: tuple[Any, ...] = ()) -> Any:
+    """The performance with the drafter: decode, time to first token and the serving figures include it."""
+    from gemma_fit.speed.serve_llamacpp import llamacpp_pipeline
+    from gemma_fit.speed.traffic import SCALING_POINTS
+
+    position = max(1, min(prompt_tokens + (output_tokens or 0) // 2, est.n_ctx))
+    # the k + 1 tokens of one sequence go through the matrix kernels as a small prompt chunk does: at the prefill's
+    # matrix rate, not the share of it that many sequences' batched decode reaches
+    target = llamacpp_pipeline(plan, est, hardware, position, matmul_fraction=VERIFY_MATMUL_FRACTION)
+    drafter = drafter_pipeline(spec, est.settings, hardware, position, model_dirs)
+    n = max(1, est.settings.n_parallel)
+    points = tuple(c for c in SCALING_POINTS if c <= n) or (1,)
+    fig = speculative_figures(spec, target, drafter, n, points)
+    decode = fig["decode_tokens_per_s"] or perf.decode_tokens_per_s
+    prefill_s = perf.ttft_s - 1.0 / perf.decode_tokens_per_s if perf.decode_tokens_per_s else perf.ttft_s
+    gain = {row["concurrency"]: row["speedup"] for row in fig["scaling"]}
+    serving = perf.serving
+    if serving is not None:
+        at_n = fig["speedup"]
+        serving = replace(serving, aggregate_tokens_per_s=serving.aggregate_tokens_per_s * at_n,
+                          per_user_tokens_per_s=serving.per_user_tokens_per_s * at_n,
+                          scaling=tuple((c, agg * gain.get(c, at_n), user * gain.get(c, at_n))
+                                        for c, agg, user in serving.scaling))
+    note = (f"speculative decoding ({spec.method}, {spec.draft_model} {spec.draft_quant}, {fig['draft_max']} drafts "
+            f"per step, acceptance {fig['acceptance_rate']:.2f}): {fig['tokens_per_step']:.2f} tokens per step, "
+            f"x{fig['single_stream_speedup']:.2f} for one request, x{fig['speedup']:.2f} at {n}")
+    return replace(perf, decode_tokens_per_s=decode, ttft_s=prefill_s + 1.0 / decode, serving=serving,
+                   speculative=fig, notes=(*perf.notes, note))
+
+
+def resolve_asked(target: ResolvedModel, asked: Speculative, model_dirs: tuple[Any, ...] = ()) -> Speculative | None:
+    """The Speculative the command line built (method, the draft as typed) resolved for this target."""
+    if asked.asked_both:
+        raise BadInput("give --mtp (the model's own drafter) or --draft MODEL, not both")
+    draft = None
+    if asked.method == "draft" and asked.draft_model:
+        draft = f"{asked.draft_model}:{asked.draft_quant}" if asked.draft_quant else asked.draft_model
+    elif asked.method == "draft" and asked.draft_quant:
+        raise BadInput("--draft needs a model id (e.g. gemma-3-270m or gemma-3-270m:Q8_0)")
+    return resolve_speculative(target, mtp=asked.method == "mtp" and not asked.asked_both,
+                               draft=draft if not (asked.method == "draft" and not asked.draft_model) else None,
+                               draft_max=asked.draft_max, acceptance=asked.acceptance, model_dirs=model_dirs)

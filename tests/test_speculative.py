@@ -1,0 +1,98 @@
+"""Speculative decoding (--mtp, --draft): the drafter's memory on the main GPU, the speed-up model, the printed
+llama.cpp command, and the published acceptance turned into a per-draft probability."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gemma_fit.engines.mtp import drafters_table
+from gemma_fit.engines.speculative import per_draft_probability
+from gemma_fit.speed.speculative import tokens_per_step
+
+CLI = [sys.executable, "-c", "from gemma_fit.cli.entry import main; main()"]
+
+
+def check(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, "check", *args], capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_tokens_per_step_by_hand() -> None:
+    assert tokens_per_step(0.0, 3) == 1.0
+    assert tokens_per_step(0.5, 1) == pytest.approx(1.5)
+    assert tokens_per_step(0.5, 3) == pytest.approx(1 + 0.5 + 0.25 + 0.125)
+    assert tokens_per_step(1.0, 4) == 5.0
+
+
+@given(st.floats(0.05, 0.98), st.integers(1, 12))
+def test_per_draft_probability_inverts_the_accepted_share(p: float, k: int) -> None:
+    share = p * (1 - p**k) / ((1 - p) * k)
+    assert per_draft_probability(share, k) == pytest.approx(p, abs=1e-6)
+
+
+def test_the_31b_drafter_counted_matches_its_published_file() -> None:
+    """ggml-org's mtp-gemma-4-31B-it-Q8_0.gguf is 514,687,104 bytes; the tensors counted come within 0.1%."""
+    row = next(r for r in drafters_table() if r["target"] == "gemma-4-31B")
+    assert abs(row["counted_bytes"] / row["published_bytes"] - 1) < 0.001
+
+
+def test_mtp_check_memory_speed_and_command() -> None:
+    base = ("--model", "gemma-4-31B", "--gpu", "rtx-pro-6000", "--ctx", "16k", "--json")
+    plain = json.loads(check(*base).stdout)
+    proc = check(*base, "--mtp")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    dev, dev0 = doc["memory"]["devices"][0], plain["memory"]["devices"][0]
+    assert dev["draft_bytes"] > 514_687_104 and dev0["draft_bytes"] == 0  # the file's weights and a compute buffer
+    assert dev["total_bytes"] - dev0["total_bytes"] >= dev["draft_bytes"]
+    assert dev["kv_cache_bytes"] == dev0["kv_cache_bytes"]  # the drafter reads the target's cache: none of its own
+    spec = doc["performance"]["speculative"]
+    assert set(spec) >= {"method", "draft_model", "draft_quant", "draft_max", "acceptance_rate", "acceptance_source",
+                         "tokens_per_step", "speedup"}
+    assert spec["method"] == "mtp" and spec["draft_max"] == 3 and "github.com/ggml-org/llama.cpp/pull/23398" in \
+        spec["acceptance_source"]
+    assert doc["performance"]["decode_tokens_per_s"] == pytest.approx(
+        plain["performance"]["decode_tokens_per_s"] * spec["speedup"], rel=0.02)
+    assert "-md mtp-gemma-4-31B-it-Q8_0.gguf --spec-type draft-mtp --spec-draft-n-max 3" in doc["llama_server_command"]
+
+
+def test_the_gain_shrinks_as_requests_are_batched() -> None:
+    proc = check("--model", "gemma-4-E2B", "--gpu", "rtx-4090", "--mtp", "--parallel", "16", "--ctx", "32k", "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)["performance"]["speculative"]["scaling"]
+    gains = [r["speedup"] for r in rows]
+    assert gains == sorted(gains, reverse=True) and gains[0] > gains[-1]
+
+
+def test_draft_model_and_given_acceptance() -> None:
+    proc = check("--model", "gemma-3-27b", "--gpu", "rtx-4090", "--draft", "gemma-3-270m:Q8_0", "--acceptance", "0.6",
+                 "--draft-max", "2", "--ctx", "8k", "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    spec = doc["performance"]["speculative"]
+    assert (spec["draft_model"], spec["draft_quant"], spec["acceptance_rate"], spec["acceptance_source"]) == \
+        ("gemma-3-270m", "Q8_0", 0.6, "given (--acceptance)")
+    assert spec["tokens_per_step"] == pytest.approx(1 + 0.6 + 0.36, abs=1e-3)
+    assert "-md gemma-3-270m-Q8_0.gguf --spec-type draft-simple --spec-draft-n-max 2" in doc["llama_server_command"]
+    assert doc["memory"]["devices"][0]["draft_bytes"] > 250_000_000  # 270M at Q8_0 and its own KV cache
+
+
+@pytest.mark.parametrize("args", [
+    ("--model", "gemma-3-27b", "--mtp"),  # no MTP drafter for Gemma 3
+    ("--model", "gemma-4-31B", "--mtp", "--draft", "gemma-4-E2B"),
+    ("--model", "gemma-3-27b", "--draft", "gemma-2-2b"),  # another tokenizer
+    ("--model", "gemma-3-1b", "--draft", "gemma-3-27b"),  # bigger than the target
+    ("--model", "gemma-4-31B", "--mtp", "--draft-max", "0"),
+    ("--model", "gemma-4-31B", "--mtp", "--acceptance", "1.5"),
+    ("--model", "gemma-4-31B", "--draft-max", "4"),  # no drafter
+    ("--model", "gemma-4-31B", "--mtp", "--engine", "vllm"),
+])
+def test_speculative_bad_input_is_one_line(args: tuple[str, ...]) -> None:
+    proc = check(*args, "--gpu", "rtx-4090")
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
