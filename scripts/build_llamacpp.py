@@ -41,7 +41,7 @@ def _load_cache_rule() -> ModuleType:
 _CACHE_RULE = _load_cache_rule()
 SDIST_VERSION: str = _CACHE_RULE.LLAMA_CPP_PYTHON_VERSION
 TARGETS = ("llama-quantize", "llama-completion", "llama-fit-params", "llama-bench", "llama-batched-bench",
-           "llama-mtmd-cli")
+           "llama-speculative-simple", "llama-mtmd-cli")
 
 
 def cache_root() -> Path:

@@ -4,15 +4,23 @@ llama.cpp command, and the published acceptance turned into a per-draft probabil
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+from pathlib import Path
+from typing import Any
 
 import pytest
+from conftest import LLAMA_THREADS, run_llama
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gemma_fit.api import check as api_check
+from gemma_fit.base.units import MIB
 from gemma_fit.engines.mtp import drafters_table
-from gemma_fit.engines.speculative import per_draft_probability
+from gemma_fit.engines.speculative import draft_memory, per_draft_probability
+from gemma_fit.hardware.select import hardware_of
+from gemma_fit.memory.settings import RunSettings, Speculative
 from gemma_fit.speed.speculative import tokens_per_step
 
 CLI = [sys.executable, "-c", "from gemma_fit.cli.entry import main; main()"]
@@ -96,3 +104,45 @@ def test_speculative_bad_input_is_one_line(args: tuple[str, ...]) -> None:
     proc = check(*args, "--gpu", "rtx-4090")
     assert proc.returncode == 2, (proc.returncode, proc.stderr)
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+def _contexts(log: str) -> list[dict[str, float]]:
+    """llama.cpp's buffer lines (MiB) per context it created, in order: model, KV, compute."""
+    out: list[dict[str, float]] = []
+    model = 0.0
+    for line in log.splitlines():
+        m = re.search(r"(\w+) (model|KV|compute) buffer size =\s+([\d.]+) MiB", line)
+        if m is None:
+            continue
+        kind, mib = m.group(2), float(m.group(3))
+        if kind == "model":
+            if out and out[-1].get("compute"):
+                model = 0.0
+            model += mib if m.group(1) != "CPU_REPACK" else 0.0
+            continue
+        if kind == "KV" and (not out or out[-1].get("compute")):
+            out.append({"model": model, "KV": 0.0, "compute": 0.0})
+        out[-1][kind] += mib
+    return out
+
+
+@pytest.mark.llamacpp
+def test_draft_memory_is_llama_cpps_own(llama_bin: Path, synth: Any) -> None:
+    """llama-speculative-simple builds its draft context as llama-server does (common_base_params_to_speculative):
+    zero-weight files of Gemma 3 1B (target) and 270M (draft) on the CPU; the draft's weights, KV cache and compute
+    buffer are gemma-fit's estimate, and the target keeps logits for 1 + 3 outputs."""
+    target, draft = synth("gemma-3-1b", "Q4_0"), synth("gemma-3-270m", "Q8_0")
+    proc = run_llama(llama_bin, "llama-speculative-simple", "-m", str(target.path), "-md", str(draft.path),
+                     "--spec-type", "draft-simple", "-c", "4096", "-n", "2", "-p", "aaaa", "-t", LLAMA_THREADS,
+                     "-ngl", "0", "-ngld", "0", "--temp", "0", "--fit", "off", "-lv", "4")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    tgt, dft = _contexts(proc.stdout + proc.stderr)
+    spec = Speculative("draft", "gemma-3-270m", "Q8_0", 3, 0.6, "given", "gemma-3-270m-Q8_0.gguf")
+    mem = draft_memory(spec, RunSettings(n_ctx=4096), hardware_of(["cpu"]))
+    assert mem.weights_bytes / MIB == pytest.approx(dft["model"], abs=0.01)
+    assert mem.kv_cache_bytes / MIB == pytest.approx(dft["KV"], abs=0.01)
+    assert mem.compute_bytes / MIB == pytest.approx(dft["compute"], rel=0.01)
+    r = api_check("gemma-3-1b", ["cpu"], quant="Q4_0", settings=RunSettings(n_ctx=4096, speculative=Speculative(
+        "draft", "gemma-3-270m", "Q8_0", 3, 0.6)))
+    assert r.detail.settings.n_outputs_max == 4
+    assert r.detail.estimate.host.compute_bytes / MIB == pytest.approx(tgt["compute"], rel=0.01)

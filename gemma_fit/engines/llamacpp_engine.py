@@ -62,7 +62,7 @@ class LlamaCppEngine:
         engine_options(LlamaCppOptions, request.options)  # refuses any
         r = request
         settings = with_projector(r.resolved, r.settings, r.workload.images, r.workload.mmproj)
-        settings = with_drafter(settings, settings.speculative, r.hardware, r.resolved.db_dirs)
+        settings = with_drafter(settings, settings.speculative, r.hardware, r.resolved.db_dirs, r.resolved.spec)
         traffic = r.workload.traffic
         result = run_check(r.resolved, self.default_quant if r.quant is None else r.quant, settings, r.hardware,
                            prompt_tokens=r.workload.prompt_tokens, plan=r.plan, gguf_path=r.gguf_path,

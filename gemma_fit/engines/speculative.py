@@ -190,12 +190,18 @@ def drafter_for_id(draft_id: str) -> Any:
 
 
 def with_drafter(settings: RunSettings, spec: Speculative | None, hardware: Hardware,
-                 model_dirs: tuple[Any, ...] = ()) -> RunSettings:
-    """The settings with the drafter's bytes on the main GPU (or the host), for the fit to count."""
+                 model_dirs: tuple[Any, ...] = (), target: Any = None) -> RunSettings:
+    """The settings with the drafter's bytes on the main GPU (or the host), for the fit to count. The draft context
+    takes the target's context (common/speculative.cpp: n_ctx = llama_n_ctx(ctx_tgt)); the target's server keeps
+    logits for each slot's drafts and its own token (server-context.cpp: n_parallel x (1 + n_max), at most -b)."""
     if spec is None:
         return settings
+    if settings.n_ctx == 0 and target is not None:
+        settings = replace(settings, n_ctx=settings.resolved_ctx(target))
     mem = draft_memory(spec, settings, hardware, model_dirs)
-    return replace(settings, speculative=spec, draft_bytes=mem.total_bytes)
+    k = spec.draft_max or LLAMA_DRAFT_MAX
+    outputs = min(settings.n_batch, max(1, settings.n_parallel) * (1 + k))
+    return replace(settings, speculative=spec, draft_bytes=mem.total_bytes, n_outputs_max=outputs)
 
 
 def drafter_pipeline(spec: Speculative, settings: RunSettings, hardware: Hardware, position: int,
