@@ -49,7 +49,8 @@ def predicted(row: dict[str, str], p: float, tau: float, parts_: tuple[float, fl
     scored)."""
     plain, verify, draft = parts_
     k = int(row["draft_max"])
-    scale = 1.0 / (float(row["baseline_tokens_per_s"]) * plain)
+    # the published baseline over the model's, where the run states one (else the model's own stands)
+    scale = 1.0 / (float(row["baseline_tokens_per_s"]) * plain) if row["baseline_tokens_per_s"] else 1.0
     return tokens_per_step(p, k) / (verify + k * (draft + tau)) * scale
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gemma_fit.engines.advice import advise
+from gemma_fit.base.verdict import Verdict
+from gemma_fit.engines.advice import advise, drafter_move
 from gemma_fit.engines.base import CheckRequest, CheckResult, engine_options
 from gemma_fit.engines.llamacpp import NAME, LlamaCppResult, run_check
 from gemma_fit.engines.llamacpp_defaults import defaults_note, server_defaults, with_server_defaults
@@ -79,7 +80,15 @@ class LlamaCppEngine:
         d = result.detail
         hw = request.hardware
         fit = llamacpp_fit(d.plan, d.settings, hw.gpus, hw.host_capacity_bytes)
-        return replace(result, detail=replace(d, advice=advise(result), llamacpp_fit=fit))
+        advice = advise(result)
+        drafter = drafter_move(result)
+        if drafter is not None and result.verdict != Verdict.GO:
+            advice = (*advice, drafter)
+        elif drafter is not None and result.performance is not None:  # nothing needs changing: a note, not advice
+            note = f"faster: add --mtp, {drafter.change}"
+            result = replace(result, performance=replace(result.performance,
+                                                          notes=(*result.performance.notes, note)))
+        return replace(result, detail=replace(d, advice=advice, llamacpp_fit=fit))
 
 
 def _version(s: RunSettings) -> str | None:

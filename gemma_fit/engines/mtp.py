@@ -105,6 +105,10 @@ def drafter_for(target_id: str) -> Drafter:
     return d
 
 
+def has_drafter(target_id: str) -> bool:
+    return target_id in _drafters()
+
+
 def drafter_by_id(draft_id: str) -> Drafter:
     for d in _drafters().values():
         if d.id == draft_id:

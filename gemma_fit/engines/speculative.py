@@ -31,9 +31,9 @@ from gemma_fit.model.catalog import ResolvedModel, resolve_model
 MAX_DRAFT = 64
 VERIFY_MATMUL_FRACTION = 1.0
 # llama.cpp's host work per drafted token beyond the drafter's own pass (sampling, handing the target's hidden state
-# over, scheduling two contexts): benchmarks/fit_speculative.py finds none on the published runs (7 runs on an
-# RTX 5070 and a Strix Halo: speed within -9% to +2% at the stated or fitted acceptance without it)
-DRAFT_STEP_OVERHEAD_S = 0.0
+# over, scheduling two contexts): benchmarks/fit_speculative.py over 8 published runs (RTX 5070, Strix Halo, RTX PRO
+# 6000): median error 7%, leaving each run out 10%; the RTX PRO 6000 run alone sets it (without it the fit is 0)
+DRAFT_STEP_OVERHEAD_S = 3.95e-3
 VOCAB_MAX_SIZE_DIFFERENCE = 128  # common/speculative.cpp SPEC_VOCAB_MAX_SIZE_DIFFERENCE (Gemma 3 27B has 64 more)
 
 
@@ -274,6 +274,12 @@ def with_speculation(plan: Any, est: Any, hardware: Hardware, perf: Any, spec: S
     note = (f"speculative decoding ({spec.method}, {spec.draft_model} {spec.draft_quant}, {fig['draft_max']} drafts "
             f"per step, acceptance {fig['acceptance_rate']:.2f}): {fig['tokens_per_step']:.2f} tokens per step, "
             f"x{fig['single_stream_speedup']:.2f} for one request, x{fig['speedup']:.2f} at {n}")
+    if not fig["pays"]:
+        note += ("; it does not pay here: the drafts and their verification take longer than the tokens they save "
+                 "(drop --mtp/--draft" + (", or fewer requests at once)" if n > 1 and fig["single_stream_speedup"] > 1
+                                          else ")"))
+    elif fig["best_draft_max"] != fig["draft_max"]:
+        note += f"; --draft-max {fig['best_draft_max']} would be faster here"
     return replace(perf, decode_tokens_per_s=decode, ttft_s=prefill_s + 1.0 / decode, serving=serving,
                    speculative=fig, notes=(*perf.notes, note))
 

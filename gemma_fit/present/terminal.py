@@ -97,6 +97,9 @@ def render_check(out: Console, doc: dict[str, Any]) -> None:
         render_speed(out, perf)
         if perf.get("load_bottleneck"):
             out.print(f"  load: {perf['load_bottleneck']}")
+        for note in perf.get("notes", []):  # what a drafter does, or would do, for this plan
+            if note.startswith(("speculative decoding", "faster: add --mtp")):
+                out.print(f"  {note}", markup=False, highlight=False)
         if perf.get("per_offloaded_layer_ms") and doc["settings"]["n_gpu_layers"] < doc["settings"]["n_layers_total"]:
             out.print(f"  each layer left on the CPU costs {perf['per_offloaded_layer_ms']:.2f} ms per token")
         modes = perf.get("split_modes_decode_tokens_per_s") or {}
