@@ -140,8 +140,10 @@ def load_cluster(path: Path, catalog: Catalog = BUILTIN) -> Cluster | None:
 def serve_plan(model: str, *, quant: str | None = None, gpus: Sequence[str] = (), hardware: Path | None = None,
                engine: str = "llama.cpp", ctx: int | None = None, parallel: int = 1, prompt_tokens: int = 512,
                output_tokens: int | None = 256, rate: float | None = None, tensor_parallel_size: int | None = None,
-               pipeline_parallel_size: int | None = None, catalog: Catalog = BUILTIN) -> dict[str, Any]:
-    """Many requests at once on one machine or a cluster file: the gemma-fit.serve-plan/1 document."""
+               pipeline_parallel_size: int | None = None, speculative: Speculative | None = None,
+               catalog: Catalog = BUILTIN) -> dict[str, Any]:
+    """Many requests at once on one machine or a cluster file: the gemma-fit.serve-plan/1 document (`speculative`:
+    --mtp / --draft as asked, one machine with llama.cpp)."""
     from gemma_fit.jobs.serve_plan import plan_document
 
     cluster = load_cluster(hardware, catalog) if hardware is not None else None
@@ -150,7 +152,7 @@ def serve_plan(model: str, *, quant: str | None = None, gpus: Sequence[str] = ()
     return plan_document(model=model, quant=quant, gpus=list(gpus), hardware=hardware, cluster=cluster,
                          engine=engine, ctx=ctx, parallel=parallel, prompt_tokens=prompt_tokens,
                          output_tokens=output_tokens, rate=rate, tp=tensor_parallel_size,
-                         pp=pipeline_parallel_size, catalog=catalog)
+                         pp=pipeline_parallel_size, speculative=speculative, catalog=catalog)
 
 
 def smoke(model: str | None, quant: str, settings: RunSettings, run: SmokeRun, *, gguf: Path | None = None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -16,17 +17,21 @@ from gemma_fit.cli.options import (
     FLASH_ATTN,
     PARALLEL,
     UBATCH,
+    AcceptanceOpt,
     BackendOpt,
     BatchOpt,
     CoresOpt,
     CpuOpt,
     DiskOpt,
+    DraftMaxOpt,
+    DraftOpt,
     FlashOpt,
     GpuOpt,
     HardwareOpt,
     HtmlOpt,
     JsonOpt,
     MarginOpt,
+    MtpOpt,
     ParallelOpt,
     RamChannelsOpt,
     RamOpt,
@@ -36,6 +41,7 @@ from gemma_fit.cli.options import (
     UbatchOpt,
     machine_flags,
     run_settings,
+    speculative_ask,
     tokens,
 )
 
@@ -76,6 +82,10 @@ def recommend_command(
     disk: DiskOpt = None,
     reserve: ReserveOpt = None,
     as_json: JsonOpt = False,
+    mtp: MtpOpt = False,
+    draft: DraftOpt = None,
+    draft_max: DraftMaxOpt = None,
+    acceptance: AcceptanceOpt = None,
 ) -> None:
     """The best Gemma configurations for this hardware and need, ranked: model, quant, KV cache, placement."""
     from gemma_fit.present.terminal import console
@@ -83,7 +93,9 @@ def recommend_command(
     needs = api.Needs(n_ctx=ctx, min_tps=min_tps, vision=vision, n_parallel=parallel, prefer=prefer.strip().lower(),
                       top=top, margin_bytes=api.margin_bytes(margin))
     rec = api.recommend(hardware if hardware is not None else list(gpu or []), needs,
-                        settings=run_settings(batch=batch, ubatch=ubatch, flash_attn=flash_attn), engine=engine,
+                        settings=replace(run_settings(batch=batch, ubatch=ubatch, flash_attn=flash_attn),
+                                         speculative=speculative_ask(mtp, draft, draft_max, acceptance)),
+                        engine=engine,
                         backend=backend, machine=machine_flags(ram=ram, ram_type=ram_type, ram_channels=ram_channels,
                                                                cores=cores, threads=threads, disk=disk,
                                                                reserve=reserve, cpu=cpu),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from contextlib import nullcontext
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,6 +22,7 @@ from gemma_fit.cli.options import (
     OUTPUT,
     PARALLEL,
     UBATCH,
+    AcceptanceOpt,
     BatchOpt,
     CoresOpt,
     CpuMoeOpt,
@@ -28,8 +30,11 @@ from gemma_fit.cli.options import (
     CtkOpt,
     CtvOpt,
     DiskOpt,
+    DraftMaxOpt,
+    DraftOpt,
     EngineOpt,
     FlashOpt,
+    MtpOpt,
     NCpuMoeOpt,
     NglOpt,
     OverrideOpt,
@@ -44,6 +49,7 @@ from gemma_fit.cli.options import (
     UnifiedOpt,
     machine_flags,
     run_settings,
+    speculative_ask,
     tokens,
 )
 
@@ -92,6 +98,10 @@ def report_command(
     n_cpu_moe: NCpuMoeOpt = 0,
     cpu_moe: CpuMoeOpt = False,
     override_tensor: OverrideOpt = None,
+    mtp: MtpOpt = False,
+    draft: DraftOpt = None,
+    draft_max: DraftMaxOpt = None,
+    acceptance: AcceptanceOpt = None,
 ) -> None:
     """The check over several GPUs, models, quants and contexts: a table, --json or --html FILE.
 
@@ -109,6 +119,7 @@ def report_command(
                             flash_attn=flash_attn, cache_type_k=cache_type_k, cache_type_v=cache_type_v,
                             n_gpu_layers=n_gpu_layers, swa_full=swa_full, override_tensor=override_tensor,
                             cpu_moe=cpu_moe, n_cpu_moe=n_cpu_moe)
+    settings = replace(settings, speculative=speculative_ask(mtp, draft, draft_max, acceptance))
     if html is not None and html.is_dir():
         raise api.BadInput(f"cannot write {html}: is a directory")
     err = Console(stderr=True)

@@ -13,13 +13,18 @@ from gemma_fit.cli import state
 from gemma_fit.cli.options import (
     PARALLEL,
     PROMPT_TOKENS,
+    AcceptanceOpt,
+    DraftMaxOpt,
+    DraftOpt,
     EngineOpt,
     GpuOpt,
     JsonOpt,
+    MtpOpt,
     OutputOpt,
     ParallelOpt,
     PromptOpt,
     RateOpt,
+    speculative_ask,
     tokens,
 )
 
@@ -43,13 +48,17 @@ def serve_plan_command(
     pipeline_parallel_size: Annotated[int | None, typer.Option("--pipeline-parallel-size", help="vLLM on a "
                                                                "cluster: stages. [default: the nodes]")] = None,
     as_json: JsonOpt = False,
+    mtp: MtpOpt = False,
+    draft: DraftOpt = None,
+    draft_max: DraftMaxOpt = None,
+    acceptance: AcceptanceOpt = None,
 ) -> None:
     """N concurrent requests of P prompt and G output tokens (and a request rate): aggregate and per-user
     tokens/s, TTFT, the KV-limited concurrency, replicas; on a cluster file, llama.cpp RPC or vLLM on Ray."""
     doc = api.serve_plan(model, quant=quant, gpus=gpu or [], hardware=hardware, engine=engine, ctx=ctx,
                          parallel=parallel, prompt_tokens=prompt_tokens, output_tokens=output_tokens, rate=rate,
                          tensor_parallel_size=tensor_parallel_size, pipeline_parallel_size=pipeline_parallel_size,
-                         catalog=state.catalog())
+                         speculative=speculative_ask(mtp, draft, draft_max, acceptance), catalog=state.catalog())
     if as_json:
         print(json.dumps(doc, indent=2, allow_nan=False))
     else:

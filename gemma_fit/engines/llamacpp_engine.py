@@ -12,7 +12,7 @@ from gemma_fit.engines.base import CheckRequest, CheckResult, engine_options
 from gemma_fit.engines.llamacpp import NAME, LlamaCppResult, run_check
 from gemma_fit.engines.llamacpp_defaults import defaults_note, server_defaults, with_server_defaults
 from gemma_fit.engines.projector import with_projector
-from gemma_fit.engines.speculative import with_drafter
+from gemma_fit.engines.speculative import resolve_asked, with_drafter
 from gemma_fit.gguf.tensors import build_plan
 from gemma_fit.gguf.types import file_type
 from gemma_fit.memory.llamacpp_fit import llamacpp_fit
@@ -63,7 +63,10 @@ class LlamaCppEngine:
         engine_options(LlamaCppOptions, request.options)  # refuses any
         r = request
         settings = with_projector(r.resolved, r.settings, r.workload.images, r.workload.mmproj)
-        settings = with_drafter(settings, settings.speculative, r.hardware, r.resolved.db_dirs, r.resolved.spec)
+        spec = settings.speculative
+        if spec is not None and not spec.resolved:  # as asked (report, recommend, serve-plan): this model's drafter
+            spec = resolve_asked(r.resolved, spec, r.resolved.db_dirs)
+        settings = with_drafter(settings, spec, r.hardware, r.resolved.db_dirs, r.resolved.spec)
         traffic = r.workload.traffic
         result = run_check(r.resolved, self.default_quant if r.quant is None else r.quant, settings, r.hardware,
                            prompt_tokens=r.workload.prompt_tokens, plan=r.plan, gguf_path=r.gguf_path,

@@ -296,3 +296,14 @@ def resolve_asked(target: ResolvedModel, asked: Speculative, model_dirs: tuple[A
     return resolve_speculative(target, mtp=asked.method == "mtp" and not asked.asked_both,
                                draft=draft if not (asked.method == "draft" and not asked.draft_model) else None,
                                draft_max=asked.draft_max, acceptance=asked.acceptance, model_dirs=model_dirs)
+
+
+def with_model_drafter(target: ResolvedModel, settings: RunSettings, hardware: Hardware) -> RunSettings:
+    """The settings with this model's drafter counted, the drafter as asked (--mtp / --draft) resolved for it: for
+    answers over many models (recommend), where a model without a drafter for the ask is no candidate (BadInput)."""
+    spec = settings.speculative
+    if spec is None:
+        return settings
+    if not spec.resolved:
+        spec = resolve_asked(target, spec, target.db_dirs)
+    return with_drafter(settings, spec, hardware, target.db_dirs, target.spec)

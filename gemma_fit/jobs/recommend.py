@@ -25,6 +25,7 @@ from gemma_fit.engines import registry
 from gemma_fit.engines.decision import Option, Ranked, best, rank, scales
 from gemma_fit.engines.llamacpp import LlamaCppResult, run_check
 from gemma_fit.engines.projector import with_projector
+from gemma_fit.engines.speculative import with_model_drafter
 from gemma_fit.gguf.quality import RANKING_BENCHMARK, Quality, quality
 from gemma_fit.hardware.spec import Hardware
 from gemma_fit.jobs.needs import PREFERENCES, Needs
@@ -121,6 +122,7 @@ def _try(model: ResolvedModel, quant: str, kv: str, base: RunSettings, hw: Hardw
     s = replace(base, cache_type_k=kv, cache_type_v=kv)
     try:
         s = with_projector(model, s, 1 if needs.vision or tower else None, None)
+        s = with_model_drafter(model, s, hw)  # --mtp / --draft: this model's drafter, or no candidate
         r = run_check(model, quant, s, hw, margin_bytes=margin)
     except GemmaFitError:  # a recipe not published for this model, a tower not modelled: not a candidate
         return None

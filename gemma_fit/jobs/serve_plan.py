@@ -29,7 +29,8 @@ SCHEMA = "gemma-fit.serve-plan/1"
 
 def plan_document(*, model: str, quant: str | None, gpus: list[str], hardware: Path | None, cluster: Cluster | None,
                   engine: str, ctx: int | None, parallel: int, prompt_tokens: int, output_tokens: int | None,
-                  rate: float | None, tp: int | None, pp: int | None, catalog: Catalog = BUILTIN) -> dict[str, Any]:
+                  rate: float | None, tp: int | None, pp: int | None, speculative: Any = None,
+                  catalog: Catalog = BUILTIN) -> dict[str, Any]:
     traffic = Traffic(output_tokens, rate)
     check_workload(Workload(prompt_tokens, traffic))
     check_optional("--ctx", ctx)
@@ -47,7 +48,9 @@ def plan_document(*, model: str, quant: str | None, gpus: list[str], hardware: P
     if ctx and engine in (registry.DEFAULT_ENGINE, VLLM.name):
         _check_holds_a_request(ctx, parallel if llama else 1, prompt_tokens, output_tokens, engine)
     n_ctx = ctx if ctx is not None else (parallel * (prompt_tokens + (output_tokens or 0)) if llama else 0)
-    settings = RunSettings(n_ctx=max(n_ctx, 256) if llama else n_ctx, n_parallel=parallel)
+    settings = RunSettings(n_ctx=max(n_ctx, 256) if llama else n_ctx, n_parallel=parallel, speculative=speculative)
+    if speculative is not None and cluster is not None:
+        raise BadInput("--mtp / --draft are modelled on one machine (llama.cpp), not on a cluster file yet")
     if cluster is None:
         target = hardware if hardware is not None else gpus
         if not target:
