@@ -163,19 +163,18 @@ def test_a_fast_small_target_is_told_the_drafter_does_not_pay() -> None:
 
 def test_the_other_commands_take_the_drafter() -> None:
     """serve-plan, recommend and report take --mtp as check does; a model without a drafter is said so."""
-    run = [*CLI[:-1], CLI[-1]]
-    plan = subprocess.run([*run, "serve-plan", "--model", "gemma-4-31B", "--gpu", "rtx-4090", "--parallel", "4", "--mtp",
-                           "--json"], capture_output=True, text=True, timeout=300, check=False)
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=300, check=False)
+
+    plan = run("serve-plan", "--model", "gemma-4-31B", "--gpu", "rtx-4090", "--parallel", "4", "--mtp", "--json")
     assert plan.returncode == 0, plan.stderr
     doc = json.loads(plan.stdout)
     assert doc["performance"]["speculative"]["method"] == "mtp" and "--spec-type draft-mtp" in doc["commands"][-1]
-    rec = subprocess.run([*run, "recommend", "--gpu", "rtx-4090", "--ctx", "8k", "--mtp", "--json"], capture_output=True,
-                         text=True, timeout=300, check=False)
+    rec = run("recommend", "--gpu", "rtx-4090", "--ctx", "8k", "--mtp", "--json")
     assert rec.returncode == 0, rec.stderr
     cands = json.loads(rec.stdout)["candidates"]
     assert cands and all(c["model"].startswith("gemma-4-") and "draft-mtp" in c["command"] for c in cands)
-    rep = subprocess.run([*run, "report", "--gpu", "rtx-4090", "--model", "gemma-3-27b", "--model", "gemma-4-31B",
-                          "--quant", "q4_k_m", "--ctx", "8k", "--mtp"], capture_output=True, text=True, timeout=300,
-                         check=False)
+    rep = run("report", "--gpu", "rtx-4090", "--model", "gemma-3-27b", "--model", "gemma-4-31B", "--quant", "q4_k_m",
+              "--ctx", "8k", "--mtp")
     assert rep.returncode == 0, rep.stderr
     assert "gemma-3-27b has no MTP drafter" in rep.stdout
