@@ -80,3 +80,20 @@ def test_cost_bad_input_is_one_line(args: tuple[str, ...]) -> None:
     proc = cost(*base, *args)
     assert proc.returncode == 2, (proc.returncode, proc.stderr)
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+def test_buy_leads_with_the_whole_cost_and_the_pages_draw_the_chart(tmp_path: Path) -> None:
+    page = tmp_path / "buy.html"
+    proc = subprocess.run([*CLI, "--hardware-db", str(DB), "buy", "--model", "gemma-3-27b", "--ctx", "8k", "--segment",
+                           "consumer", "--tokens-per-day", "20000000", "--html", str(page), "--json"],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    first = next(o for o in doc["options"] if o["model"])
+    assert doc["cost"]["schema"] == "gemma-fit.cost/1" and doc["cost"]["model"] == first["model"]
+    html = page.read_text()
+    assert html.index('id="cost"') < html.index('id="options"') and html.count("<polyline") >= 2
+    cost_page = tmp_path / "cost.html"
+    proc = cost("--model", "gemma-3-27b", "--gpu", "rtx-4090", "--tokens-per-day", "20000000", "--html", str(cost_page))
+    assert proc.returncode == 0, proc.stderr
+    assert "<polyline" in cost_page.read_text() and "Cheapest:" in cost_page.read_text()

@@ -131,6 +131,9 @@ def buy_command(
     margin: MarginOpt = None,
     as_json: JsonOpt = False,
     html: HtmlOpt = None,
+    tokens_per_day: Annotated[int | None, typer.Option(
+        "--tokens-per-day", help="A daily volume: the first option's whole cost beside renting and hosted APIs "
+                                 "(as gemma-fit cost), first in the answer and the --html page.")] = None,
 ) -> None:
     """The hardware to buy for a Gemma model, context and speed: cheapest first, with price, power and speed."""
     from gemma_fit.present.terminal import console
@@ -140,6 +143,10 @@ def buy_command(
                          segments=api.SEGMENTS if "all" in segments else tuple(segments), used=used, vision=vision,
                          top=top, margin_bytes=api.margin_bytes(margin), allow_offload=allow_offload)
     doc = api.to_json(api.buy(model or [], quant, needs, prices=prices, catalog=state.catalog()))
+    first = next((o for o in doc["options"] if o.get("model")), None)
+    if tokens_per_day is not None and first is not None:  # the pre-purchase answer leads with what it costs all in
+        doc["cost"] = api.cost(first["model"], first["quant"], first["gpus"],
+                               api.CostAsk(tokens_per_day=tokens_per_day, prices_file=prices), catalog=state.catalog())
     if html is not None:
         write_text(html, api.buy_page(doc))
     if as_json:

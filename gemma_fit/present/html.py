@@ -308,7 +308,12 @@ def render_report_html(report: dict[str, Any]) -> str:
 def render_buy_html(doc: dict[str, Any]) -> str:
     """One self-contained HTML page for a `gemma-fit.buy/1` document: every option with its dated, sourced price."""
     title = f"{', '.join(doc['models'])} {doc['quant']} at {doc['needs']['n_ctx']:,} tokens"
-    return _env().get_template("buy.html.j2").render(doc=doc, title=title)
+    cost_chart = None
+    if doc.get("cost"):  # a workload was given: the page leads with what the first option costs all in
+        from gemma_fit.present.cost_html import chart
+
+        cost_chart = chart(doc["cost"])
+    return _env().get_template("buy.html.j2").render(doc=doc, title=title, cost_chart=cost_chart)
 
 
 def write_html(path: Path, html: str) -> None:

@@ -54,6 +54,16 @@ def render_buy(out: Console, doc: dict[str, Any]) -> None:
     budget = f", budget {n['budget_usd']:,.0f} USD" if n["budget_usd"] else ""
     out.print(f"[bold]What to buy for {', '.join(doc['models'])}[/bold] ({doc['quant']}): {n['n_ctx']:,}-token "
               f"context, at least {n['min_tps']:g} tok/s{budget}; cheapest first")
+    k = doc.get("cost")
+    if k:  # --tokens-per-day: the answer leads with what the first option costs all in
+        buy = next((o for o in k["options"] if o["kind"] == "buy"), None)
+        line = (f"  at {k['workload']['tokens_per_day']:,} tokens a day the cheapest is {k['options'][0]['label']} "
+                f"({k['options'][0]['usd_per_mtok']:.3f} USD per million tokens)")
+        if buy is not None:
+            line += f"; buying {k['hardware']}: {buy['usd_per_mtok']:.3f}"
+            if buy["breakeven_months"] is not None:
+                line += f", paid back in {buy['breakeven_months']:g} months against {buy['breakeven_against']}"
+        out.print(line + " (gemma-fit cost for the rest)", markup=False, highlight=False)
     out.print("  KV cache f16 as check plans it, or q8_0 where f16 does not fit with the margin (KV column, JSON); "
               "used prices beside new" + ("" if n["used"] else " (--used ranks by them)"), soft_wrap=True)
     if doc["note"]:
