@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from gemma_fit.api import check as api_check
 from gemma_fit.base.units import MIB
-from gemma_fit.engines.mtp import drafters_table
+from gemma_fit.engines.mtp import drafter_for, drafters_table
 from gemma_fit.engines.speculative import draft_memory, per_draft_probability
 from gemma_fit.hardware.select import hardware_of
 from gemma_fit.memory.settings import RunSettings, Speculative
@@ -101,7 +101,10 @@ def test_draft_model_and_given_acceptance() -> None:
     ("--model", "gemma-4-31B", "--mtp", "--draft-max", "0"),
     ("--model", "gemma-4-31B", "--mtp", "--acceptance", "1.5"),
     ("--model", "gemma-4-31B", "--draft-max", "4"),  # no drafter
-    ("--model", "gemma-4-31B", "--mtp", "--engine", "vllm"),
+    ("--model", "gemma-4-31B", "--draft", "gemma-4-E2B", "--engine", "vllm"),  # vLLM: --mtp only
+    ("--model", "gemma-4-12B", "--mtp", "--engine", "vllm"),  # a nightly-only path
+    ("--model", "gemma-4-31B", "--mtp", "--engine", "vllm", "--engine-version", "0.20.1"),
+    ("--model", "gemma-4-31B", "--mtp", "--engine", "ollama"),
 ])
 def test_speculative_bad_input_is_one_line(args: tuple[str, ...]) -> None:
     proc = check(*args, "--gpu", "rtx-4090")
@@ -178,3 +181,16 @@ def test_the_other_commands_take_the_drafter() -> None:
               "--ctx", "8k", "--mtp")
     assert rep.returncode == 0, rep.stderr
     assert "gemma-3-27b has no MTP drafter" in rep.stdout
+
+
+def test_vllm_mtp_memory_speed_and_command() -> None:
+    """vLLM loads the assistant in bfloat16 beside the target, shares the target's KV cache, and takes
+    --speculative-config with the recipe's drafts (4 for the 31B)."""
+    base = ("--model", "gemma-4-31B", "--gpu", "h200-sxm", "--engine", "vllm", "--ctx", "16k", "--json")
+    plain, mtp = json.loads(check(*base).stdout), json.loads(check(*base, "--mtp").stdout)
+    extra = mtp["memory"]["devices"][0]["weights_bytes"] - plain["memory"]["devices"][0]["weights_bytes"]
+    assert extra == drafter_for("gemma-4-31B").params * 2  # 469.5 M parameters in bfloat16
+    config = '{"method": "mtp", "model": "google/gemma-4-31B-it-assistant", "num_speculative_tokens": 4}'
+    assert mtp["command"].endswith(f"--speculative-config '{config}'")
+    spec = mtp["performance"]["speculative"]
+    assert spec["draft_quant"] == "bf16" and spec["draft_max"] == 4 and spec["speedup"] > 1

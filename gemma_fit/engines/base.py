@@ -200,6 +200,7 @@ class EngineSettings(Generic[Opts]):
     request_rate: float | None = None  # requests per second (serving): None = closed loop at --parallel
     defaults_from: str = ""  # the engine version whose own defaults stand for the context and the parallel requests
     engine_version: str = ""  # the engine version the answer is for ("vLLM 0.33.0")
+    speculative: Any = None  # memory.settings.Speculative resolved (--mtp): vLLM's --speculative-config
 
 
 def engine_settings(engine: str, quant: str, settings: RunSettings, workload: Workload, options: Opts,
@@ -209,6 +210,7 @@ def engine_settings(engine: str, quant: str, settings: RunSettings, workload: Wo
                           mmproj=workload.mmproj is not None, images_per_prompt=workload.images or 0,
                           prompt_tokens=workload.prompt_tokens, output_tokens=workload.traffic.output_tokens,
                           request_rate=workload.traffic.rate_per_s, defaults_from=settings.defaults_from,
+                          speculative=settings.speculative,
                           engine_version=settings.engine_version, **common)
 
 

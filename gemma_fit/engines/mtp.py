@@ -116,22 +116,23 @@ def drafter_by_id(draft_id: str) -> Drafter:
     raise BadInput(f"no MTP drafter {draft_id}")
 
 
-def mtp_pipeline(d: Drafter, hardware: Hardware) -> Pipeline:
+def mtp_pipeline(d: Drafter, hardware: Hardware, weights_bytes: int | None = None) -> Pipeline:
     """One drafting step on the main GPU: every drafter weight read once (the output matrix over the whole
     vocabulary the largest), its layers' kernels, and the shared KV cache's two source layers read for attention
     (counted at the drafter's width; the target's cache layers it reads are small next to its weights)."""
+    read = float(weights_bytes if weights_bytes is not None else d.weights_bytes)
     if not hardware.gpus:  # on the CPU: its decode bandwidth and its threads' matrix rate, as for the target's layers
         from gemma_fit.speed.cpu import cpu_of, decode_bandwidth_gbps, prefill_gflops_per_thread, system_bandwidth_gbps
 
         rates = cpu_of(hardware)
         bw, _ = decode_bandwidth_gbps(system_bandwidth_gbps(hardware, rates, []), rates)
         per_thread, _ = prefill_gflops_per_thread(rates)
-        return Pipeline((StageWork("cpu", float(d.weights_bytes), 0.0, 0.0, 0.0, 2.0 * d.params, bw * 1e9,
+        return Pipeline((StageWork("cpu", read, 0.0, 0.0, 0.0, 2.0 * d.params, bw * 1e9,
                                    per_thread * (rates.threads or 8) * 1e9, 0.0, overlap=False),))
     g = hardware.gpus[0]
     m = decode_model(g)
     nodes = d.n_layer * KERNELS_PER_LAYER + 6
-    return Pipeline((StageWork(g.id, float(d.weights_bytes), 0.0, 0.0, 0.0, 2.0 * d.params,
+    return Pipeline((StageWork(g.id, read, 0.0, 0.0, 0.0, 2.0 * d.params,
                                (g.memory_bandwidth_gbps or 0) * 1e9 * m.efficiency, 1e15, nodes * m.seconds_per_node,
                                overlap=False),))
 

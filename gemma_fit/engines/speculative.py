@@ -224,14 +224,14 @@ def drafter_pipeline(spec: Speculative, settings: RunSettings, hardware: Hardwar
 
 
 def speculative_figures(spec: Speculative, target_pipe: Any, draft_pipe: Any, n_parallel: int,
-                        concurrencies: tuple[int, ...]) -> dict[str, Any]:
+                        concurrencies: tuple[int, ...], overhead_s: float | None = None) -> dict[str, Any]:
     """performance.speculative: the drafts per step (given, else the best at one sequence), tokens per step, speed-up
     at the plan's concurrency, and how the gain changes as requests are batched."""
     from gemma_fit.speed.speculative import best_draft_max, speculative_step
 
     p = float(spec.acceptance or 0.0)
     k = spec.draft_max or LLAMA_DRAFT_MAX  # what the printed command runs (llama.cpp's default when not given)
-    oh = DRAFT_STEP_OVERHEAD_S
+    oh = DRAFT_STEP_OVERHEAD_S if overhead_s is None else overhead_s
     here = speculative_step(target_pipe, draft_pipe, max(1, n_parallel), k, p, oh)
     one = speculative_step(target_pipe, draft_pipe, 1, k, p, oh)
     scaling = [speculative_step(target_pipe, draft_pipe, b, k, p, oh) for b in concurrencies]
@@ -261,6 +261,11 @@ def with_speculation(plan: Any, est: Any, hardware: Hardware, perf: Any, spec: S
     n = max(1, est.settings.n_parallel)
     points = tuple(c for c in SCALING_POINTS if c <= n) or (1,)
     fig = speculative_figures(spec, target, drafter, n, points)
+    return apply_figures(perf, spec, fig, n)
+
+
+def apply_figures(perf: Any, spec: Speculative, fig: dict[str, Any], n: int) -> Any:
+    """The performance with the drafter's figures: decode, time to first token and serving include them."""
     decode = fig["decode_tokens_per_s"] or perf.decode_tokens_per_s
     prefill_s = perf.ttft_s - 1.0 / perf.decode_tokens_per_s if perf.decode_tokens_per_s else perf.ttft_s
     gain = {row["concurrency"]: row["speedup"] for row in fig["scaling"]}

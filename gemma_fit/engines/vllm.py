@@ -80,6 +80,13 @@ from gemma_fit.engines.hf_weights import (
 from gemma_fit.engines.versions import defaults_of, release_label
 from gemma_fit.engines.vllm_dtype import model_dtype
 from gemma_fit.engines.vllm_kv import kv_dtype_bytes, kv_plan
+from gemma_fit.engines.vllm_mtp import (
+    drafter_bytes,
+    drafter_reason,
+    speculative_flag,
+    vllm_drafter,
+    with_vllm_speculation,
+)
 from gemma_fit.hardware.spec import GPUSpec, Hardware
 from gemma_fit.memory.search import largest_fitting
 from gemma_fit.memory.settings import validate_shared
@@ -205,7 +212,8 @@ def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSett
     dtype_bytes = kv_dtype_bytes(s.kv_cache_dtype, quant)
 
     towers = tower_params(resolved) if (s.mmproj or s.images_per_prompt) else 0
-    weights = (hf_weight_bytes(spec, quant) + 2 * towers) // tp
+    sp, drafter = vllm_drafter(s.speculative, s.engine_version, spec.id) if s.speculative else (None, None)
+    weights = (hf_weight_bytes(spec, quant) + 2 * towers) // tp + (drafter_bytes(drafter, tp) if drafter else 0)
     act_bytes = 4 if quant == "fp32" else 2
     act = (activation_peak(spec, tokens, seqs, tp, act_bytes)
            + vision_activation_bytes(resolved, s.images_per_prompt, act_bytes))
@@ -278,6 +286,9 @@ def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSett
 
     perf = _performance(spec, s, quant, devices, budget, dtype_bytes, tokens, seqs, max_model_len, weights * tp) \
         if verdict != Verdict.NO_GO else None
+    if drafter is not None and sp is not None:
+        reasons.append(drafter_reason(drafter, tp))
+        perf = with_vllm_speculation(perf, sp, drafter, spec, quant, devices, tp, dtype_bytes, s) if perf else None
     p = param_breakdown(spec)
     extras = {
         "vllm_version": VERSION,
@@ -313,7 +324,8 @@ def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSett
         settings_terms={"n_batch": tokens, "cache_type_k": s.kv_cache_dtype, "cache_type_v": s.kv_cache_dtype,
                         "n_gpu_layers": spec.n_layer + 1})
     return CheckResult(NAME, resolved, quant, hardware, verdict, tuple(reasons), max_fit, max_model_len,
-                       _command(resolved, s, quant, max_model_len, tokens, seqs), perf, detail)
+                       _command(resolved, s, quant, max_model_len, tokens, seqs)
+                       + (f" {speculative_flag(drafter, sp.draft_max)}" if drafter and sp else ""), perf, detail)
 
 
 def _performance(spec: ModelSpec, s: EngineSettings[VllmOptions], quant: str, devices: tuple[GPUSpec, ...], budget: int,

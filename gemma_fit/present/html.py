@@ -310,7 +310,7 @@ def render_buy_html(doc: dict[str, Any]) -> str:
     title = f"{', '.join(doc['models'])} {doc['quant']} at {doc['needs']['n_ctx']:,} tokens"
     cost_chart = None
     if doc.get("cost"):  # a workload was given: the page leads with what the first option costs all in
-        from gemma_fit.present.cost_html import chart
+        from gemma_fit.present.cost_chart import chart
 
         cost_chart = chart(doc["cost"])
     return _env().get_template("buy.html.j2").render(doc=doc, title=title, cost_chart=cost_chart)
