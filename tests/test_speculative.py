@@ -104,7 +104,8 @@ def test_draft_model_and_given_acceptance() -> None:
     ("--model", "gemma-4-31B", "--draft", "gemma-4-E2B", "--engine", "vllm"),  # vLLM: --mtp only
     ("--model", "gemma-4-12B", "--mtp", "--engine", "vllm"),  # a nightly-only path
     ("--model", "gemma-4-31B", "--mtp", "--engine", "vllm", "--engine-version", "0.20.1"),
-    ("--model", "gemma-4-31B", "--mtp", "--engine", "ollama"),
+    ("--model", "gemma-4-31B", "--mtp", "--engine", "ollama", "--engine-version", "0.29.0"),
+    ("--model", "gemma-4-31B", "--draft", "gemma-4-E2B", "--engine", "ollama"),
 ])
 def test_speculative_bad_input_is_one_line(args: tuple[str, ...]) -> None:
     proc = check(*args, "--gpu", "rtx-4090")
@@ -188,9 +189,23 @@ def test_vllm_mtp_memory_speed_and_command() -> None:
     --speculative-config with the recipe's drafts (4 for the 31B)."""
     base = ("--model", "gemma-4-31B", "--gpu", "h200-sxm", "--engine", "vllm", "--ctx", "16k", "--json")
     plain, mtp = json.loads(check(*base).stdout), json.loads(check(*base, "--mtp").stdout)
-    extra = mtp["memory"]["devices"][0]["weights_bytes"] - plain["memory"]["devices"][0]["weights_bytes"]
-    assert extra == drafter_for("gemma-4-31B").params * 2  # 469.5 M parameters in bfloat16
+    dev, dev0 = mtp["memory"]["devices"][0], plain["memory"]["devices"][0]
+    assert dev["draft_bytes"] == drafter_for("gemma-4-31B").params * 2 and dev0["draft_bytes"] == 0  # bfloat16
+    assert dev["weights_bytes"] == dev0["weights_bytes"]
+    assert dev0["kv_cache_bytes"] - dev["kv_cache_bytes"] >= dev["draft_bytes"] - 2 * 2**20  # the pool gives it up
     config = '{"method": "mtp", "model": "google/gemma-4-31B-it-assistant", "num_speculative_tokens": 4}'
     assert mtp["command"].endswith(f"--speculative-config '{config}'")
     spec = mtp["performance"]["speculative"]
     assert spec["draft_quant"] == "bf16" and spec["draft_max"] == 4 and spec["speedup"] > 1
+
+
+def test_ollama_mtp_is_a_modelfile_draft() -> None:
+    """Ollama 0.30+ runs llama-server and hands a Modelfile's DRAFT to it as an MTP drafter: the same memory and speed
+    as llama.cpp's, draft_num_predict 4 by default, and a command that creates the model with its DRAFT line."""
+    proc = check("--model", "gemma-4-31B", "--gpu", "rtx-4090", "--engine", "ollama", "--mtp", "--json")
+    assert proc.returncode in (0, 3), proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["memory"]["devices"][0]["draft_bytes"] > 514_687_104
+    assert doc["performance"]["speculative"]["draft_max"] == 4
+    assert "DRAFT ./mtp-gemma-4-31B-it-Q8_0.gguf" in doc["command"] and "draft_num_predict 4" in doc["command"]
+    assert "ollama create " in doc["command"]

@@ -226,11 +226,12 @@ class EngineDevice:
     cuda_graph_bytes: int
     overhead_bytes: int  # CUDA context, allocator, non-torch memory, engine reserves
     capacity_bytes: int
+    draft_bytes: int = 0  # a speculative drafter's weights and buffers (--mtp)
 
     @property
     def total_bytes(self) -> int:
         return (self.weights_bytes + self.kv_cache_bytes + self.activation_bytes + self.cuda_graph_bytes
-                + self.overhead_bytes)
+                + self.overhead_bytes + self.draft_bytes)
 
     @property
     def headroom_bytes(self) -> int:

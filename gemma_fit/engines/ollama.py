@@ -55,6 +55,7 @@ from gemma_fit.engines.base import (
 )
 from gemma_fit.engines.hf_weights import tower_params, vision_activation_bytes
 from gemma_fit.engines.llamacpp import LlamaCppResult, run_check, speed_of
+from gemma_fit.engines.speculative import draft_command, ollama_draft, with_drafter, with_speculation
 from gemma_fit.engines.versions import defaults_of, release_label
 from gemma_fit.gguf.types import file_type
 from gemma_fit.hardware.spec import GPUSpec, Hardware
@@ -164,10 +165,11 @@ def estimate_ollama(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSe
                if by_vram else min(int(release["num_ctx"]), spec.n_ctx_train))
     parallel = s.max_num_seqs or int(release["num_parallel"])
     by_context = release["num_batch"] == "by context"
-    r, run, num_ctx = _run(resolved, quant, hardware, overhead, num_ctx, parallel, fa, kv, by_context)
+    draft = ollama_draft(s.speculative, s.engine_version) if s.speculative else None
+    r, run, num_ctx = _run(resolved, quant, hardware, overhead, num_ctx, parallel, fa, kv, by_context, draft)
     while (auto_ctx and by_vram and release["ctx_step_down"] and not r.verdict.runs_on_gpu
            and (lower := _lower_tier(num_ctx)) is not None):  # sched.go steps down (v0.30.0 and later)
-        r, run, num_ctx = _run(resolved, quant, hardware, overhead, lower, parallel, fa, kv, by_context)
+        r, run, num_ctx = _run(resolved, quant, hardware, overhead, lower, parallel, fa, kv, by_context, draft)
     n_batch = run.n_batch
     est = r.detail.estimate
     fa_on = flash_attention_on(run)
@@ -176,6 +178,9 @@ def estimate_ollama(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSe
         try:  # Ollama runs llama-server: llama.cpp's speed at Ollama's settings, on the real GPUs
             perf = speed_of(r.detail.plan, est, hardware, min(s.prompt_tokens, num_ctx), s.output_tokens,
                             s.request_rate)
+            if draft is not None:
+                perf = with_speculation(r.detail.plan, est, hardware, perf, draft, min(s.prompt_tokens, num_ctx),
+                                        s.output_tokens, resolved.db_dirs)
         except SpeedInputError as exc:
             reasons.append(f"speed not predicted: {exc}")
     towers = tower_params(resolved) if (s.mmproj or s.images_per_prompt) else 0
@@ -185,7 +190,7 @@ def estimate_ollama(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSe
         out.append(EngineDevice(
             d.id, d.name, dm.weights_bytes + (2 * towers if i == 0 else 0), dm.kv_cache_bytes,
             dm.compute_bytes + (vis_act if i == 0 else 0), 0,
-            dm.overhead_bytes + _reserve(d.backend, overhead), d.usable_memory_bytes))
+            dm.overhead_bytes + _reserve(d.backend, overhead), d.usable_memory_bytes, dm.draft_bytes))
     out_devices = tuple(out)
     verdict = r.verdict
     if verdict.runs_on_gpu and any(d.headroom_bytes < 0 for d in out_devices):
@@ -228,7 +233,8 @@ def estimate_ollama(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSe
         VERSION, f"llama.cpp {LLAMA_CPP_COMMIT} (gemma_fit.check) for weights, KV cache and compute buffer"),
         settings_terms=terms)
     return CheckResult(NAME, resolved, plan.ftype.name, hardware, verdict, tuple(reasons), r.max_ctx_fit // parallel,
-                       num_ctx, _command(resolved, plan.ftype.name, num_ctx, parallel, fa, kv), perf, detail)
+                       num_ctx, draft_command(_command(resolved, plan.ftype.name, num_ctx, parallel, fa, kv), draft),
+                       perf, detail)
 
 
 def _lower_tier(num_ctx: int) -> int | None:
@@ -252,7 +258,8 @@ def _flash_attention(asked: bool | None, resolved: ResolvedModel, release: dict[
 
 
 def _run(resolved: ResolvedModel, quant: str, hardware: Hardware, overhead: int, num_ctx: int, parallel: int,
-         fa: bool | None, kv: str, by_context: bool = True) -> tuple[LlamaCppResult, RunSettings, int]:
+         fa: bool | None, kv: str, by_context: bool = True, draft: Any = None
+         ) -> tuple[LlamaCppResult, RunSettings, int]:
     """llama.cpp's plan at Ollama's settings on the machine as Ollama's scheduler sees it (each GPU less its
     reserve), without speed."""
     devices = tuple(hardware.gpus)
@@ -264,6 +271,8 @@ def _run(resolved: ResolvedModel, quant: str, hardware: Hardware, overhead: int,
     run = replace(run, n_batch=n_batch, n_ubatch=n_batch)
     reserved = replace(hardware, gpus=tuple(
         replace(d, usable_memory_bytes=d.usable_memory_bytes - _reserve(d.backend, overhead)) for d in devices))
+    if draft is not None:  # a Modelfile DRAFT: llama-server's drafter beside the model (engines.speculative)
+        run = with_drafter(run, draft, reserved, resolved.db_dirs, resolved.spec)
     return run_check(resolved, quant, run, reserved, with_speed=False), run, num_ctx
 
 

@@ -312,3 +312,37 @@ def with_model_drafter(target: ResolvedModel, settings: RunSettings, hardware: H
     if not spec.resolved:
         spec = resolve_asked(target, spec, target.db_dirs)
     return with_drafter(settings, spec, hardware, target.db_dirs, target.spec)
+
+
+OLLAMA_DRAFT_SINCE = (0, 30, 0)  # llama-server under Ollama (v0.30.0): DRAFT models reach it as --spec-type draft-mtp
+OLLAMA_DRAFT_NUM_PREDICT = 4  # api/types.go: draft_num_predict's default for a separate draft model
+
+
+def ollama_draft(spec: Speculative, engine_version: str) -> Speculative:
+    """Ollama's drafter (a Modelfile `DRAFT path`, `PARAMETER draft_num_predict N`): since v0.30.0 Ollama runs
+    llama-server and passes a draft as `--spec-type draft-mtp` (llm/llama_server.go), so only Gemma 4's own MTP
+    drafter; before, DRAFT (v0.23.1) served only its MLX runner on macOS."""
+    from gemma_fit.engines.versions import parse_version
+
+    if spec.method != "mtp":
+        raise BadInput("--draft MODEL on --engine ollama is not modelled: Ollama hands any DRAFT to llama-server as an "
+                       "MTP drafter; --mtp (Gemma 4's own drafter) is")
+    version = parse_version(engine_version.split()[-1]) if engine_version else None
+    if version is not None and version < OLLAMA_DRAFT_SINCE:
+        raise BadInput(f"--mtp needs Ollama 0.30.0 or later (llama-server runs the drafter); {engine_version} runs "
+                       "DRAFT only with its MLX runner on macOS")
+    return replace(spec, draft_max=spec.draft_max or OLLAMA_DRAFT_NUM_PREDICT)
+
+
+def draft_command(command: str, spec: Speculative | None) -> str:
+    """Ollama's command with the drafter: a Modelfile that adds DRAFT to the model, created and run."""
+    if spec is None:
+        return command
+    serve, _, run = command.rpartition("; ")
+    lines = f"DRAFT ./{spec.draft_file}\\nPARAMETER draft_num_predict {spec.draft_max}\\n"
+    if "' > Modelfile" in run:  # the GGUF's own Modelfile import: the DRAFT lines join it
+        return f"{serve}; " + run.replace("' > Modelfile", f"{lines}' > Modelfile", 1)
+    base = run.split()[-1]
+    name = f"{base.replace(':', '-').replace('/', '-')}-mtp"
+    return (f"{serve}; printf 'FROM {base}\\n{lines}' > Modelfile.mtp && ollama create {name} -f Modelfile.mtp && "
+            f"ollama run {name}")

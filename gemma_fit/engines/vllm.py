@@ -213,7 +213,8 @@ def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSett
 
     towers = tower_params(resolved) if (s.mmproj or s.images_per_prompt) else 0
     sp, drafter = vllm_drafter(s.speculative, s.engine_version, spec.id) if s.speculative else (None, None)
-    weights = (hf_weight_bytes(spec, quant) + 2 * towers) // tp + (drafter_bytes(drafter, tp) if drafter else 0)
+    weights = (hf_weight_bytes(spec, quant) + 2 * towers) // tp
+    draft = drafter_bytes(drafter, tp) if drafter else 0
     act_bytes = 4 if quant == "fp32" else 2
     act = (activation_peak(spec, tokens, seqs, tp, act_bytes)
            + vision_activation_bytes(resolved, s.images_per_prompt, act_bytes))
@@ -221,13 +222,14 @@ def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSett
 
     def budget_for(cap: int) -> int:
         requested = math.ceil(cap * o.gpu_memory_utilization)
-        return requested - weights - act - NON_TORCH_BYTES - graphs
+        return requested - weights - draft - act - NON_TORCH_BYTES - graphs
 
     budget = min(budget_for(d.usable_memory_bytes) for d in devices)
     plan = kv_plan(spec, budget, max_model_len, o.block_size, dtype_bytes, tp, tokens)
     pool = plan.num_blocks * plan.bytes_per_block
     out_devices = tuple(
-        EngineDevice(d.id, d.name, weights, pool, act, graphs, NON_TORCH_BYTES, d.usable_memory_bytes) for d in devices)
+        EngineDevice(d.id, d.name, weights, pool, act, graphs, NON_TORCH_BYTES, d.usable_memory_bytes, draft)
+        for d in devices)
 
     def fits(n: int) -> bool:
         return kv_plan(spec, budget, n, o.block_size, dtype_bytes, tp, tokens).concurrency >= 1

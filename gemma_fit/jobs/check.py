@@ -81,9 +81,8 @@ def _speculative(engine: str, resolved: ResolvedModel, asked: Any, catalog: Cata
     """--mtp / --draft resolved for the engine that runs them (llama.cpp's -md and --spec-type)."""
     from gemma_fit.engines.speculative import resolve_asked
 
-    if engine not in (registry.DEFAULT_ENGINE, "vllm"):
-        raise BadInput(f"--mtp / --draft are modelled for llama.cpp (-md, --spec-type) and vLLM (--mtp); not yet for "
-                       f"{engine}")
-    if engine == "vllm" and asked.method != "mtp":
-        raise BadInput("--draft MODEL on --engine vllm is not modelled; --mtp (Gemma 4's own drafter) is")
+    if engine not in (registry.DEFAULT_ENGINE, "vllm", "ollama"):
+        raise BadInput(f"--mtp / --draft are modelled for llama.cpp, vLLM and Ollama (--mtp); not for {engine}")
+    if engine != registry.DEFAULT_ENGINE and asked.method != "mtp":
+        raise BadInput(f"--draft MODEL on --engine {engine} is not modelled; --mtp (Gemma 4's own drafter) is")
     return resolve_asked(resolved, asked, catalog.model_dirs)

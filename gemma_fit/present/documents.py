@@ -37,7 +37,7 @@ def device_json(d: EngineDevice) -> dict[str, Any]:
             "compute_bytes": d.activation_bytes, "overhead_bytes": d.overhead_bytes + d.cuda_graph_bytes,
             "total_bytes": d.total_bytes, "capacity_bytes": d.capacity_bytes, "headroom_bytes": d.headroom_bytes,
             "activation_bytes": d.activation_bytes, "cuda_graph_bytes": d.cuda_graph_bytes,
-            "runtime_overhead_bytes": d.overhead_bytes}
+            "runtime_overhead_bytes": d.overhead_bytes, "draft_bytes": d.draft_bytes}
 
 
 def _version(r: CheckResult[Any], asked: str) -> str:
