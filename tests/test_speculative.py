@@ -209,3 +209,28 @@ def test_ollama_mtp_is_a_modelfile_draft() -> None:
     assert doc["performance"]["speculative"]["draft_max"] == 4
     assert "DRAFT ./mtp-gemma-4-31B-it-Q8_0.gguf" in doc["command"] and "draft_num_predict 4" in doc["command"]
     assert "ollama create " in doc["command"]
+
+
+@pytest.mark.llamacpp
+def test_mtp_drafter_memory_is_llama_cpps_own(llama_bin: Path, synth: Any, tmp_path: Path) -> None:
+    """A zero-weight Gemma 4 E2B target and its assistant drafter (engines/mtp_file.py) on llama.cpp's CPU build:
+    the drafter context shares the target's KV cache (no KV buffer of its own), and its compute buffer is
+    gemma-fit's (the per-token figure of drafters.yaml beside the attention mask), its logits buffer one output."""
+    from gemma_fit.engines.mtp_file import write_drafter_gguf
+    from gemma_fit.model.catalog import resolve_model
+
+    target = synth("gemma-4-E2B", "Q4_0")
+    drafter = drafter_for("gemma-4-E2B")
+    path = tmp_path / "mtp-gemma-4-E2B.gguf"
+    write_drafter_gguf(drafter, resolve_model("gemma-4-E2B", ()).spec, path)
+    proc = run_llama(llama_bin, "llama-speculative-simple", "-m", str(target.path), "-md", str(path), "--spec-type",
+                     "draft-mtp", "-c", "4096", "-n", "1", "-p", "aaaa", "-t", LLAMA_THREADS, "-ngl", "0", "-ngld",
+                     "0", "--temp", "0", "--fit", "off", "-lv", "4")
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-2000:]
+    after = log[log.rindex("CPU_Mapped model buffer size"):]  # the drafter's context comes last
+    assert "KV buffer size" not in after and "sharing with layer" in after
+    compute = float(re.findall(r"CPU compute buffer size =\s+([\d.]+) MiB", after)[-1])
+    output = float(re.findall(r"CPU  output buffer size =\s+([\d.]+) MiB", after)[-1])
+    expected = drafter.compute_bytes(RunSettings(n_ctx=4096), 4096) / MIB
+    assert compute + output == pytest.approx(expected, abs=0.01)

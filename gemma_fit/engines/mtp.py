@@ -8,10 +8,9 @@ attention: the keys and values are the target's), the GeGLU FFN and its norms. W
 is known it is the weights figure (the output copy replaces the input one on the GPU); else the tensors are counted
 at Q8_0 for matrices and F16 for the two projections (within 1% of the 31B file).
 
-Compute buffer: llama.cpp reserves the drafter's graph for a full ubatch; its largest live tensors are the FFN's
-gate and up activations, the queries of the widest (full-attention) layer, the projected hidden states and the
-logits of one output per sequence. This sum is an estimate, not measured against llama.cpp (no published log of the
-assistant's compute buffer was found).
+Compute buffer: llama.cpp reserves the drafter's graph for a full ubatch: a measured figure per ubatch token
+(drafters.yaml: llama.cpp's CPU build on zero-weight files gemma-fit writes, engines/mtp_file.py) beside the attention
+mask over the shared cache, and the logits of one output per slot.
 """
 
 from __future__ import annotations
@@ -30,6 +29,7 @@ from gemma_fit.speed.calibration import decode_model
 Q8_0_BYTES_PER_WEIGHT = 34 / 32  # a block of 32 weights: 32 int8 and one f16 scale
 F16 = 2
 F32 = 4
+
 KERNELS_PER_LAYER = 16  # Gemma layers after ggml-cuda's fusions (speed.graph), the assistant's as the target's
 
 
@@ -50,6 +50,7 @@ class Drafter:
     n_vocab: int
     file_bytes: int | None
     file_source: str
+    compute_bytes_per_token: int = 0  # measured on llama.cpp (drafters.yaml), beside the attention mask
 
     @property
     def quant(self) -> str:
@@ -76,13 +77,14 @@ class Drafter:
         return (self.n_vocab * self.n_embd + sum(self._layer_params(k) for k in self.layer_types)
                 + 3 * self.backbone * self.n_embd)
 
-    def compute_bytes(self, s: RunSettings) -> int:
-        """The drafter's compute buffer for a ubatch of tokens (an estimate, see the module's note)."""
-        tokens = s.ubatch
-        widest_q = self.n_head * self.head_dim_full
-        live = tokens * (2 * self.n_ff + 2 * widest_q + 3 * self.backbone + 4 * self.n_embd) * F32
-        logits = max(1, s.n_parallel) * self.n_vocab * F32
-        return live + logits
+    def compute_bytes(self, s: RunSettings, n_ctx: int) -> int:
+        """The drafter context's compute buffer for a ubatch (measured per token, drafters.yaml) and its attention
+        mask over the shared cache's n_ctx cells (f16 with flash attention; without it an f32 mask and each head's
+        scores), plus its logits output buffer (one output per slot)."""
+        u = s.ubatch
+        fa = s.flash_attn != "off"
+        mask = n_ctx * u * (F16 if fa else F32 + F32 * self.n_head)
+        return u * self.compute_bytes_per_token + mask + max(1, s.n_parallel) * self.n_vocab * F32
 
 
 @cache
@@ -91,7 +93,8 @@ def _drafters() -> dict[str, Drafter]:
     return {r["target"]: Drafter(r["id"], r["target"], r["hf_repo"], r["gguf"], int(r["n_layer"]), int(r["n_embd"]),
                                  int(r["n_ff"]), int(r["n_head"]), int(r["head_dim_swa"]), int(r["head_dim_full"]),
                                  tuple(r["layer_types"]), int(r["backbone"]), int(r["n_vocab"]),
-                                 int(r["file_bytes"]) if r.get("file_bytes") else None, str(r["file_source"]))
+                                 int(r["file_bytes"]) if r.get("file_bytes") else None, str(r["file_source"]),
+                                 int(r["compute_bytes_per_token"]))
             for r in rows}
 
 

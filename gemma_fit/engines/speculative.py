@@ -25,7 +25,7 @@ from gemma_fit.gguf.tensors import build_plan
 from gemma_fit.hardware.spec import Hardware
 from gemma_fit.memory.estimate import estimate_memory
 from gemma_fit.memory.fit import LLAMA_DRAFT_MAX
-from gemma_fit.memory.settings import RunSettings, Speculative
+from gemma_fit.memory.settings import RunSettings, Speculative, pad_to
 from gemma_fit.model.catalog import ResolvedModel, resolve_model
 
 MAX_DRAFT = 64
@@ -170,7 +170,7 @@ def draft_memory(spec: Speculative, settings: RunSettings, hardware: Hardware, m
     if spec.method == "mtp":
 
         d = drafter_for_id(spec.draft_model)
-        return DraftMemory(d.weights_bytes, 0, d.compute_bytes(settings))
+        return DraftMemory(d.weights_bytes, 0, d.compute_bytes(settings, pad_to(settings.n_ctx or 4096, 256)))
     resolved = resolve_model(spec.draft_model, model_dirs)
     plan = build_plan(resolved.spec, spec.draft_quant)
     gpus = hardware.gpus[:1]
