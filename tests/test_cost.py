@@ -45,6 +45,7 @@ def test_cost_document_and_its_arithmetic() -> None:
     assert opts["rent"]["usd_per_day"] == pytest.approx(0.5 * hours, abs=0.01)
     # buying: the price over 36 months plus the board's 450 W while generating at the default kWh price
     buy = opts["buy"]
+    assert doc["kwh_price_usd"] == 0.17  # the extra folder's default electricity price, not the built-in one
     energy_usd_per_mtok = 450 / (tps * 3600) * 1e6 / 1000 * doc["kwh_price_usd"]
     assert buy["energy_wh_per_mtok"] == pytest.approx(450 / (tps * 3600) * 1e6, rel=1e-3)
     per_day = buy["upfront_usd"] / (AMORTISATION_MONTHS * DAYS_PER_MONTH) + 20 * energy_usd_per_mtok
@@ -97,3 +98,10 @@ def test_buy_leads_with_the_whole_cost_and_the_pages_draw_the_chart(tmp_path: Pa
     proc = cost("--model", "gemma-3-27b", "--gpu", "rtx-4090", "--tokens-per-day", "20000000", "--html", str(cost_page))
     assert proc.returncode == 0, proc.stderr
     assert "<polyline" in cost_page.read_text() and "Cheapest:" in cost_page.read_text()
+
+
+def test_two_default_electricity_prices_are_one_problem() -> None:
+    builtin = Path(__file__).parent.parent / "hardware_db" / "prices"
+    proc = subprocess.run([*CLI, "db", "validate", str(DB), str(builtin)], capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert proc.returncode != 0 and "a second default electricity price" in proc.stdout + proc.stderr

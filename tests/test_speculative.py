@@ -234,3 +234,11 @@ def test_mtp_drafter_memory_is_llama_cpps_own(llama_bin: Path, synth: Any, tmp_p
     output = float(re.findall(r"CPU  output buffer size =\s+([\d.]+) MiB", after)[-1])
     expected = drafter.compute_bytes(RunSettings(n_ctx=4096), 4096) / MIB
     assert compute + output == pytest.approx(expected, abs=0.01)
+
+
+def test_on_several_gpus_the_drafter_is_pinned_where_it_is_counted() -> None:
+    proc = check("--model", "gemma-4-31B", "--gpu", "rtx-3090", "--gpu", "rtx-3090", "--mtp", "--ctx", "16k", "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["llama_server_command"].endswith("--spec-draft-device CUDA0")
+    assert doc["memory"]["devices"][0]["draft_bytes"] > 0 and doc["memory"]["devices"][1]["draft_bytes"] == 0

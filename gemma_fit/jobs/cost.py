@@ -104,7 +104,8 @@ def kwh_price(given: float | None, catalog: Catalog) -> tuple[float, Source]:
         check_range("--kwh-price", given)
         return given, Source("electricity (--kwh-price)", "given", "")
     table = load_hardware_db(catalog.hardware_dirs).electricity
-    default = next((e for e in table.values() if e.default), None)
+    marked = [e for e in table.values() if e.default]
+    default = marked[-1] if marked else None  # an extra folder's (read after the built-in one) is the user's own
     if default is None:
         raise BadInput("no default electricity price in hardware_db/prices/electricity.yaml; give --kwh-price USD")
     p = default.per_kwh

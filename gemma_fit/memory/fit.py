@@ -105,8 +105,12 @@ def _fa_args(s: RunSettings) -> list[str]:
     return ["-fa", "on" if on else "off"]
 
 
+# llama.cpp's device names by backend (ggml's backend registry): the first GPU of each is <prefix>0
+DEVICE_PREFIX = {"cuda": "CUDA", "rocm": "ROCm", "vulkan": "Vulkan", "metal": "MTL", "sycl": "SYCL"}
+
+
 def server_command(model: ModelSpec, quant: str, s: RunSettings, n_gpu_layers: int, n_ctx: int,
-                   gguf_name: str | None = None) -> str:
+                   gguf_name: str | None = None, draft_device: str | None = None) -> str:
     """The llama-server command line for these settings (llama.cpp's own flag names)."""
     name = gguf_name or f"{model.id}-{quant}.gguf"
     args = ["llama-server", "-m", name, "-c", str(n_ctx), "-ngl", str(n_gpu_layers), *_fa_args(s),
@@ -126,6 +130,8 @@ def server_command(model: ModelSpec, quant: str, s: RunSettings, n_gpu_layers: i
         sp = s.speculative
         args += ["-md", sp.draft_file, "--spec-type", "draft-mtp" if sp.method == "mtp" else "draft-simple",
                  "--spec-draft-n-max", str(sp.draft_max or LLAMA_DRAFT_MAX)]
+        if draft_device:  # several GPUs: the drafter on the main one, as the estimate counts it
+            args += ["--spec-draft-device", draft_device]
     return shlex.join(args)
 
 
@@ -309,7 +315,9 @@ def decide(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...], host_
         suggestion = f"{lever}; {suggestion}" if suggestion else lever
     if suggestion and suggestion not in reasons:
         reasons.append(suggestion)
-    cmd = server_command(model, plan.ftype.name, s, ngl, est.n_ctx, gguf_name)
+    main = DEVICE_PREFIX.get(devices[0].backend) if devices else None
+    draft_device = f"{main}0" if s.speculative is not None and len(devices) > 1 and main else None
+    cmd = server_command(model, plan.ftype.name, s, ngl, est.n_ctx, gguf_name, draft_device)
     return Fit(verdict, tuple(reasons), est, ngl, ctx_fit, suggestion, cmd, unchecked,
                    "n_ctx_train" if ctx_capped else "memory", s.n_cpu_moe if experts else 0)
 

@@ -74,7 +74,14 @@ def _cross_checks(report: Report, seen: Seen) -> None:
     for (kind, price_id), (path, line) in seen.ids.items():
         if kind == "prices" and gpu_ids and price_id not in gpu_ids:
             report.problems.append(Problem(path, line, f"{price_id}.id", "a price for no GPU in the database"))
+    defaults = [(p, ln) for p, ln, what, _, kind in seen.refs if kind == "default-electricity"]
+    if len(defaults) > 1:  # `cost` uses one without --kwh-price: a second is ambiguous
+        p, ln = defaults[1]
+        report.problems.append(Problem(p, ln, "default", f"a second default electricity price (the first: "
+                                                        f"{defaults[0][0]}:{defaults[0][1]}); mark one"))
     for path, line, what, ref, kind in seen.refs:
+        if kind == "default-electricity":
+            continue
         known = {i for k, i in seen.ids if k == kind}
         if known and ref not in known:
             report.problems.append(Problem(path, line, what, f"{ref} is not an id of the {kind} database"))

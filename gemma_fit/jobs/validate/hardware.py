@@ -190,6 +190,9 @@ def check_list_file(doc: Doc, report: Report, seen: Seen, kind: str) -> None:
             _check_gpu_names(doc, report, seen, entry, loc)
         if isinstance(entry, RentEntry):
             seen.refs.append((doc.path, doc.line((*loc, "gpu")), f"{entry.id}.gpu", entry.gpu, "gpus"))
+        if isinstance(entry, ElectricityEntry) and entry.default:
+            seen.refs.append((doc.path, doc.line((*loc, "default")), f"{entry.id}.default", entry.id,
+                              "default-electricity"))
         if isinstance(entry, ApiEntry):
             seen.refs.append((doc.path, doc.line((*loc, "model")), f"{entry.id}.model", entry.model.lower(), "model"))
 
