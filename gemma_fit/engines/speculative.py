@@ -21,6 +21,7 @@ from typing import Any
 
 from gemma_fit.base.errors import BadInput
 from gemma_fit.db.rules import read_packaged_yaml
+from gemma_fit.engines.mtp import drafter_by_id
 from gemma_fit.gguf.tensors import build_plan
 from gemma_fit.hardware.spec import Hardware
 from gemma_fit.memory.estimate import estimate_memory
@@ -169,7 +170,7 @@ def draft_memory(spec: Speculative, settings: RunSettings, hardware: Hardware, m
     """What the drafter takes on the main GPU (or in RAM without one)."""
     if spec.method == "mtp":
 
-        d = drafter_for_id(spec.draft_model)
+        d = drafter_by_id(spec.draft_model)
         return DraftMemory(d.weights_bytes, 0, d.compute_bytes(settings, pad_to(settings.n_ctx or 4096, 256)))
     resolved = resolve_model(spec.draft_model, model_dirs)
     plan = build_plan(resolved.spec, spec.draft_quant)
@@ -177,16 +178,10 @@ def draft_memory(spec: Speculative, settings: RunSettings, hardware: Hardware, m
     est = estimate_memory(plan, draft_settings(settings), gpus, resolved.spec.n_layer + 1 if gpus else 0,
                           hardware.host_capacity_bytes)
     if gpus:
-        d = est.devices[0]
-        return DraftMemory(d.weights_bytes, d.kv_cache_bytes, d.compute_bytes)
+        dev = est.devices[0]
+        return DraftMemory(dev.weights_bytes, dev.kv_cache_bytes, dev.compute_bytes)
     h = est.host
     return DraftMemory(h.weights_bytes, h.kv_cache_bytes, h.compute_bytes)
-
-
-def drafter_for_id(draft_id: str) -> Any:
-    from gemma_fit.engines.mtp import drafter_by_id
-
-    return drafter_by_id(draft_id)
 
 
 def with_drafter(settings: RunSettings, spec: Speculative | None, hardware: Hardware,
@@ -214,7 +209,7 @@ def drafter_pipeline(spec: Speculative, settings: RunSettings, hardware: Hardwar
     if spec.method == "mtp":
         from gemma_fit.engines.mtp import mtp_pipeline
 
-        return mtp_pipeline(drafter_for_id(spec.draft_model), main)
+        return mtp_pipeline(drafter_by_id(spec.draft_model), main)
     resolved = resolve_model(spec.draft_model, model_dirs)
     plan = build_plan(resolved.spec, spec.draft_quant)
     s = draft_settings(settings)
