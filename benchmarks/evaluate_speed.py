@@ -46,6 +46,7 @@ BACKENDS = {"cuda": "cuda", "rocm": "rocm", "vulkan": "vulkan", "metal": "metal"
 def _model_id(name: str) -> str:
     """'gemma-3-4b-it (QAT)' -> 'gemma-3-4b'; 'Gemma 4 12B' stays for the resolver's own matching."""
     name = re.sub(r"\(.*?\)", "", name).strip()
+    name = re.sub(r"\s+(instruct|it)$", "", name, flags=re.IGNORECASE)  # "Gemma 3 1B instruct" -> "Gemma 3 1B"
     return re.sub(r"-it$", "", name)
 
 
@@ -88,6 +89,19 @@ def rows() -> list[dict[str, Any]]:
                             "model": r["model"],
                             "quant": r["quant"], "threads": _int(r["threads"]) or None, "m": m,
                             "source": r["source_url"], "file": "backend_published_runs.csv"})
+    with (DATA / "more_published_runs.csv").open() as f:  # CPU-only runs of Gemma models on CPUs cpus.yaml knows
+        for r in csv.DictReader(f):
+            if r["backend"] != "CPU" or not r["machine_id"] or "gemma" not in r["model"].lower():
+                continue
+            test = re.sub(r"^S_(PP|TG) \((\w+) @ N_KV\)$", r"\2", r["test"])  # llama-sweep-bench's rows
+            m = _measurement(test, _int(r["n_prompt"]), _int(r["n_gen"]), _int(r["depth"]), 1,
+                             float(r["tokens_per_s"]))
+            if m is not None and "+" not in test:
+                fork = "ik_llama" in r["tool"]  # a fork's CPU kernels (run-time repacking): scored apart
+                out.append({"machine": r["machine_id"], "machine_name": r["machine"],
+                            "backend": "CPU/ik_llama" if fork else "CPU", "model": r["model"], "quant": r["quant"],
+                            "threads": _int(r["threads"]) or None, "sockets": _int(r["sockets"]) or None, "m": m,
+                            "source": r["source_url"], "file": "more_published_runs.csv"})
     with (DATA / "gemma_llamabench.csv").open() as f:
         for r in csv.DictReader(f):
             m = _measurement(r["test"].split()[0], 0, 0, 0, 1, float(r["tokens_per_s"]))
@@ -112,10 +126,14 @@ def hardware_for(r: dict[str, Any]) -> Any:
     """The machine of a run as gemma-fit models it: its backend, threads and (Apple) GPU bin; None if unknown."""
     if "hardware" in r:
         return r["hardware"]
-    backend = BACKENDS.get(r["backend"].strip().lower())
+    backend = BACKENDS.get(r["backend"].split("/")[0].strip().lower())
     try:
-        hw = hardware_of([r["machine"]], backend if backend != "cpu" else None, (),
-                         MachineFlags(threads=r["threads"]) if r["threads"] else None)
+        if backend == "cpu" and not r["machine"].startswith("cpu"):  # a CPU of cpus.yaml, CPU only (-ngl 0)
+            hw = hardware_of(["cpu"], None, (), MachineFlags(ram_gb=64, cpu=r["machine"], threads=r["threads"],
+                                                              sockets=r.get("sockets")))
+        else:
+            hw = hardware_of([r["machine"]], backend if backend != "cpu" else None, (),
+                             MachineFlags(threads=r["threads"]) if r["threads"] else None)
     except (GemmaFitError, ValueError) as exc:
         r["skipped"], r["hardware"] = str(exc)[:120], None
         return None

@@ -32,17 +32,21 @@ REPO = Path(__file__).resolve().parent.parent
 RUNS = REPO / "benchmarks" / "data" / "cpu_published_runs.csv"
 TABLE = REPO / "model_db" / "llamacpp" / "cpu_decode.yaml"
 GIB = 1024**3
-FAMILY = {"avx2": "x86", "avx512": "x86", "amx": "x86", "neon": "arm", "sve": "arm"}
+FAMILY = {"avx2": "x86", "avx512": "x86", "amx": "x86", "neon": "arm", "sve": "arm", "neon-v8.0": "arm"}
 # Prefill groups: llama.cpp's AMX kernels run only in builds with GGML_AMX and for some quant types,
-# so AMX CPUs join the AVX-512 group; NEON and SVE cores share the arm group (SVE has one CPU here).
-PREFILL_GROUP = {"avx2": "avx2", "avx512": "avx512", "amx": "avx512", "neon": "arm", "sve": "arm"}
+# so AMX CPUs join the AVX-512 group; NEON and SVE cores share the arm group (SVE has one CPU here). Armv8.0 cores
+# (Cortex-A72/A53: a Raspberry Pi 4) lack the dot-product instructions llama.cpp's quantized NEON kernels use:
+# their own group ("neon-v8.0" in the runs' isa column, `dotprod: false` in hardware_db/cpus.yaml).
+PREFILL_GROUP = {"avx2": "avx2", "avx512": "avx512", "amx": "avx512", "neon": "arm", "sve": "arm",
+                 "neon-v8.0": "arm-v8.0"}
 MAX_THREAD_LIMITED = 2
 # Token-embedding plus output-matrix parameters (billions) of the benchmark models, from their
 # published config.json (vocab x hidden; counted once where the two are tied).
 NOT_MULTIPLIED_B = {"Llama 3.1 8B": 2 * 128256 * 4096 / 1e9, "LLaMA-3.1-8B": 2 * 128256 * 4096 / 1e9,
                     "Llama 3.2 3B": 128256 * 3072 / 1e9, "Llama 3.2 1B": 128256 * 2048 / 1e9,
                     "TinyLlama 1.1B": 2 * 32000 * 2048 / 1e9, "Mistral 7B": 2 * 32000 * 4096 / 1e9,
-                    "Llama 2 7B": 2 * 32000 * 4096 / 1e9, "LLaMA 7B": 2 * 32000 * 4096 / 1e9}
+                    "Llama 2 7B": 2 * 32000 * 4096 / 1e9, "LLaMA 7B": 2 * 32000 * 4096 / 1e9,
+                    "Gemma 3 1B": 262144 * 1152 / 1e9}
 
 
 def _number(text: str) -> float | None:

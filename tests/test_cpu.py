@@ -125,3 +125,59 @@ def test_unknown_cpu_defaults_to_avx2_and_says_so() -> None:
     rates = cpu_of(_cpu_box())
     assert (rates.cpu.family, rates.cpu.isa, rates.threads) == ("x86", "avx2", None)
     assert "assumed" in rates.how
+
+
+def test_the_pi_5_has_dot_products_and_the_pi_4_has_not() -> None:
+    a76 = cpu_from_cpuinfo((DATA / "cortex-a76-4core.txt").read_text(), "aarch64")
+    assert a76 is not None and a76.dotprod  # "asimddp" in its Features
+    a72 = cpu_from_cpuinfo((DATA / "cortex-a76-4core.txt").read_text().replace(" asimddp", ""), "aarch64")
+    assert a72 is not None and not a72.dotprod
+    pi4, pi5 = resolve_cpu("rpi4"), resolve_cpu("rpi5")
+    assert (pi4.dotprod, pi5.dotprod) == (False, True)
+    # Armv8.0 cores multiply a prompt at their own, fitted rate: a seventh of the dot-product cores'
+    slow = prefill_gflops_per_thread(CPURates(pi4, "", 4))
+    fast = prefill_gflops_per_thread(CPURates(pi5, "", 4))
+    assert "arm-v8.0" in slow[1] and slow[0] < fast[0] / 5
+
+
+def test_two_sockets_double_the_threads_not_the_memory_without_numa() -> None:
+    one = with_machine_flags(_cpu_box(), MachineFlags(cpu="epyc-9554"))
+    two = with_machine_flags(_cpu_box(), MachineFlags(cpu="epyc-9554", sockets=2))
+    assert (cpu_of(one).threads, cpu_of(two).threads) == (64, 128)
+    bw1, _ = decode_bandwidth_gbps(460.8, cpu_of(one))
+    bw2, how = decode_bandwidth_gbps(460.8, cpu_of(two))
+    assert bw2 == bw1 and "one NUMA node" in how  # the pages sit on one node
+    assert any("2 sockets without --numa" in n for n in two.notes)
+
+
+def test_numa_distribute_reads_every_socket_and_isolate_one() -> None:
+    spread = with_machine_flags(_cpu_box(), MachineFlags(cpu="epyc-9554", sockets=2, numa="distribute"))
+    alone = with_machine_flags(_cpu_box(), MachineFlags(cpu="epyc-9554", sockets=2, numa="isolate"))
+    one, _ = decode_bandwidth_gbps(460.8, cpu_of(with_machine_flags(_cpu_box(), MachineFlags(cpu="epyc-9554"))))
+    assert decode_bandwidth_gbps(460.8, cpu_of(spread))[0] == pytest.approx(2 * one)
+    assert decode_bandwidth_gbps(460.8, cpu_of(alone))[0] == pytest.approx(one)
+    assert (cpu_of(spread).threads, cpu_of(alone).threads) == (128, 64)
+    # a probed count is the whole machine's already: isolate keeps one socket's share of it
+    probed = Hardware("CPU only", (), 64 * 1024**3, None, cpu_cores=32)
+    assert with_machine_flags(probed, MachineFlags(sockets=2, numa="isolate")).cpu_cores == 16
+    assert with_machine_flags(probed, MachineFlags(sockets=2)).cpu_cores == 32
+
+
+@pytest.mark.parametrize("flags", [MachineFlags(numa="interleave"), MachineFlags(sockets=0),
+                                   MachineFlags(sockets=17)])
+def test_bad_socket_and_numa_flags_are_one_line(flags: MachineFlags) -> None:
+    with pytest.raises(BadInput):
+        with_machine_flags(_cpu_box(), flags)
+
+
+def test_the_printed_command_runs_the_numa_mode_the_speed_was_counted_for() -> None:
+    from gemma_fit import api
+    from gemma_fit.memory.settings import RunSettings
+
+    def command(numa: str | None) -> str:
+        flags = MachineFlags(ram_gb=256, cpu="epyc-9554", sockets=2, numa=numa)
+        return api.check("gemma-3-1b", ["cpu"], quant="Q4_0", settings=RunSettings(n_ctx=4096),
+                         machine=flags).command
+    assert command(None).startswith("llama-server ") and "--numa" not in command(None)
+    assert command("distribute").endswith(" --numa distribute")
+    assert command("numactl").startswith("numactl --cpunodebind=0 --membind=0 llama-server ")

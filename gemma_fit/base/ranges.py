@@ -71,6 +71,7 @@ RANGES: dict[str, Range] = {
     "--ram-channels": Range(1, 24),
     "--cores": Range(1, 1024),
     "--threads": Range(1, 1024),
+    "--sockets": Range(1, 16, "CPU sockets of one machine"),
     # what a user needs (recommend, buy)
     "--need-ctx": Range(1, MAX_TOKENS, "the context you need, in tokens"),
     "--min-tps": Range(0, 1e6, "tokens/s", integer=False),

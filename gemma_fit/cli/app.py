@@ -58,6 +58,7 @@ from gemma_fit.cli.options import (
     MtpOpt,
     NCpuMoeOpt,
     NglOpt,
+    NumaOpt,
     OutputOpt,
     OverrideOpt,
     ParallelOpt,
@@ -68,6 +69,7 @@ from gemma_fit.cli.options import (
     RamTypeOpt,
     RateOpt,
     ReserveOpt,
+    SocketsOpt,
     SwaOpt,
     ThreadsOpt,
     UbatchOpt,
@@ -251,6 +253,8 @@ def check(
     cpu: CpuOpt = None,
     cores: CoresOpt = None,
     threads: ThreadsOpt = None,
+    sockets: SocketsOpt = None,
+    numa: NumaOpt = None,
     disk: DiskOpt = None,
     reserve: ReserveOpt = None,
     mtp: MtpOpt = False,
@@ -274,7 +278,8 @@ def check(
                        default_parallel=parallel is None, engine_version=engine_version,
                        workload=workload(prompt_tokens, output_tokens, rate, images, mmproj), backend=backend,
                        machine=machine_flags(ram=ram, ram_type=ram_type, ram_channels=ram_channels, cores=cores,
-                                             threads=threads, disk=disk, reserve=reserve, cpu=cpu),
+                                             threads=threads, sockets=sockets, numa=numa, disk=disk,
+                                             reserve=reserve, cpu=cpu),
                        margin_gib=margin, options=options, catalog=state.catalog())
     answer(result, as_json, html)
 

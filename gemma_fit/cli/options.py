@@ -143,6 +143,12 @@ CoresOpt = Annotated[int | None, typer.Option("--cores", help="CPU cores (llama.
                                               rich_help_panel=MACHINE)]
 ThreadsOpt = Annotated[int | None, typer.Option("--threads", "-t", help="CPU threads llama.cpp uses (-t).",
                                                 rich_help_panel=MACHINE)]
+SocketsOpt = Annotated[int | None, typer.Option(
+    "--sockets", help="CPU sockets; --cpu, --cores and --ram-channels are one socket's. [default: 1]",
+    rich_help_panel=MACHINE)]
+NumaOpt = Annotated[str | None, typer.Option(
+    "--numa", help="llama.cpp's --numa: distribute (every socket's memory), isolate or numactl (one socket's). "
+    "[default: none]", rich_help_panel=MACHINE)]
 DiskOpt = Annotated[str | None, typer.Option("--disk", help="The model's drive: nvme-gen5, nvme-gen4, nvme-gen3, "
                                              "sata-ssd, hdd ... (load time).", rich_help_panel=MACHINE)]
 ReserveOpt = Annotated[float | None, typer.Option("--reserve", help="GiB kept free on each GPU for a display or "
@@ -151,8 +157,9 @@ ReserveOpt = Annotated[float | None, typer.Option("--reserve", help="GiB kept fr
 
 def machine_flags(*, ram: float | None = None, ram_type: str | None = None, ram_channels: int | None = None,
                   cores: int | None = None, threads: int | None = None, disk: str | None = None,
-                  reserve: float | None = None, cpu: str | None = None) -> MachineFlags:
-    return MachineFlags(ram, ram_type, ram_channels, cores, threads, disk, reserve, cpu)
+                  reserve: float | None = None, cpu: str | None = None, sockets: int | None = None,
+                  numa: str | None = None) -> MachineFlags:
+    return MachineFlags(ram, ram_type, ram_channels, cores, threads, disk, reserve, cpu, sockets, numa)
 
 
 # Speculative decoding (check, report, recommend, serve-plan): llama.cpp's -md / --spec-type / --spec-draft-n-max.

@@ -32,11 +32,13 @@ from gemma_fit.cli.options import (
     JsonOpt,
     MarginOpt,
     MtpOpt,
+    NumaOpt,
     ParallelOpt,
     RamChannelsOpt,
     RamOpt,
     RamTypeOpt,
     ReserveOpt,
+    SocketsOpt,
     ThreadsOpt,
     UbatchOpt,
     machine_flags,
@@ -79,6 +81,8 @@ def recommend_command(
     cpu: CpuOpt = None,
     cores: CoresOpt = None,
     threads: ThreadsOpt = None,
+    sockets: SocketsOpt = None,
+    numa: NumaOpt = None,
     disk: DiskOpt = None,
     reserve: ReserveOpt = None,
     as_json: JsonOpt = False,
@@ -97,8 +101,8 @@ def recommend_command(
                                          speculative=speculative_ask(mtp, draft, draft_max, acceptance)),
                         engine=engine,
                         backend=backend, machine=machine_flags(ram=ram, ram_type=ram_type, ram_channels=ram_channels,
-                                                               cores=cores, threads=threads, disk=disk,
-                                                               reserve=reserve, cpu=cpu),
+                                                               cores=cores, threads=threads, sockets=sockets,
+                                                               numa=numa, disk=disk, reserve=reserve, cpu=cpu),
                         catalog=state.catalog())
     doc = api.to_json(rec)
     if as_json:

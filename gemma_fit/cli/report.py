@@ -37,12 +37,14 @@ from gemma_fit.cli.options import (
     MtpOpt,
     NCpuMoeOpt,
     NglOpt,
+    NumaOpt,
     OverrideOpt,
     ParallelOpt,
     RamChannelsOpt,
     RamOpt,
     RamTypeOpt,
     ReserveOpt,
+    SocketsOpt,
     SwaOpt,
     ThreadsOpt,
     UbatchOpt,
@@ -93,6 +95,8 @@ def report_command(
     cpu: CpuOpt = None,
     cores: CoresOpt = None,
     threads: ThreadsOpt = None,
+    sockets: SocketsOpt = None,
+    numa: NumaOpt = None,
     disk: DiskOpt = None,
     reserve: ReserveOpt = None,
     n_cpu_moe: NCpuMoeOpt = 0,
@@ -138,7 +142,8 @@ def report_command(
         report = api.report(model, gpu or [], quants=quant or [], contexts=ctx or [], settings=settings,
                             hardware_files=hardware or [], engine=engine, what_to_buy=html is not None,
                             machine=machine_flags(ram=ram, ram_type=ram_type, ram_channels=ram_channels, cores=cores,
-                                                  threads=threads, disk=disk, reserve=reserve, cpu=cpu),
+                                                  threads=threads, sockets=sockets, numa=numa, disk=disk,
+                                                  reserve=reserve, cpu=cpu),
                             progress=on_progress, catalog=state.catalog())
     if html is not None:
         write_text(html, api.report_page(report))

@@ -15,7 +15,7 @@ from pathlib import Path
 from gemma_fit.base.errors import BadInput
 from gemma_fit.base.ranges import check_optional
 from gemma_fit.hardware.snapshot import known_hardware
-from gemma_fit.hardware.spec import GIB, CPUSpec, Hardware
+from gemma_fit.hardware.spec import GIB, NUMA_MODES, CPUSpec, Hardware
 
 DEFAULT_CHANNELS = 2  # a desktop or laptop: two 64-bit channels
 THIS_CPU = "CPU: this machine's"  # how the notes name a probed CPU
@@ -31,6 +31,8 @@ class MachineFlags:
     disk: str | None = None  # a storage class id
     reserve_gib: float | None = None  # kept free on each GPU (a display, other processes)
     cpu: str | None = None  # a CPU name or id from hardware_db/cpus.yaml
+    sockets: int | None = None  # CPU sockets; --cpu, --cores and --ram-channels are per socket
+    numa: str | None = None  # llama.cpp's --numa mode (NUMA_MODES)
 
     def given(self) -> bool:
         return any(v is not None for v in vars(self).values())
@@ -67,6 +69,11 @@ def _check_counts(flags: MachineFlags) -> None:
     check_optional("--threads", flags.threads)
     check_optional("--reserve", flags.reserve_gib)
     check_optional("--ram-channels", flags.ram_channels)
+    check_optional("--sockets", flags.sockets)
+    if flags.numa is not None and flags.numa not in NUMA_MODES:
+        from gemma_fit.base.text import printable
+
+        raise BadInput(f"--numa {printable(flags.numa, 40)}: llama.cpp takes {', '.join(NUMA_MODES)}")
 
 
 def _reserved(hw: Hardware, reserve_gib: float) -> Hardware:
@@ -88,6 +95,18 @@ def _cpu(name: str, extra: tuple[Path, ...]) -> CPUSpec:
     from gemma_fit.hardware.catalog import resolve_cpu
 
     return resolve_cpu(name, extra)
+
+
+def _numa_note(sockets: int, numa: str | None) -> str:
+    if numa is None:
+        return (f"CPU: {sockets} sockets without --numa: the weights sit in one node's memory and the other "
+                "sockets' threads read it across the socket link, so decode is counted at one socket's memory "
+                "bandwidth (--numa distribute, after dropping the page cache, can use every socket's)")
+    if numa == "distribute":
+        return (f"CPU: --numa distribute over {sockets} sockets: decode counted at every socket's memory bandwidth, "
+                "which needs the model's pages spread over the nodes (drop the page cache before the first run: "
+                "echo 3 > /proc/sys/vm/drop_caches)")
+    return f"CPU: --numa {numa}: one socket's cores and memory"
 
 
 def with_machine_flags(hw: Hardware, flags: MachineFlags, extra: tuple[Path, ...] = ()) -> Hardware:
@@ -118,15 +137,29 @@ def with_machine_flags(hw: Hardware, flags: MachineFlags, extra: tuple[Path, ...
         notes = [n for n in notes if not n.startswith(THIS_CPU)]  # the probed CPU no longer holds
     if flags.cpu is not None and cpu is not None:
         notes.append(f"--cpu: {cpu.name}, {cpu.cores} cores, {cpu.isa.upper()} ({cpu.source})")
+    sockets = flags.sockets or hw.cpu_sockets
+    numa = flags.numa or hw.numa
     default_threads = cpu.default_threads if flags.cpu is not None and cpu else hw.cpu_cores
-    cores = flags.threads or flags.cores or default_threads
+    # llama.cpp's default -t counts the physical cores of every socket; --numa isolate or numactl keeps one node's.
+    # --cpu and --cores are one socket's; a probed count is already the whole machine's.
+    one_node = numa in ("isolate", "numactl")
+    named = flags.cpu is not None or flags.cores is not None
+    per_node = flags.cores or default_threads
+    if not named and per_node and sockets > 1:
+        per_node = max(1, per_node // sockets)
+    spread = sockets > 1 and per_node is not None and not one_node
+    cores = flags.threads or (per_node * sockets if spread and per_node else per_node)
+    both = f" ({per_node} per socket x {sockets} sockets)" if spread and sockets > 1 else ""
     if flags.threads or flags.cores:
-        notes.append(f"CPU: {cores} threads, as given" if flags.threads else f"CPU: {cores} cores, as given")
+        notes.append(f"CPU: {cores} threads, as given" if flags.threads else f"CPU: {cores} cores, as given{both}")
     elif flags.cpu is not None:
-        notes.append(f"CPU: llama.cpp's default -t {cores} (its physical performance cores; --threads to change)")
+        notes.append(f"CPU: llama.cpp's default -t {cores}{both} (its physical performance cores; --threads to "
+                     "change)")
+    if sockets > 1 or numa:
+        notes.append(_numa_note(sockets, numa))
     label = hw.label
     if flags.ram_gb is not None and not hw.gpus and hw.source is None:  # --gpu cpu: no longer this machine's RAM
         label = f"CPU only ({flags.ram_gb:g} GiB RAM)"
     out = replace(hw, label=label, host_capacity_bytes=host, disk=disk, cpu_cores=cores,
-                  ram_bandwidth_gbps=ram_bw, notes=tuple(notes), cpu=cpu)
+                  ram_bandwidth_gbps=ram_bw, notes=tuple(notes), cpu=cpu, cpu_sockets=sockets, numa=numa)
     return _reserved(out, flags.reserve_gib) if flags.reserve_gib else out

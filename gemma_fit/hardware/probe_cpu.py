@@ -47,7 +47,8 @@ def cpu_from_cpuinfo(text: str, machine: str = "x86_64") -> CPUSpec | None:
     physical = len(cores) if all(c != (None, None) for c in cores) else len(blocks)
     threads = len(blocks)
     return CPUSpec(re.sub(r"\s+", " ", name), "arm" if arm else "x86", isa_from_flags(flags, arm),
-                   cores=physical, threads=threads, source="/proc/cpuinfo")
+                   cores=physical, threads=threads, source="/proc/cpuinfo",
+                   dotprod=not arm or "asimddp" in flags)  # the kernel's name for the dot-product extension
 
 
 def cpu_from_sysctl(sysctl: Sysctl = _sysctl) -> CPUSpec | None:

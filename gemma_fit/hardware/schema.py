@@ -231,7 +231,8 @@ class CPUEntry(Strict):
     cores: int = Field(ge=1, le=1024)
     threads: int = Field(ge=1, le=2048)
     performance_cores: int | None = Field(default=None, ge=1, le=1024)
-    memory_type: Literal["ddr4", "ddr5", "lpddr4x", "lpddr5", "lpddr5x"]
+    dotprod: bool | None = None  # arm: False for Armv8.0 cores without SDOT/UDOT (Cortex-A72, A53); None: has them
+    memory_type: Literal["ddr4", "ddr5", "lpddr4", "lpddr4x", "lpddr5", "lpddr5x"]
     memory_speed_mts: int = Field(ge=800, le=12_000)
     memory_channels: float = Field(ge=0.25, le=24)  # 64-bit channels (LPDDR: bus width / 64; a 32-bit bus is 0.5)
     source: str = Field(pattern=URL)
@@ -246,6 +247,8 @@ class CPUEntry(Strict):
             raise ValueError(f"performance_cores {self.performance_cores} exceeds cores {self.cores}")
         if (self.family == "arm") != (self.isa in ("neon", "sve")):
             raise ValueError(f"isa {self.isa} is not a {self.family} instruction set")
+        if self.dotprod is not None and self.family != "arm":
+            raise ValueError("dotprod is an arm field (x86 CPUs leave it out)")
         return self
 
 

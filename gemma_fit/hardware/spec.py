@@ -111,6 +111,9 @@ CPU_FAMILIES = ("x86", "arm")
 # The widest SIMD llama.cpp's CPU backend uses on a CPU (ggml-cpu's kernels: AVX2, AVX-512, AMX tiles
 # on x86; NEON, SVE on ARM).
 CPU_ISAS = ("avx2", "avx512", "amx", "neon", "sve")
+# llama.cpp's --numa (common/arg.cpp): distribute spreads threads evenly over the nodes, isolate keeps them on the
+# node the process started on, numactl uses the CPU map numactl gave it.
+NUMA_MODES = ("distribute", "isolate", "numactl")
 
 
 @dataclass(frozen=True)
@@ -127,6 +130,7 @@ class CPUSpec:
     ram_bandwidth_gbps: float | None = None  # datasheet, at its supported maximum memory configuration
     memory: str = ""  # that configuration, e.g. "DDR5-5200 x 2 channels"
     source: str = ""  # where the figures come from (a URL, or "/proc/cpuinfo")
+    dotprod: bool = True  # arm: the SDOT/UDOT instructions llama.cpp's quantized NEON kernels use (Armv8.2+)
 
     @property
     def default_threads(self) -> int | None:
@@ -169,6 +173,8 @@ class Hardware:
     cpu_name: str | None = None  # the CPU as a machine file names it (free text)
     source: Path | None = None  # the machine file it was read from
     speed_calibration: SpeedCalibration | None = None  # measured on this machine (gemma-fit bench --save)
+    cpu_sockets: int = 1  # CPU sockets (NUMA nodes) of one machine; the CPU's figures are per socket
+    numa: str | None = None  # llama.cpp's --numa: one of NUMA_MODES; None: not given (threads span the sockets)
 
     def times(self, n: int) -> Hardware:
         """The same machine with each GPU (and its slot) n times."""

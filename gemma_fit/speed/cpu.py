@@ -36,6 +36,16 @@ class CPURates:
     cpu: CPUSpec
     how: str  # where the CPU came from: probed, --cpu, the database, or assumed
     threads: int | None  # llama.cpp's -t; None: unknown, no per-thread cap
+    sockets: int = 1  # the machine's CPU sockets (NUMA nodes); bandwidths are per socket
+    numa: str | None = None  # llama.cpp's --numa, None when not given
+
+    @property
+    def memory_nodes(self) -> int:
+        """The sockets whose memory decode reads at full rate. Without --numa the model's pages land on one node
+        (the page cache fills from the node that read the file) and the other sockets' threads reach it across
+        the socket link: one node's bandwidth, as published dual-socket runs show (docs/speed.md). isolate and
+        numactl keep to one node; distribute, with the pages spread, reads every node's."""
+        return self.sockets if self.numa == "distribute" else 1
 
     @property
     def family(self) -> str:
@@ -47,15 +57,17 @@ def cpu_of(hardware: Hardware) -> CPURates:
     database knows), a unified device's CPU, or one recognised by name; else an AVX2 x86 CPU, assumed."""
     threads = hardware.cpu_cores
     if hardware.cpu is not None:
-        return CPURates(hardware.cpu, hardware.cpu.source or "given", threads)
+        return CPURates(hardware.cpu, hardware.cpu.source or "given", threads, hardware.cpu_sockets, hardware.numa)
     for g in hardware.gpus:
         if g.unified_memory and g.unified_platform in UNIFIED_CPU:
             family, isa = UNIFIED_CPU[g.unified_platform]
             return CPURates(CPUSpec(f"{g.name}'s CPU", family, isa), "the unified device's CPU", threads)
     name = hardware.cpu_name or ""
     if any(h in name.lower() for h in ARM_HINTS):
-        return CPURates(CPUSpec(name, "arm", "neon"), "an ARM CPU by its name, NEON assumed", threads)
-    return CPURates(CPUSpec(name or "x86 CPU", "x86", "avx2"), "an x86 CPU with AVX2 assumed", threads)
+        return CPURates(CPUSpec(name, "arm", "neon"), "an ARM CPU by its name, NEON assumed", threads,
+                        hardware.cpu_sockets, hardware.numa)
+    return CPURates(CPUSpec(name or "x86 CPU", "x86", "avx2"), "an x86 CPU with AVX2 assumed", threads,
+                    hardware.cpu_sockets, hardware.numa)
 
 
 def decode_efficiency(family: str) -> tuple[float, str]:
@@ -73,19 +85,22 @@ def per_thread_gbps() -> tuple[float, str]:
 def decode_bandwidth_gbps(ram_bw: float, rates: CPURates) -> tuple[float, str]:
     """GB/s the CPU layers read weights at in decode, and which bound sets it."""
     eff, where = decode_efficiency(rates.family)
-    memory = ram_bw * eff
+    nodes = rates.memory_nodes
+    memory = ram_bw * eff * nodes
     per_thread, thread_where = per_thread_gbps()
     if rates.threads and rates.threads * per_thread < memory:
         return (rates.threads * per_thread,
                 f"{rates.threads} threads x {per_thread:g} GB/s a thread draws ({thread_where}): fewer threads "
                 f"than {ram_bw:g} GB/s of memory needs")
-    return memory, f"{eff:.0%} of {ram_bw:g} GB/s datasheet system-memory bandwidth ({where})"
+    of = f"{nodes} sockets x {ram_bw:g} GB/s" if nodes > 1 else f"{ram_bw:g} GB/s"
+    one = ", one socket's: the weights sit on one NUMA node" if rates.sockets > 1 and nodes == 1 else ""
+    return memory, f"{eff:.0%} of {of} datasheet system-memory bandwidth ({where}){one}"
 
 
 def thread_bound(ram_bw: float, rates: CPURates) -> bool:
     """Whether the threads, not the memory, set CPU decode (decode_bandwidth_gbps's thread cap)."""
     eff, _ = decode_efficiency(rates.family)
-    return decode_bandwidth_gbps(ram_bw, rates)[0] < ram_bw * eff
+    return decode_bandwidth_gbps(ram_bw, rates)[0] < ram_bw * eff * rates.memory_nodes
 
 
 def cpu_decode_s(read_bytes: float, ram_bw: float, rates: CPURates) -> float:
@@ -95,7 +110,8 @@ def cpu_decode_s(read_bytes: float, ram_bw: float, rates: CPURates) -> float:
 
 def prefill_gflops_per_thread(rates: CPURates) -> tuple[float, str]:
     """Matrix-product GFLOP/s one thread reaches in prefill, for the CPU's instruction-set group."""
-    group = PREFILL_GROUP[rates.cpu.isa]
+    # Armv8.0 cores (a Raspberry Pi 4's Cortex-A72) lack the dot products the quantized NEON kernels are built on
+    group = "arm-v8.0" if rates.cpu.family == "arm" and not rates.cpu.dotprod else PREFILL_GROUP[rates.cpu.isa]
     entry = _terms()["prefill"][group]
     return float(entry["gflops_per_thread"]), f"{group} median of {entry['n']} published runs"
 
