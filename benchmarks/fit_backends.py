@@ -37,6 +37,10 @@ from gemma_fit.speed import calibration as cal  # noqa: E402
 
 OUT = REPO / "model_db" / "llamacpp" / "speed_published.yaml"
 MIN_RUNS = 3
+# A prompt row informs the matrix-product efficiency only where that term is at least this share of its predicted
+# time (Jetson Thor's prefill is predicted bound by reading the weights, its matrix rate barely counting: solving for
+# it gave 0.0005). Attention is a small share by nature and keeps every row.
+MIN_SHARE = 0.2
 KINDS = {"prefill": "prefill", "decode": "decode", "batched": "decode"}
 
 
@@ -97,6 +101,8 @@ def implied(r: dict[str, Any], kind: str, key: str) -> float | None:
     t0, t1, t = 1 / p0, 1 / p1, 1 / r["m"].tokens_per_s
     b = 2 * (t0 - t1) * e0  # t = a + b / e
     a = t0 - b / e0
+    if kind == "prefill" and b / e0 < MIN_SHARE * t0:  # the matrix rate barely moves it: the row cannot tell it
+        return None
     return b / (t - a) if t > a and b > 0 else None
 
 
