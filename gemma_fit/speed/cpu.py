@@ -55,19 +55,21 @@ class CPURates:
 def cpu_of(hardware: Hardware) -> CPURates:
     """The CPU that runs the CPU layers: the hardware's own (probed, --cpu or a machine file's cpu the
     database knows), a unified device's CPU, or one recognised by name; else an AVX2 x86 CPU, assumed."""
-    threads = hardware.cpu_cores
+    cpu, how = _cpu_and_how(hardware)
+    return CPURates(cpu, how, hardware.cpu_cores, hardware.cpu_sockets, hardware.numa)
+
+
+def _cpu_and_how(hardware: Hardware) -> tuple[CPUSpec, str]:
     if hardware.cpu is not None:
-        return CPURates(hardware.cpu, hardware.cpu.source or "given", threads, hardware.cpu_sockets, hardware.numa)
+        return hardware.cpu, hardware.cpu.source or "given"
     for g in hardware.gpus:
         if g.unified_memory and g.unified_platform in UNIFIED_CPU:
             family, isa = UNIFIED_CPU[g.unified_platform]
-            return CPURates(CPUSpec(f"{g.name}'s CPU", family, isa), "the unified device's CPU", threads)
+            return CPUSpec(f"{g.name}'s CPU", family, isa), "the unified device's CPU"
     name = hardware.cpu_name or ""
     if any(h in name.lower() for h in ARM_HINTS):
-        return CPURates(CPUSpec(name, "arm", "neon"), "an ARM CPU by its name, NEON assumed", threads,
-                        hardware.cpu_sockets, hardware.numa)
-    return CPURates(CPUSpec(name or "x86 CPU", "x86", "avx2"), "an x86 CPU with AVX2 assumed", threads,
-                    hardware.cpu_sockets, hardware.numa)
+        return CPUSpec(name, "arm", "neon"), "an ARM CPU by its name, NEON assumed"
+    return CPUSpec(name or "x86 CPU", "x86", "avx2"), "an x86 CPU with AVX2 assumed"
 
 
 def decode_efficiency(family: str) -> tuple[float, str]:
