@@ -63,7 +63,20 @@ def _int(v: str | None, default: int = 0) -> int:
         return default
 
 
-def _measurement(test: str, n_prompt: int, n_gen: int, depth: int, conc: int, tps: float) -> Measurement | None:
+_UBATCH = re.compile(r"(?:n_ubatch|ubatch)\s*[= ]\s*(\d+)|(?:^|\s)-ub\s+(\d+)")
+
+
+def _ubatch(*texts: str) -> int | None:
+    """The -ub a run names in its test or notes ("pp256 (ubatch=1)", "n_ubatch 2048", "-ub 1024"); None: default."""
+    for text in texts:
+        m = _UBATCH.search(text or "")
+        if m:
+            return int(m.group(1) or m.group(2))
+    return None
+
+
+def _measurement(test: str, n_prompt: int, n_gen: int, depth: int, conc: int, tps: float,
+                 n_ubatch: int | None = None) -> Measurement | None:
     if test in ("S_TG",):
         return Measurement(test_name("batched", n_prompt, n_gen, 0, conc), "batched", n_prompt, n_gen, 0, conc, tps)
     m = re.match(r"^(pp|tg)(\d+)", test)
@@ -72,7 +85,8 @@ def _measurement(test: str, n_prompt: int, n_gen: int, depth: int, conc: int, tp
     n = int(m.group(2))
     kind = "prefill" if m.group(1) == "pp" else "decode"
     return Measurement(test_name(kind, n if kind == "prefill" else 0, n if kind == "decode" else 0, depth, 1, ),
-                       kind, n if kind == "prefill" else 0, n if kind == "decode" else 0, depth, 1, tps)
+                       kind, n if kind == "prefill" else 0, n if kind == "decode" else 0, depth, 1, tps,
+                       n_ubatch=n_ubatch)
 
 
 def rows() -> list[dict[str, Any]]:
@@ -84,7 +98,7 @@ def rows() -> list[dict[str, Any]]:
                                                                                                "llama-server"):
                 continue
             m = _measurement(r["test"], _int(r["n_prompt"]), _int(r["n_gen"]), _int(r["depth"]),
-                             _int(r["concurrency"], 1), float(r["tokens_per_s"]))
+                             _int(r["concurrency"], 1), float(r["tokens_per_s"]), _ubatch(r["test"], r["notes"]))
             if m is not None:
                 out.append({"machine": r["machine_id"], "machine_name": r["machine"], "backend": r["backend"],
                             "model": r["model"],
@@ -96,7 +110,7 @@ def rows() -> list[dict[str, Any]]:
                 continue
             test = re.sub(r"^S_(PP|TG) \((\w+) @ N_KV\)$", r"\2", r["test"])  # llama-sweep-bench's rows
             m = _measurement(test, _int(r["n_prompt"]), _int(r["n_gen"]), _int(r["depth"]), 1,
-                             float(r["tokens_per_s"]))
+                             float(r["tokens_per_s"]), _ubatch(r["test"], r.get("notes", "")))
             if m is not None and "+" not in test:
                 fork = "ik_llama" in r["tool"]  # a fork's CPU kernels (run-time repacking): scored apart
                 out.append({"machine": r["machine_id"], "machine_name": r["machine"],
@@ -105,7 +119,8 @@ def rows() -> list[dict[str, Any]]:
                             "source": r["source_url"], "file": "more_published_runs.csv"})
     with (DATA / "gemma_llamabench.csv").open() as f:
         for r in csv.DictReader(f):
-            m = _measurement(r["test"].split()[0], 0, 0, 0, 1, float(r["tokens_per_s"]))
+            m = _measurement(r["test"].split()[0], 0, 0, 0, 1, float(r["tokens_per_s"]),
+                             _ubatch(r["test"], r.get("notes", "")))
             if m is not None and r["gpu_id"]:
                 out.append({"machine": r["gpu_id"], "machine_name": r["gpu"], "backend": r["backend"],
                             "model": r["model"], "quant": r["quant"],

@@ -71,6 +71,47 @@ def test_llama_bench_json_and_batched_jsonl() -> None:
     assert (row.test, row.concurrency, row.tokens_per_s) == ("S_TG pp128+tg32 x2", 2, 150.5)
 
 
+# llama-bench adds a column for each setting off its default: -ub 1 here (a prompt fed one token at a time).
+UBATCH_TABLE = """\
+| model  |  size |  params | backend  | ngl | n_ubatch |  test |  t/s |
+| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |
+| gemma3 12B Q4_0 | 6.41 GiB | 11.77 B | CUDA | 99 | 1 | pp256 | 98.77 ± 0.10 |
+| gemma3 12B Q4_0 | 6.41 GiB | 11.77 B | CUDA | 99 | 512 | pp256 | 3012.00 ± 4.00 |
+"""
+
+
+def test_a_runs_ubatch_is_read_from_the_table_and_the_json() -> None:
+    rows = pasted_tables(UBATCH_TABLE)
+    assert [(r.test, r.n_ubatch, r.n_gpu_layers) for r in rows] == [("pp256", 1, 99), ("pp256", 512, 99)]
+    (row,) = llama_bench_json(json.dumps([{"n_prompt": 256, "n_gen": 0, "avg_ts": 98.8, "n_batch": 2048,
+                                           "n_ubatch": 1}]))
+    assert (row.n_batch, row.n_ubatch) == (2048, 1)
+    assert llama_bench_json(json.dumps([{"n_prompt": 256, "n_gen": 0, "avg_ts": 98.8}]))[0].n_ubatch is None
+
+
+def test_a_prompt_at_ubatch_1_is_predicted_at_decode_speed_not_prefill_speed() -> None:
+    """-ub 1 runs the matrix-vector kernels token by token (llama.cpp PR #29152's pp256 rows: 98.8 tok/s on an
+    RTX 3090 for Gemma 4 12B Q4_0, its decode speed): each token costs its weight reads, as in decode."""
+    from dataclasses import replace
+
+    from gemma_fit.gguf.tensors import build_plan
+    from gemma_fit.hardware.select import hardware_of
+    from gemma_fit.jobs.bench import predicted
+    from gemma_fit.jobs.bench_parse import Measurement
+    from gemma_fit.model.catalog import resolve_model
+
+    hw = replace(hardware_of(["rtx-3090"], None, ()), speed_calibration=None)
+    resolved = resolve_model("gemma-3-12b", ())
+    plan = build_plan(resolved.spec, "Q4_0")
+    prefill = Measurement("pp256", "prefill", 256, 0, 0, 1, 1.0)
+    one_by_one = predicted(replace(prefill, n_ubatch=1), hw, resolved, plan, None)
+    decode = predicted(Measurement("tg128", "decode", 0, 128, 0, 1, 1.0), hw, resolved, plan, None)
+    assert 0.8 * decode < one_by_one < 1.5 * decode  # no output matrix per prompt token: a little faster
+    assert predicted(prefill, hw, resolved, plan, None) > 10 * one_by_one
+    eight = predicted(replace(prefill, n_ubatch=8), hw, resolved, plan, None)
+    assert eight > 5 * one_by_one  # eight tokens share each weight read
+
+
 @pytest.mark.parametrize("text", [
     "no table here", "| a | b |\n|---|---|\n| 1 | 2 |",
     "| test | t/s |\n|---|---|\n| pp512 | inf |", "| test | t/s |\n|---|---|\n| pp512 | -5 |",

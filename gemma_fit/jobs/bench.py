@@ -112,7 +112,11 @@ def predicted(m: Measurement, hw: Hardware, resolved: ResolvedModel, plan: Tenso
         pipe = llamacpp_pipeline(plan, result.detail.fit.estimate, hw, m.n_prompt + m.n_gen // 2)
         return round(pipe.aggregate_tokens_per_s(m.concurrency), 3)
     if m.kind == "prefill":
-        result = _plan(hw, resolved, plan, RunSettings(n_ctx=m.n_prompt + m.depth), m.n_prompt, ngl)
+        s = RunSettings(n_ctx=m.n_prompt + m.depth)
+        if m.n_batch or m.n_ubatch:  # llama.cpp runs a ubatch of min(-ub, -b) tokens
+            n_batch = m.n_batch or s.n_batch
+            s = replace(s, n_batch=n_batch, n_ubatch=min(n_batch, m.n_ubatch or s.n_ubatch))
+        result = _plan(hw, resolved, plan, s, m.n_prompt, ngl)
         if m.depth:  # the prompt's attention also reads the `depth` cells before it
             perf = predict_performance(plan, result.detail.fit.estimate, hw, m.n_prompt, m.depth)
             return round(float(perf.prefill_tokens_per_s), 3)
@@ -208,7 +212,8 @@ def calibration_run(r: BenchResult) -> dict[str, Any]:
     return {"date": datetime.date.today().isoformat(), "tool": r.source, "model": r.model, "quant": r.quant,
             "build": build, "machine": machine_key(r.hardware),
             "rows": [{"test": row.measurement.test, "kind": row.measurement.kind,
-                      "concurrency": row.measurement.concurrency, "predicted": row.predicted,
+                      "concurrency": row.measurement.concurrency, "n_ubatch": row.measurement.n_ubatch,
+                      "predicted": row.predicted,
                       "measured": row.measurement.tokens_per_s} for row in r.rows]}
 
 
@@ -218,7 +223,8 @@ def bench_document(r: BenchResult) -> dict[str, Any]:
             "machine": machine_key(r.hardware), "source": r.source,
             "commands": [" ".join(c) for c in r.commands],
             "rows": [{"test": row.measurement.test, "kind": row.measurement.kind,
-                      "concurrency": row.measurement.concurrency, "predicted": row.predicted,
+                      "concurrency": row.measurement.concurrency, "n_ubatch": row.measurement.n_ubatch,
+                      "predicted": row.predicted,
                       "measured": round(row.measurement.tokens_per_s, 3), "error_pct": row.error_pct}
                      for row in r.rows],
             "calibration_file": str(r.calibration_file) if r.calibration_file else None}

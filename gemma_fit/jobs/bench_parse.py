@@ -36,6 +36,8 @@ class Measurement:
     threads: int | None = None
     n_gpu_layers: int | None = None
     build: str | None = None  # llama.cpp's build number or commit, where printed
+    n_batch: int | None = None  # -b / -ub as the run set them (None: llama-bench's defaults, 2048 and 512); a
+    n_ubatch: int | None = None  # prompt at -ub 1 goes token by token, at decode's speed, not prefill's
 
 
 def test_name(kind: Kind, n_prompt: int, n_gen: int, depth: int, concurrency: int) -> str:
@@ -107,7 +109,17 @@ def llama_bench_json(text: str) -> list[Measurement]:
         ngl = row.get("n_gpu_layers")
         out.append(_measurement(kind, n_prompt, n_gen, _count(row.get("n_depth", 0), "n_depth"), 1,
                                 _rate(row.get("avg_ts"), "avg_ts"), threads=_count(row.get("n_threads", 1), "threads"),
-                                n_gpu_layers=ngl if isinstance(ngl, int) else None, build=_build(row)))
+                                n_gpu_layers=ngl if isinstance(ngl, int) else None, build=_build(row),
+                                **_batches(row.get("n_batch"), row.get("n_ubatch"))))
+    return out
+
+
+def _batches(n_batch: Any, n_ubatch: Any) -> dict[str, int]:
+    """-b and -ub as a run printed them (JSON numbers or table cells), where it printed them."""
+    out = {}
+    for key, value in (("n_batch", n_batch), ("n_ubatch", n_ubatch)):
+        if value is not None and value != "" and not (isinstance(value, str) and not value.strip().isdigit()):
+            out[key] = _count(value, key, 1)
     return out
 
 
@@ -178,7 +190,8 @@ def pasted_tables(text: str) -> list[Measurement]:
             out.append(_measurement(kind, n if kind == "prefill" else 0, n if kind == "decode" else 0,
                                     _count(m.group(3) or 0, "depth"), 1, _table_rate(row["t/s"]),
                                     threads=_count(threads, "threads", 1) if threads and threads.isdigit() else None,
-                                    n_gpu_layers=int(ngl) if ngl and ngl.isdigit() else None))
+                                    n_gpu_layers=int(ngl) if ngl and ngl.isdigit() else None,
+                                    **_batches(row.get("n_batch"), row.get("n_ubatch"))))
         elif "s_tg t/s" in row and _count(row.get("tg", "0"), "TG") > 0:
             out.append(_measurement("batched", _count(row.get("pp", "0"), "PP"), _count(row["tg"], "TG"), 0,
                                     _count(row.get("b", "1"), "B", 1), _table_rate(row["s_tg t/s"])))

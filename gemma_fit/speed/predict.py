@@ -49,6 +49,10 @@ DEFAULT_DISK_READ_GBPS = 7.0  # NVMe PCIe 4.0 x4 sequential read (hardware_db/st
 # MMQ multiplies tiles of up to 128 tokens (ggml-cuda/mmq.cuh, mul_mat_q_switch_J): a matrix that
 # gets fewer tokens per ubatch (an expert, a short prompt) reuses each weight tile less.
 MMQ_TILE_TOKENS = 128
+# Up to 8 tokens a matrix product runs as matrix-vector kernels (ggml-cuda/mmvq.cuh MMVQ_MAX_BATCH_SIZE, mmvf.cuh
+# likewise; Metal's and Vulkan's mul_mat_vec paths do the same): each weight is read once and barely reused, so a
+# ubatch that small costs its weight reads, as a decoded token does (llama-bench -ub 1 runs at decode's speed).
+MATVEC_MAX_TOKENS = 8
 # Bytes an element-wise node moves per token: float32 activations read twice and written once.
 ACTIVATION_BYTES_PER_ELEMENT = 12
 
@@ -265,10 +269,14 @@ def _gpu_ubatch_s(r: _PrefillRates, w: LayerWork, nodes: float, matmul_nodes: fl
     """Seconds for one ubatch of u tokens through this GPU's share of the layers."""
     if not r.matmul_flops_s or not r.bytes_s:
         return float("inf")
-    dense = max(w.dense_flops * u / (r.matmul_flops_s * _tile_use(u)), w.dense_bytes / r.bytes_s)
     per_expert = u * model.n_expert_used / model.n_expert if model.n_expert else 0.0
-    experts = max(w.expert_flops * u / (r.matmul_flops_s * _tile_use(per_expert)),
-                  w.expert_bytes * min(1.0, per_expert) / r.bytes_s) if w.expert_flops else 0.0
+    expert_read = w.expert_bytes * min(1.0, per_expert) / r.bytes_s
+    if u <= MATVEC_MAX_TOKENS:  # matrix-vector kernels: the weight reads are the cost
+        dense, experts = w.dense_bytes / r.bytes_s, expert_read
+    else:
+        dense = max(w.dense_flops * u / (r.matmul_flops_s * _tile_use(u)), w.dense_bytes / r.bytes_s)
+        experts = max(w.expert_flops * u / (r.matmul_flops_s * _tile_use(per_expert)),
+                      expert_read) if w.expert_flops else 0.0
     elementwise = elementwise_bytes(nodes, matmul_nodes, ffn_elements, model.n_embd, u) / r.bytes_s
     return dense + experts + elementwise + nodes * r.seconds_per_kernel
 
