@@ -34,6 +34,7 @@ sys.path.insert(0, str(REPO))
 import evaluate_speed as ev  # noqa: E402
 
 from gemma_fit.speed import calibration as cal  # noqa: E402
+from gemma_fit.speed import cpu as cpu_speed  # noqa: E402
 
 OUT = REPO / "model_db" / "llamacpp" / "speed_published.yaml"
 MIN_RUNS = 3
@@ -175,6 +176,13 @@ def install(table: dict[str, dict[str, dict[str, Any]]]) -> None:
         live[kind] = dict(table.get(kind, {}))
 
 
+def cpu_figures(fitted: dict[str, Any], without: str | None = None) -> None:
+    """The per-CPU decode figures (fit_cpu_decode.py) in force: all of `fitted` but machine `without`'s."""
+    live = cpu_speed.published_cpus()
+    live.clear()
+    live.update({k: v for k, v in fitted.items() if k != without})
+
+
 def errors(rows: list[dict[str, Any]]) -> dict[str, list[float]]:
     out: dict[str, list[float]] = defaultdict(list)
     for r in rows:
@@ -190,19 +198,24 @@ def main() -> None:
     ap.add_argument("--markdown", action="store_true", help="the table docs/speed.md shows")
     args = ap.parse_args()
     install({})
+    own_cpus = dict(cpu_speed.published_cpus())  # "before" is without them too; each machine left out loses its own
+    cpu_figures({})
     rows = [r for r in ev.rows() if ev.predict_row(r)]
     for r in rows:
         r["group"] = group_of(r)
     before = errors(rows)
+    cpu_figures(own_cpus)
     table = fit_in_turn(rows)
     install(table)
     after = errors(rows)
     loo: dict[str, list[float]] = defaultdict(list)
     for machine in sorted({r["machine"] for r in rows}):
         install(fit_in_turn(rows, without=machine))
+        cpu_figures(own_cpus, without=machine)
         for key, errs in errors([r for r in rows if r["machine"] == machine]).items():
             loo[key].extend(errs)
     install(table)
+    cpu_figures(own_cpus)
     if args.markdown:
         print("| backend, metric, concurrency | runs | median before | median now | worst now "
               "| median, machine left out |")

@@ -148,6 +148,36 @@ def _summary(name: str, errors: list[float]) -> str:
             f"max {max(errors):.0%} over {len(errors)} runs")
 
 
+MIN_CPU_RUNS = 3  # a CPU gets its own decode figure from at least this many published decode runs of it
+
+
+def cpu_decode_fits() -> dict[str, dict[str, object]]:
+    """Per CPU of hardware_db/cpus.yaml: the decode efficiency that makes each of its published Gemma decode runs
+    (evaluate_speed's CPU rows, mainline llama.cpp, no depth) come out as published; the median, where it has
+    MIN_CPU_RUNS runs. CPU decode time is linear in 1 / efficiency, so each run's figure is the efficiency its
+    prediction used x published / predicted. Runs whose threads, not the memory, bound decode are left out."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import evaluate_speed as ev
+
+    from gemma_fit.speed.cpu import cpu_of, decode_efficiency, system_bandwidth_gbps, thread_bound
+
+    per_cpu: dict[str, list[float]] = {}
+    for r in ev.rows():
+        m = r["m"]
+        if r["backend"] != "CPU" or m.kind != "decode" or m.depth:
+            continue
+        p = ev.predict_row(r)
+        hw = r.get("hardware")
+        if p is None or hw is None or hw.cpu is None or not hw.cpu.id:
+            continue
+        rates = cpu_of(hw)
+        if thread_bound(system_bandwidth_gbps(hw, rates, []), rates):
+            continue
+        per_cpu.setdefault(hw.cpu.id, []).append(decode_efficiency(hw.cpu)[0] * m.tokens_per_s / p)
+    return {cid: {"efficiency": round(statistics.median(v), 3), "n": len(v)}
+            for cid, v in sorted(per_cpu.items()) if len(v) >= MIN_CPU_RUNS}
+
+
 def main() -> None:
     dec, pre = decode_rows(), prefill_rows()
     eff, per_thread = decode_terms(dec)
@@ -168,13 +198,18 @@ def main() -> None:
         print(f"{group}: prefill {rate:.1f} GFLOP/s per thread (median of {n} runs)")
     print(_summary("decode", decode_errors(dec)))
     print(_summary("prefill", prefill_errors(pre)))
+    cpus = cpu_decode_fits()
+    for cid, fit in cpus.items():
+        print(f"{cid}: decode efficiency {fit['efficiency']} of datasheet bandwidth (its own {fit['n']} Gemma runs, "
+              "benchmarks/evaluate_speed.py's rows)")
     if "--write" in sys.argv:
         head = "".join(line for line in TABLE.read_text(encoding="utf-8").splitlines(keepends=True)
                        if line.startswith("#"))
         body = {"source": "benchmarks/fit_cpu_decode.py over benchmarks/data/cpu_published_runs.csv",
                 "families": {fam: {"efficiency": round(e, 3), "n": n_eff[fam]} for fam, e in eff.items()},
                 "per_thread": {"gbps": round(per_thread, 1), "n": n_thread, "max_threads": MAX_THREAD_LIMITED},
-                "prefill": {g: {"gflops_per_thread": rate, "n": n} for g, (rate, n) in prefill.items()}}
+                "prefill": {g: {"gflops_per_thread": rate, "n": n} for g, (rate, n) in prefill.items()},
+                "cpus": cpus}
         TABLE.write_text(head + yaml.safe_dump(body, sort_keys=False), encoding="utf-8")
 
 

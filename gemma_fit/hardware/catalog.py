@@ -239,7 +239,8 @@ def cpu_spec(entry: CPUEntry, extra_dirs: tuple[Path, ...] = ()) -> CPUSpec:
     memory = (f"{kind}, {round(entry.memory_channels * 64)}-bit bus" if entry.memory_type.startswith("lp")
               else f"{kind} x {entry.memory_channels:g} channels")
     return CPUSpec(entry.name, entry.family, entry.isa, entry.cores, entry.threads, entry.performance_cores,
-                   round(per_channel * entry.memory_channels, 2), memory, entry.source, entry.dotprod is not False)
+                   round(per_channel * entry.memory_channels, 2), memory, entry.source, entry.dotprod is not False,
+                   entry.id)
 
 
 def find_cpu(name: str, extra_dirs: tuple[Path, ...] = ()) -> CPUSpec | None:

@@ -71,7 +71,7 @@ def with_database(cpu: CPUSpec, find: FindCPU | None) -> CPUSpec:
     if known is None:
         return cpu
     return replace(cpu, performance_cores=cpu.performance_cores or known.performance_cores,
-                   ram_bandwidth_gbps=known.ram_bandwidth_gbps, memory=known.memory,
+                   ram_bandwidth_gbps=known.ram_bandwidth_gbps, memory=known.memory, id=known.id,
                    source=f"{cpu.source}; memory from the database entry for {known.name}")
 
 

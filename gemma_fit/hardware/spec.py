@@ -131,6 +131,7 @@ class CPUSpec:
     memory: str = ""  # that configuration, e.g. "DDR5-5200 x 2 channels"
     source: str = ""  # where the figures come from (a URL, or "/proc/cpuinfo")
     dotprod: bool = True  # arm: the SDOT/UDOT instructions llama.cpp's quantized NEON kernels use (Armv8.2+)
+    id: str = ""  # its hardware_db/cpus.yaml id; "" for a CPU the database does not know
 
     @property
     def default_threads(self) -> int | None:
@@ -189,10 +190,11 @@ _CPU_WORDS = {"amd", "intel", "processor", "cpu", "core", "apple", "qualcomm", "
 
 def cpu_key(name: str) -> str:
     """The comparison key of a CPU name: lower case, vendor words dropped, words joined by hyphens
-    (`AMD Ryzen 9 7950X`, `ryzen-9-7950x` and `Ryzen 9 7950X` are one key)."""
+    (`AMD Ryzen 9 7950X`, `ryzen-9-7950x` and `Ryzen 9 7950X` are one key; a board's revision dropped)."""
     text = name.lower().replace("(r)", " ").replace("(tm)", " ")
     # what kernels add to the marketing name: "16-Core Processor", "13th Gen", "w/ Radeon 780M Graphics"
     text = re.sub(r"\b\d+-core\b|\b\d+(st|nd|rd|th) gen\b|\s(w/|with) .*$", " ", text)
+    text = re.sub(r"\s+rev\s+[0-9.]+\s*$", " ", text)  # a board's /proc/cpuinfo "Model": "... Model B Rev 1.4"
     words = [w for w in re.split(r"[^a-z0-9]+", text) if w and w not in _CPU_WORDS]
     return "-".join(words)
 

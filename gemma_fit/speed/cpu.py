@@ -72,11 +72,22 @@ def _cpu_and_how(hardware: Hardware) -> tuple[CPUSpec, str]:
     return CPUSpec(name or "x86 CPU", "x86", "avx2"), "an x86 CPU with AVX2 assumed"
 
 
-def decode_efficiency(family: str) -> tuple[float, str]:
-    """The share of datasheet memory bandwidth CPU decode reaches, for a CPU family (x86, arm)."""
+def published_cpus() -> dict:
+    """The CPUs fitted on their own published decode runs (cpu_decode.yaml `cpus`): id -> efficiency, runs."""
+    cpus: dict = _terms().setdefault("cpus", {})
+    return cpus
+
+
+def decode_efficiency(cpu: CPUSpec) -> tuple[float, str]:
+    """The share of datasheet memory bandwidth CPU decode reaches: the CPU's own figure where published runs of
+    it were fitted (as a GPU chip's are: a Raspberry Pi 4's memory controller delivers less of its datasheet
+    than the ARM median), else its family's (x86, arm)."""
+    own = published_cpus().get(cpu.id) if cpu.id else None
+    if own is not None:
+        return float(own["efficiency"]), f"fitted on {own['n']} published runs of the {cpu.name}"
     fitted = _terms()["families"]
-    entry = fitted.get(family) or fitted["x86"]
-    return float(entry["efficiency"]), f"median of {entry['n']} published {family} CPU runs"
+    entry = fitted.get(cpu.family) or fitted["x86"]
+    return float(entry["efficiency"]), f"median of {entry['n']} published {cpu.family} CPU runs"
 
 
 def per_thread_gbps() -> tuple[float, str]:
@@ -86,7 +97,7 @@ def per_thread_gbps() -> tuple[float, str]:
 
 def decode_bandwidth_gbps(ram_bw: float, rates: CPURates) -> tuple[float, str]:
     """GB/s the CPU layers read weights at in decode, and which bound sets it."""
-    eff, where = decode_efficiency(rates.family)
+    eff, where = decode_efficiency(rates.cpu)
     nodes = rates.memory_nodes
     memory = ram_bw * eff * nodes
     per_thread, thread_where = per_thread_gbps()
@@ -101,7 +112,7 @@ def decode_bandwidth_gbps(ram_bw: float, rates: CPURates) -> tuple[float, str]:
 
 def thread_bound(ram_bw: float, rates: CPURates) -> bool:
     """Whether the threads, not the memory, set CPU decode (decode_bandwidth_gbps's thread cap)."""
-    eff, _ = decode_efficiency(rates.family)
+    eff, _ = decode_efficiency(rates.cpu)
     return decode_bandwidth_gbps(ram_bw, rates)[0] < ram_bw * eff * rates.memory_nodes
 
 
