@@ -62,6 +62,7 @@ from gemma_fit.cli.options import (
     OutputOpt,
     OverrideOpt,
     ParallelOpt,
+    PowerModeOpt,
     PromptOpt,
     QuantOpt,
     RamChannelsOpt,
@@ -255,6 +256,7 @@ def check(
     threads: ThreadsOpt = None,
     sockets: SocketsOpt = None,
     numa: NumaOpt = None,
+    power_mode: PowerModeOpt = None,
     disk: DiskOpt = None,
     reserve: ReserveOpt = None,
     mtp: MtpOpt = False,
@@ -279,7 +281,7 @@ def check(
                        workload=workload(prompt_tokens, output_tokens, rate, images, mmproj), backend=backend,
                        machine=machine_flags(ram=ram, ram_type=ram_type, ram_channels=ram_channels, cores=cores,
                                              threads=threads, sockets=sockets, numa=numa, disk=disk,
-                                             reserve=reserve, cpu=cpu),
+                                             reserve=reserve, cpu=cpu, power_mode=power_mode),
                        margin_gib=margin, options=options, catalog=state.catalog())
     answer(result, as_json, html)
 

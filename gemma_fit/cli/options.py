@@ -149,6 +149,9 @@ SocketsOpt = Annotated[int | None, typer.Option(
 NumaOpt = Annotated[str | None, typer.Option(
     "--numa", help="llama.cpp's --numa: distribute (every socket's memory), isolate or numactl (one socket's). "
     "[default: none]", rich_help_panel=MACHINE)]
+PowerModeOpt = Annotated[str | None, typer.Option(
+    "--power-mode", help="A Jetson's nvpmodel mode (MAXN, MODE_30W, 25W ...; nvpmodel -q prints yours). [default: "
+    "the database's clocks, which the answer names]", rich_help_panel=MACHINE)]
 DiskOpt = Annotated[str | None, typer.Option("--disk", help="The model's drive: nvme-gen5, nvme-gen4, nvme-gen3, "
                                              "sata-ssd, hdd ... (load time).", rich_help_panel=MACHINE)]
 ReserveOpt = Annotated[float | None, typer.Option("--reserve", help="GiB kept free on each GPU for a display or "
@@ -158,8 +161,8 @@ ReserveOpt = Annotated[float | None, typer.Option("--reserve", help="GiB kept fr
 def machine_flags(*, ram: float | None = None, ram_type: str | None = None, ram_channels: int | None = None,
                   cores: int | None = None, threads: int | None = None, disk: str | None = None,
                   reserve: float | None = None, cpu: str | None = None, sockets: int | None = None,
-                  numa: str | None = None) -> MachineFlags:
-    return MachineFlags(ram, ram_type, ram_channels, cores, threads, disk, reserve, cpu, sockets, numa)
+                  numa: str | None = None, power_mode: str | None = None) -> MachineFlags:
+    return MachineFlags(ram, ram_type, ram_channels, cores, threads, disk, reserve, cpu, sockets, numa, power_mode)
 
 
 # Speculative decoding (check, report, recommend, serve-plan): llama.cpp's -md / --spec-type / --spec-draft-n-max.

@@ -34,6 +34,7 @@ from gemma_fit.cli.options import (
     MtpOpt,
     NumaOpt,
     ParallelOpt,
+    PowerModeOpt,
     RamChannelsOpt,
     RamOpt,
     RamTypeOpt,
@@ -83,6 +84,7 @@ def recommend_command(
     threads: ThreadsOpt = None,
     sockets: SocketsOpt = None,
     numa: NumaOpt = None,
+    power_mode: PowerModeOpt = None,
     disk: DiskOpt = None,
     reserve: ReserveOpt = None,
     as_json: JsonOpt = False,
@@ -102,7 +104,8 @@ def recommend_command(
                         engine=engine,
                         backend=backend, machine=machine_flags(ram=ram, ram_type=ram_type, ram_channels=ram_channels,
                                                                cores=cores, threads=threads, sockets=sockets,
-                                                               numa=numa, disk=disk, reserve=reserve, cpu=cpu),
+                                                               numa=numa, power_mode=power_mode, disk=disk,
+                                                               reserve=reserve, cpu=cpu),
                         catalog=state.catalog())
     doc = api.to_json(rec)
     if as_json:

@@ -40,6 +40,7 @@ from gemma_fit.cli.options import (
     NumaOpt,
     OverrideOpt,
     ParallelOpt,
+    PowerModeOpt,
     RamChannelsOpt,
     RamOpt,
     RamTypeOpt,
@@ -97,6 +98,7 @@ def report_command(
     threads: ThreadsOpt = None,
     sockets: SocketsOpt = None,
     numa: NumaOpt = None,
+    power_mode: PowerModeOpt = None,
     disk: DiskOpt = None,
     reserve: ReserveOpt = None,
     n_cpu_moe: NCpuMoeOpt = 0,
@@ -143,7 +145,7 @@ def report_command(
                             hardware_files=hardware or [], engine=engine, what_to_buy=html is not None,
                             machine=machine_flags(ram=ram, ram_type=ram_type, ram_channels=ram_channels, cores=cores,
                                                   threads=threads, sockets=sockets, numa=numa, disk=disk,
-                                                  reserve=reserve, cpu=cpu),
+                                                  reserve=reserve, cpu=cpu, power_mode=power_mode),
                             progress=on_progress, catalog=state.catalog())
     if html is not None:
         write_text(html, api.report_page(report))

@@ -22,6 +22,8 @@ from gemma_fit.base.text import printable
 from gemma_fit.db.files import packaged_dir
 from gemma_fit.db.yaml_files import read_yaml
 from gemma_fit.db.yaml_lines import compose, format_validation
+from gemma_fit.hardware.power import PowerMode, PowerModes
+from gemma_fit.hardware.power_schema import PowerModesEntry, PowerModesFile
 from gemma_fit.hardware.price_schema import (
     ApiEntry,
     ApiFile,
@@ -66,6 +68,7 @@ FILE_KINDS: dict[str, type[BaseModel]] = {
     "rent": RentFile,
     "api": ApiFile,
     "electricity": ElectricityFile,
+    "power_modes": PowerModesFile,
 }
 
 
@@ -98,6 +101,7 @@ class HardwareDB:
     rent: dict[str, RentEntry] = field(default_factory=dict)
     api: dict[str, ApiEntry] = field(default_factory=dict)
     electricity: dict[str, ElectricityEntry] = field(default_factory=dict)
+    power_modes: dict[str, PowerModesEntry] = field(default_factory=dict)  # GPU id -> its nvpmodel modes
     files: dict[str, Path] = field(default_factory=dict)  # "kind:id" -> file it came from
     names: dict[str, str] = field(default_factory=dict)  # name_key of id/alias -> GPU id
     device_names: dict[str, tuple[str, ...]] = field(default_factory=dict)  # name_key -> GPU ids
@@ -315,3 +319,33 @@ def interconnect(link_id: str, extra_dirs: tuple[Path, ...] = ()) -> Interconnec
 
 def memory_speed(ram_type: str, speed_mts: int, extra_dirs: tuple[Path, ...] = ()) -> MemoryEntry | None:
     return load_hardware_db(extra_dirs).memory.get(f"{ram_type.lower()}-{speed_mts}")
+
+
+def power_modes_table(entries: dict[str, PowerModesEntry]) -> dict[str, PowerModes]:
+    """Every module's modes, with the matrix exponent fitted on all modules' published prefill pairs."""
+    from dataclasses import replace
+
+    from gemma_fit.hardware.power import fit_matrix_exponent
+
+    specs = {gid: power_modes_spec(e) for gid, e in entries.items()}
+    pairs = []
+    for gid, e in entries.items():
+        spec = specs[gid]
+        prefill = [r for r in e.measured if r.test.startswith("pp")]
+        for a in prefill:
+            for b in prefill:
+                ma, mb = spec.find(a.mode), spec.find(b.mode)
+                if a.model == b.model and a.test == b.test and ma and mb and ma.name < mb.name:
+                    sa, sb = spec.compute_share(ma), spec.compute_share(mb)
+                    if sa and sb:
+                        pairs.append((sa / sb, a.tokens_per_s / b.tokens_per_s))
+    exponent = fit_matrix_exponent(pairs)
+    return {gid: replace(s, matrix_exponent=exponent) for gid, s in specs.items()}
+
+
+def power_modes_spec(e: PowerModesEntry) -> PowerModes:
+    assert e.rated.gpu_mhz is not None and e.rated.emc_mhz is not None and e.rated.tpcs is not None  # the schema's
+    return PowerModes(e.id, e.source, e.default_mode, e.rated.gpu_mhz, e.rated.emc_mhz, e.rated.tpcs,
+                      e.uncapped.gpu_mhz, e.uncapped.emc_mhz,
+                      tuple(PowerMode(m.name, m.nvpmodel_id, m.cpu_cores, m.gpu_max_mhz, m.gpu_tpcs, m.emc_max_mhz)
+                            for m in e.modes))

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from gemma_fit.base.errors import BadInput
 from gemma_fit.base.ranges import check_optional
+from gemma_fit.hardware.power import PowerModes, with_power_mode
 from gemma_fit.hardware.snapshot import known_hardware
 from gemma_fit.hardware.spec import GIB, NUMA_MODES, CPUSpec, Hardware
 
@@ -33,6 +34,7 @@ class MachineFlags:
     cpu: str | None = None  # a CPU name or id from hardware_db/cpus.yaml
     sockets: int | None = None  # CPU sockets; --cpu, --cores and --ram-channels are per socket
     numa: str | None = None  # llama.cpp's --numa mode (NUMA_MODES)
+    power_mode: str | None = None  # a Jetson's nvpmodel mode (hardware_db/power_modes.yaml)
 
     def given(self) -> bool:
         return any(v is not None for v in vars(self).values())
@@ -109,8 +111,18 @@ def _numa_note(sockets: int, numa: str | None) -> str:
     return f"CPU: --numa {numa}: one socket's cores and memory"
 
 
+def power_modes(extra: tuple[Path, ...] = ()) -> dict[str, PowerModes]:
+    """Every Jetson module's power modes, keyed by GPU id (the snapshot's, without extra folders)."""
+    if not extra:
+        return known_hardware().power_modes
+    from gemma_fit.hardware.catalog import load_hardware_db, power_modes_table
+
+    return power_modes_table(load_hardware_db(extra).power_modes)
+
+
 def with_machine_flags(hw: Hardware, flags: MachineFlags, extra: tuple[Path, ...] = ()) -> Hardware:
     """The hardware with what the flags say in place of what was assumed or probed."""
+    hw = with_power_mode(hw, flags.power_mode, power_modes(extra))
     if not flags.given():
         return hw
     _check_counts(flags)

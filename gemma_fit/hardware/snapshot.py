@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gemma_fit.db.snapshot import snapshot
+from gemma_fit.hardware.power import PowerModes
 from gemma_fit.hardware.spec import CPUSpec, GPUSpec, PcieRate, StorageSpec, cpu_key, ids_named_by_prefix, name_key
 
 
@@ -22,6 +23,7 @@ class HardwareSnapshot:
     pcie: dict[str, PcieRate]  # "pcie-4-x16" -> rates
     cpus: dict[str, CPUSpec]  # id -> spec
     cpu_names: dict[str, str]  # cpu_key of an id, name, alias or unique model number -> id
+    power_modes: dict[str, PowerModes]  # Jetson GPU id -> its nvpmodel modes
 
     def gpu(self, name: str) -> GPUSpec | None:
         """The GPU an id, alias or unambiguous driver name means; None when unknown or ambiguous
@@ -42,7 +44,7 @@ class HardwareSnapshot:
 
 
 def _build() -> HardwareSnapshot:
-    from gemma_fit.hardware.catalog import cpu_spec, load_hardware_db, spec_from_entry, storage_spec
+    from gemma_fit.hardware.catalog import cpu_spec, load_hardware_db, power_modes_table, spec_from_entry, storage_spec
 
     hw = load_hardware_db()
     return HardwareSnapshot(
@@ -54,6 +56,7 @@ def _build() -> HardwareSnapshot:
               if e.kind == "pcie"},
         cpus={cid: cpu_spec(e) for cid, e in hw.cpus.items()},
         cpu_names=dict(hw.cpu_names),
+        power_modes=power_modes_table(hw.power_modes),
     )
 
 

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from gemma_fit.base.errors import BadInput
 from gemma_fit.db.yaml_lines import Loc
 from gemma_fit.hardware.catalog import find_gpu_entry, load_hardware_db, name_key
+from gemma_fit.hardware.power_schema import PowerModesEntry
 from gemma_fit.hardware.price_schema import ApiEntry, ElectricityEntry, PriceEntry, RentEntry, SourcedPrice
 from gemma_fit.hardware.prices import price_month
 from gemma_fit.hardware.schema import (
@@ -174,7 +175,7 @@ def check_list_file(doc: Doc, report: Report, seen: Seen, kind: str) -> None:
         return
     model = {"gpus": GPUEntry, "cpus": CPUEntry, "interconnects": InterconnectEntry, "memory": MemoryEntry,
              "storage": StorageEntry, "prices": PriceEntry, "rent": RentEntry, "api": ApiEntry,
-             "electricity": ElectricityEntry}[kind]
+             "electricity": ElectricityEntry, "power_modes": PowerModesEntry}[kind]
     for i, item in enumerate(items):
         loc = (kind, i)
         entry = validate_with(doc, report, model, item, loc, HARDWARE_MODELS)
@@ -190,6 +191,8 @@ def check_list_file(doc: Doc, report: Report, seen: Seen, kind: str) -> None:
             _check_gpu_names(doc, report, seen, entry, loc)
         if isinstance(entry, RentEntry):
             seen.refs.append((doc.path, doc.line((*loc, "gpu")), f"{entry.id}.gpu", entry.gpu, "gpus"))
+        if isinstance(entry, PowerModesEntry):  # a module's modes: its id is a GPU's
+            seen.refs.append((doc.path, doc.line((*loc, "id")), f"{entry.id}.id", entry.id, "gpus"))
         if isinstance(entry, ElectricityEntry) and entry.default:
             seen.refs.append((doc.path, doc.line((*loc, "default")), f"{entry.id}.default", entry.id,
                               "default-electricity"))
