@@ -26,7 +26,7 @@ def decode_group(gpu: GPUSpec) -> str:
     return f"{gpu.backend}-{gpu.arch}"
 
 
-# Data-centre tensor-core chips (GA100, GH100, GB100, and Jetson Thor's GB10B-class GPU with the same tcgen05
+# Data-centre tensor-core chips (GA100, GH100, GB100, and Jetson Thor's Blackwell GPU with the same tcgen05
 # core: compute capability x.0). Their rated tensor throughput counts instructions llama.cpp's MMQ kernels do not
 # issue (wider MMA per SM, Hopper's wgmma, Blackwell's tcgen05), so they reach a smaller share of it: A100 0.12
 # against 0.25-0.29 for workstation cards, Thor 0.039 (its published runs: docs/speed.md).
