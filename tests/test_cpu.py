@@ -180,8 +180,20 @@ def test_the_printed_command_runs_the_numa_mode_the_speed_was_counted_for() -> N
         return api.check("gemma-3-1b", ["cpu"], quant="Q4_0", settings=RunSettings(n_ctx=4096),
                          machine=flags).command
     assert command(None).startswith("llama-server ") and "--numa" not in command(None)
-    assert command("distribute").endswith(" --numa distribute")
+    assert command("distribute").endswith(" --numa distribute") and " -t " not in command("distribute")
     assert command("numactl").startswith("numactl --cpunodebind=0 --membind=0 llama-server ")
+    # one node's cores: llama.cpp's default -t would count both sockets', so the command says how many
+    assert command("isolate").endswith(" -t 64 --numa isolate")
+
+
+def test_the_printed_command_runs_the_threads_the_speed_was_counted_for() -> None:
+    from gemma_fit import api
+    from gemma_fit.memory.settings import RunSettings
+
+    def command(threads: int | None) -> str:
+        return api.check("gemma-3-1b", ["cpu"], quant="Q4_0", settings=RunSettings(n_ctx=4096),
+                         machine=MachineFlags(ram_gb=64, cpu="7950x", threads=threads)).command
+    assert command(6).endswith(" -t 6") and " -t " not in command(None)
 
 
 def test_a_cpu_with_its_own_published_runs_decodes_at_its_own_figure() -> None:

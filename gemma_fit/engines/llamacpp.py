@@ -131,12 +131,14 @@ def result_of(resolved: ResolvedModel, hardware: Hardware, detail: LlamaCppPlan,
     """The answer of a llama.cpp plan (its verdict, reasons and command are the plan's own)."""
     fit = detail.fit
     return CheckResult(NAME, resolved, detail.plan.ftype.name, hardware, fit.verdict, fit.reasons, fit.max_ctx_fit,
-                       fit.estimate.n_ctx, numa_command(fit.server_command, hardware), performance, detail)
+                       fit.estimate.n_ctx, cpu_command(fit.server_command, hardware), performance, detail)
 
 
-def numa_command(command: str, hardware: Hardware) -> str:
-    """The command with the --numa mode the speed was counted for; numactl mode runs under numactl, bound to the
-    first node's cores and memory (llama.cpp's --numa numactl takes the CPU map numactl gives it)."""
+def cpu_command(command: str, hardware: Hardware) -> str:
+    """The command with the threads (-t) and --numa mode the speed was counted for; numactl mode runs under numactl,
+    bound to the first node's cores and memory (llama.cpp's --numa numactl takes the CPU map numactl gives it)."""
+    if hardware.threads_flag is not None:
+        command = f"{command} -t {hardware.threads_flag}"
     if hardware.numa is None:
         return command
     command = f"{command} --numa {hardware.numa}"

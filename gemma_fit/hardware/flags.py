@@ -172,6 +172,9 @@ def with_machine_flags(hw: Hardware, flags: MachineFlags, extra: tuple[Path, ...
     label = hw.label
     if flags.ram_gb is not None and not hw.gpus and hw.source is None:  # --gpu cpu: no longer this machine's RAM
         label = f"CPU only ({flags.ram_gb:g} GiB RAM)"
+    # the command states -t where the answer is for other threads than llama.cpp's default would take
+    threads_flag = flags.threads or (cores if one_node and sockets > 1 else None) or hw.threads_flag
     out = replace(hw, label=label, host_capacity_bytes=host, disk=disk, cpu_cores=cores,
-                  ram_bandwidth_gbps=ram_bw, notes=tuple(notes), cpu=cpu, cpu_sockets=sockets, numa=numa)
+                  ram_bandwidth_gbps=ram_bw, notes=tuple(notes), cpu=cpu, cpu_sockets=sockets, numa=numa,
+                  threads_flag=threads_flag)
     return _reserved(out, flags.reserve_gib) if flags.reserve_gib else out

@@ -176,6 +176,7 @@ class Hardware:
     speed_calibration: SpeedCalibration | None = None  # measured on this machine (gemma-fit bench --save)
     cpu_sockets: int = 1  # CPU sockets (NUMA nodes) of one machine; the CPU's figures are per socket
     numa: str | None = None  # llama.cpp's --numa: one of NUMA_MODES; None: not given (threads span the sockets)
+    threads_flag: int | None = None  # -t the printed command sets (--threads, or one node's cores); None: default
 
     def times(self, n: int) -> Hardware:
         """The same machine with each GPU (and its slot) n times."""
