@@ -94,7 +94,8 @@ def cpus(catalog: Catalog = BUILTIN) -> list[dict[str, Any]]:
     rows = []
     for cid, e in sorted(db.cpus.items()):
         spec = cpu_spec(e, catalog.hardware_dirs)
-        rows.append({"id": cid, "name": e.name, "family": e.family, "isa": e.isa, "cores": e.cores,
+        rows.append({"id": cid, "name": e.name, "family": e.family, "isa": e.isa, "dotprod": spec.dotprod,
+                     "cores": e.cores,
                      "threads": e.threads, "performance_cores": e.performance_cores, "memory": spec.memory,
                      "ram_bandwidth_gbps": spec.ram_bandwidth_gbps, "source": e.source})
     return rows

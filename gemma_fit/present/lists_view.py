@@ -92,6 +92,8 @@ def render_quants(out: Console, rows: list[dict[str, Any]]) -> None:
 def render_cpus(out: Console, rows: list[dict[str, Any]]) -> None:
     cols = (Col("id"), Col("cores", right=True), Col("GB/s", 1, right=True), Col("isa", 2),
             Col("threads", 3, right=True), Col("name", 4, fold=True), Col("memory (supported maximum)", 5, fold=True))
-    cells = [[_text(r["id"]), str(r["cores"]), f"{r['ram_bandwidth_gbps']:g}", _text(r["isa"]), str(r["threads"]),
+    # an Arm core without the dot-product instructions runs llama.cpp's slower quantized kernels (Armv8.0)
+    cells = [[_text(r["id"]), str(r["cores"]), f"{r['ram_bandwidth_gbps']:g}",
+              _text(r["isa"] if r.get("dotprod", True) else f"{r['isa']} v8.0"), str(r["threads"]),
               _text(r["name"]), _text(r["memory"])] for r in rows]
     out.print(fitted_table(cols, cells, out.width))
