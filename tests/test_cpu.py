@@ -209,3 +209,27 @@ def test_a_cpu_with_its_own_published_runs_decodes_at_its_own_figure() -> None:
     assert probed.id == "raspberry-pi-4" and decode_efficiency(probed)[0] == own
     assert find_cpu("Raspberry Pi 5 Model B Rev 1.0").id == "raspberry-pi-5"  # type: ignore[union-attr]
     assert decode_efficiency(replace(pi4, id=""))[0] == family
+
+
+def _dual_socket_cpuinfo() -> str:
+    """/proc/cpuinfo's shape on a two-package machine: 2 physical ids x 2 cores x 2 hardware threads."""
+    blocks, n = [], 0
+    for package in range(2):
+        for core in range(2):
+            for _ in range(2):
+                blocks.append(f"processor\t: {n}\nmodel name\t: Intel(R) Xeon(R) Gold 6226R CPU @ 2.90GHz\n"
+                              f"physical id\t: {package}\ncore id\t\t: {core}\nflags\t\t: fpu avx2 avx512f\n")
+                n += 1
+    return "\n".join(blocks)
+
+
+def test_the_probe_counts_sockets_and_the_answer_reads_one_nodes_memory() -> None:
+    cpu = cpu_from_cpuinfo(_dual_socket_cpuinfo(), "x86_64")
+    assert cpu is not None and (cpu.sockets, cpu.cores, cpu.threads) == (2, 4, 8)
+    probed = Hardware("CPU only", (), 64 * 1024**3, cpu_cores=cpu.cores, cpu=cpu, cpu_sockets=cpu.sockets)
+    rates = cpu_of(probed)
+    assert rates.threads == 4 and rates.sockets == 2 and rates.memory_nodes == 1  # llama.cpp's default: no --numa
+    spread = with_machine_flags(probed, MachineFlags(numa="distribute"))
+    assert cpu_of(spread).memory_nodes == 2 and spread.cpu_cores == 4  # 2 per socket x 2: the probe's count
+    other = with_machine_flags(probed, MachineFlags(cpu="7950x"))  # another machine's CPU: one socket
+    assert other.cpu_sockets == 1

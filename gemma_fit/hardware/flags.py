@@ -99,7 +99,7 @@ def _cpu(name: str, extra: tuple[Path, ...]) -> CPUSpec:
     return resolve_cpu(name, extra)
 
 
-def _numa_note(sockets: int, numa: str | None) -> str:
+def numa_note(sockets: int, numa: str | None) -> str:
     if numa is None:
         return (f"CPU: {sockets} sockets without --numa: the weights sit in one node's memory and the other "
                 "sockets' threads read it across the socket link, so decode is counted at one socket's memory "
@@ -149,7 +149,8 @@ def with_machine_flags(hw: Hardware, flags: MachineFlags, extra: tuple[Path, ...
         notes = [n for n in notes if not n.startswith(THIS_CPU)]  # the probed CPU no longer holds
     if flags.cpu is not None and cpu is not None:
         notes.append(f"--cpu: {cpu.name}, {cpu.cores} cores, {cpu.isa.upper()} ({cpu.source})")
-    sockets = flags.sockets or hw.cpu_sockets
+    # --cpu names one socket of another machine: this one's probed sockets no longer hold
+    sockets = flags.sockets or (1 if flags.cpu is not None else hw.cpu_sockets)
     numa = flags.numa or hw.numa
     default_threads = cpu.default_threads if flags.cpu is not None and cpu else hw.cpu_cores
     # llama.cpp's default -t counts the physical cores of every socket; --numa isolate or numactl keeps one node's.
@@ -168,7 +169,7 @@ def with_machine_flags(hw: Hardware, flags: MachineFlags, extra: tuple[Path, ...
         notes.append(f"CPU: llama.cpp's default -t {cores}{both} (its physical performance cores; --threads to "
                      "change)")
     if sockets > 1 or numa:
-        notes.append(_numa_note(sockets, numa))
+        notes.append(numa_note(sockets, numa))
     label = hw.label
     if flags.ram_gb is not None and not hw.gpus and hw.source is None:  # --gpu cpu: no longer this machine's RAM
         label = f"CPU only ({flags.ram_gb:g} GiB RAM)"

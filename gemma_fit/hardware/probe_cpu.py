@@ -46,9 +46,11 @@ def cpu_from_cpuinfo(text: str, machine: str = "x86_64") -> CPUSpec | None:
     cores = {(_field(b, "physical id"), _field(b, "core id")) for b in blocks}
     physical = len(cores) if all(c != (None, None) for c in cores) else len(blocks)
     threads = len(blocks)
+    packages = {_field(b, "physical id") for b in blocks} - {None}
     return CPUSpec(re.sub(r"\s+", " ", name), "arm" if arm else "x86", isa_from_flags(flags, arm),
                    cores=physical, threads=threads, source="/proc/cpuinfo",
-                   dotprod=not arm or "asimddp" in flags)  # the kernel's name for the dot-product extension
+                   dotprod=not arm or "asimddp" in flags,  # the kernel's name for the dot-product extension
+                   sockets=max(1, len(packages)))
 
 
 def cpu_from_sysctl(sysctl: Sysctl = _sysctl) -> CPUSpec | None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from gemma_fit.base.errors import BadInput
 from gemma_fit.hardware.calibration_store import with_local_calibration
-from gemma_fit.hardware.flags import THIS_CPU, MachineFlags, with_machine_flags
+from gemma_fit.hardware.flags import THIS_CPU, MachineFlags, numa_note, with_machine_flags
 from gemma_fit.hardware.snapshot import known_hardware
 from gemma_fit.hardware.spec import BACKENDS, MAX_GPUS, CPUSpec, GPUSpec, Hardware, StorageSpec, as_seen_by_software
 
@@ -50,7 +50,7 @@ def select_hardware(gpu_names: list[str], hardware_file: Path | None, extra: tup
         threads = _threads(cpu)
         return Hardware("CPU only (this machine's RAM)", (), ram,
                         notes=("--gpu cpu: capacity is this machine's total RAM", disk_note, _cpu_note(cpu, threads)),
-                        disk=disk, cpu_cores=threads, cpu=cpu)
+                        disk=disk, cpu_cores=threads, cpu=cpu, cpu_sockets=cpu.sockets if cpu else 1)
     gpus: list[GPUSpec] = []
     notes: tuple[str, ...] = ()
     disk = None
@@ -68,7 +68,8 @@ def select_hardware(gpu_names: list[str], hardware_file: Path | None, extra: tup
         raise BadInput(f"{len(gpus)} GPUs: llama.cpp uses at most {MAX_GPUS} devices in one process")
     label = " + ".join(g.name for g in gpus)
     cpu = _this_cpu(extra) if host is not None else None  # --gpu local: this machine's CPU runs the CPU layers
-    return Hardware(label, tuple(gpus), host, notes=notes, disk=disk, cpu_cores=_threads(cpu) if cpu else None, cpu=cpu)
+    return Hardware(label, tuple(gpus), host, notes=notes, disk=disk, cpu_cores=_threads(cpu) if cpu else None, cpu=cpu,
+                    cpu_sockets=cpu.sockets if cpu else 1)
 
 
 def _total_ram() -> int:
@@ -85,7 +86,9 @@ def _this_cpu(extra: tuple[Path, ...]) -> CPUSpec | None:
 
 def _cpu_note(cpu: CPUSpec | None, threads: int | None) -> str:
     what = f"{cpu.name} ({cpu.isa.upper()})" if cpu else "CPU"
-    return f"{THIS_CPU} {what}, {threads or '?'} threads (--cpu or --cores for another)"
+    on = f" on {cpu.sockets} sockets" if cpu and cpu.sockets > 1 else ""
+    note = f"{THIS_CPU} {what}, {threads or '?'} threads{on} (--cpu or --cores for another)"
+    return f"{note}; {numa_note(cpu.sockets, None)}" if cpu and cpu.sockets > 1 else note
 
 
 def _named_cpu(name: str | None, extra: tuple[Path, ...]) -> CPUSpec | None:

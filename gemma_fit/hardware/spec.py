@@ -132,6 +132,7 @@ class CPUSpec:
     source: str = ""  # where the figures come from (a URL, or "/proc/cpuinfo")
     dotprod: bool = True  # arm: the SDOT/UDOT instructions llama.cpp's quantized NEON kernels use (Armv8.2+)
     id: str = ""  # its hardware_db/cpus.yaml id; "" for a CPU the database does not know
+    sockets: int = 1  # a probed machine's packages (/proc/cpuinfo's physical ids); its cores count them all
 
     @property
     def default_threads(self) -> int | None:
