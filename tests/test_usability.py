@@ -102,6 +102,15 @@ def test_help_gives_every_option_a_meaning() -> None:
                 assert len(m.group(2).split()) >= 2 or m.group(2).startswith("--"), (command, line)
 
 
+def test_help_shows_the_defaults_it_states() -> None:
+    """Typer reads help as rich markup, where "[default: ...]" is a tag and vanished: each is escaped."""
+    done = subprocess.run([sys.executable, "-m", "gemma_fit", "check", "--help"], capture_output=True, text=True,
+                          env={**ENV80, "COLUMNS": "200"}, timeout=600, check=False)
+    text = ANSI.sub("", done.stdout)
+    assert "[default: 1, llama.cpp's fit target]" in text and "[default: 0.92]" in text
+    assert "\\[" not in text
+
+
 def test_buy_writes_a_self_contained_page(tmp_path: Path) -> None:
     out = tmp_path / "buy.html"
     done = cli("buy", "--model", "gemma-3-27b", "--ctx", "32k", "--budget", "2000", "--html", str(out), "--json")

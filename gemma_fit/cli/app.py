@@ -225,13 +225,13 @@ def check(
     engine: EngineOpt = "llama.cpp",
     engine_version: EngineVersionOpt = None,
     gpu_memory_utilization: Annotated[float | None, typer.Option(
-        "--gpu-memory-utilization", help="vLLM: the share of each GPU it takes. [default: 0.92]",
+        "--gpu-memory-utilization", help="vLLM: the share of each GPU it takes. \\[default: 0.92]",
         rich_help_panel=ENGINES)] = None,
     max_num_batched_tokens: Annotated[int | None, typer.Option(
-        "--max-num-batched-tokens", help="vLLM: tokens per scheduler step. [default: by GPU]",
+        "--max-num-batched-tokens", help="vLLM: tokens per scheduler step. \\[default: by GPU]",
         rich_help_panel=ENGINES)] = None,
     tensor_parallel_size: Annotated[int | None, typer.Option(
-        "--tensor-parallel-size", help="vLLM: GPUs one model is split over. [default: 1]",
+        "--tensor-parallel-size", help="vLLM: GPUs one model is split over. \\[default: 1]",
         rich_help_panel=ENGINES)] = None,
     enforce_eager: Annotated[bool, typer.Option(
         "--enforce-eager", help="vLLM: no CUDA graphs (less memory, slower).", rich_help_panel=ENGINES)] = False,
@@ -239,13 +239,13 @@ def check(
         "--kv-cache-dtype", help="vLLM, transformers, Ollama: the KV cache type (auto, fp8; Ollama f16, q8_0).",
         rich_help_panel=ENGINES)] = None,
     batch_size: Annotated[int | None, typer.Option(
-        "--batch-size", help="transformers: generate()'s batch. [default: --parallel]", rich_help_panel=ENGINES)
+        "--batch-size", help="transformers: generate()'s batch. \\[default: --parallel]", rich_help_panel=ENGINES)
     ] = None,
     max_new_tokens: Annotated[int | None, typer.Option(
-        "--max-new-tokens", help="transformers: tokens generate() adds. [default: 512]", rich_help_panel=ENGINES)
+        "--max-new-tokens", help="transformers: tokens generate() adds. \\[default: 512]", rich_help_panel=ENGINES)
     ] = None,
     cache_implementation: Annotated[str | None, typer.Option(
-        "--cache-implementation", help="transformers: dynamic or static KV cache. [default: dynamic]",
+        "--cache-implementation", help="transformers: dynamic or static KV cache. \\[default: dynamic]",
         rich_help_panel=ENGINES)] = None,
     backend: BackendOpt = None,
     ram: RamOpt = None,

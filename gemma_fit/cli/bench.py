@@ -11,8 +11,7 @@ import typer
 
 from gemma_fit import api
 from gemma_fit.cli import state
-from gemma_fit.cli.options import GpuOpt, QuantOpt, tokens
-from gemma_fit.cli.smoke import THIS_MACHINE_THREADS
+from gemma_fit.cli.options import THIS_MACHINE_THREADS, GpuOpt, LlamaBinOpt, QuantOpt, RunThreadsOpt, tokens
 
 
 def bench_command(
@@ -31,11 +30,8 @@ def bench_command(
     repetitions: Annotated[int, typer.Option("--repetitions", "-r", help="Runs of each test (llama-bench -r).")] = 3,
     parallel: Annotated[int, typer.Option("--parallel", "-np", help="Also llama-batched-bench at 1, 2, 4 ... N "
                                           "sequences at once (1: llama-bench only).")] = 1,
-    threads: Annotated[int, typer.Option("--threads", "-t", help="CPU threads, 1 to 512. [default: this "
-                                         "machine's cores]", show_default=False)] = THIS_MACHINE_THREADS,
-    llama_bin: Annotated[Path | None, typer.Option(
-        "--llama-bin", help="Folder with llama.cpp binaries. [default: the build of scripts/build_llamacpp.py in "
-                            "$GEMMA_FIT_CACHE or ~/.cache/gemma-fit, else PATH]")] = None,
+    threads: RunThreadsOpt = THIS_MACHINE_THREADS,
+    llama_bin: LlamaBinOpt = None,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds before each benchmark is ended.")] = 600,
     save: Annotated[bool, typer.Option("--save", help="Keep the runs as this machine's calibration "
                                        "($GEMMA_FIT_CALIBRATION, else ~/.config/gemma-fit/calibration.json): later "

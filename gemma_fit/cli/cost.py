@@ -16,7 +16,7 @@ from gemma_fit.cli.options import GpuOpt, HardwareOpt, tokens
 
 def cost_command(
     model: Annotated[str, typer.Option("--model", "-m", help="Model id or alias (gemma-3-27b, 27b).")],
-    quant: Annotated[str | None, typer.Option("--quant", "-q", help="File type. [default: Q4_K_M]")] = None,
+    quant: Annotated[str | None, typer.Option("--quant", "-q", help="File type. \\[default: Q4_K_M]")] = None,
     gpu: GpuOpt = None,
     hardware: HardwareOpt = None,
     tokens_per_day: Annotated[int | None, typer.Option("--tokens-per-day", parser=tokens, metavar="N[k]",
@@ -27,10 +27,10 @@ def cost_command(
                                                            help="Tokens generated per request.")] = None,
     requests_per_user: Annotated[float, typer.Option("--requests-per-user", help="Requests each user makes a "
                                                      "day.")] = 1.0,
-    kwh_price: Annotated[float | None, typer.Option("--kwh-price", help="USD per kWh. [default: the dated US "
+    kwh_price: Annotated[float | None, typer.Option("--kwh-price", help="USD per kWh. \\[default: the dated US "
                                                     "average in hardware_db/prices/electricity.yaml]")] = None,
     hours_per_day: Annotated[float | None, typer.Option("--hours-per-day", help="Hours a day a rented GPU is paid "
-                                                        "for. [default: the hours the volume needs]")] = None,
+                                                        "for. \\[default: the hours the volume needs]")] = None,
     prompt_tokens: Annotated[int, typer.Option("--prompt-tokens", parser=tokens, metavar="N[k]",
                                                help="Prompt tokens per request (an API bills them).")] = 512,
     prices: Annotated[Path | None, typer.Option("--prices", help="Your purchase prices (hardware_db/prices "

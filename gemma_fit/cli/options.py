@@ -8,6 +8,7 @@ short flags, help and llama.cpp defaults (RunSettings' own) are defined here onl
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Any
@@ -50,7 +51,7 @@ HardwareOpt = Annotated[Path | None, typer.Option(
 CtxOpt = Annotated[int, _tokens_opt("--ctx", "-c", help="Context in tokens (k = x1024); 0 = the model's trained "
                                     "context.", panel=LLAMA)]
 EngineCtxOpt = Annotated[int | None, _tokens_opt(
-    "--ctx", "-c", help="Context in tokens (k = x1024); 0 = the model's trained context. [default: with no "
+    "--ctx", "-c", help="Context in tokens (k = x1024); 0 = the model's trained context. \\[default: with no "
                         "--parallel either, the engine's own (llama-server: the trained context fitted to memory); "
                         "else 4096 for llama.cpp]", panel=LLAMA)]
 UbatchOpt = Annotated[int, _tokens_opt("--ubatch", "-ub", help="Physical batch (n_ubatch): tokens per compute "
@@ -60,12 +61,12 @@ BatchOpt = Annotated[int, _tokens_opt("--batch", "-b", help="Logical batch (n_ba
 ParallelOpt = Annotated[int, typer.Option("--parallel", "-np", help="Requests served at once (llama-server "
                                           "slots, vLLM --max-num-seqs).", rich_help_panel=LLAMA)]
 EngineParallelOpt = Annotated[int | None, typer.Option(
-    "--parallel", "-np", help="Requests served at once (llama-server slots, vLLM --max-num-seqs). [default: 1; "
+    "--parallel", "-np", help="Requests served at once (llama-server slots, vLLM --max-num-seqs). \\[default: 1; "
                               "with no --ctx either, the engine's own: llama-server's 4 slots sharing one KV cache]",
     rich_help_panel=LLAMA)]
 EngineVersionOpt = Annotated[str | None, typer.Option(
     "--engine-version", help="The engine version to answer for: its defaults (llama.cpp: a build number as "
-                             "llama-server --version prints it, b6890). [default: the version gemma-fit's rules are "
+                             "llama-server --version prints it, b6890). \\[default: the version gemma-fit's rules are "
                              "read from]", rich_help_panel=ENGINES)]
 FlashOpt = Annotated[str, typer.Option("--flash-attn", "-fa", help="Flash attention: auto, on or off.",
                                        rich_help_panel=LLAMA)]
@@ -95,7 +96,7 @@ OverrideOpt = Annotated[list[str] | None, typer.Option(
     "--override-tensor", "-ot", help="PATTERN=BUFFER[,...]: weights whose name matches go to that buffer (CPU, "
                                      "CUDA0 ...), as llama.cpp's -ot.", rich_help_panel=LLAMA)]
 MarginOpt = Annotated[float | None, typer.Option(
-    "--margin", help="GiB kept free on each GPU. [default: 1, llama.cpp's fit target]")]
+    "--margin", help="GiB kept free on each GPU. \\[default: 1, llama.cpp's fit target]")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout instead of the tables.",
                                        rich_help_panel=OUTPUT)]
 HtmlOpt = Annotated[Path | None, typer.Option("--html", help="Also write a self-contained HTML report to this "
@@ -135,7 +136,7 @@ RamOpt = Annotated[float | None, typer.Option("--ram", help="System memory in Gi
                                               "or this machine's).", rich_help_panel=MACHINE)]
 RamTypeOpt = Annotated[str | None, typer.Option("--ram-type", help="Memory type and speed, e.g. ddr5-6000, "
                                                 "lpddr5x-8000 (sets the bandwidth).", rich_help_panel=MACHINE)]
-RamChannelsOpt = Annotated[int | None, typer.Option("--ram-channels", help="Memory channels. [default: 2]",
+RamChannelsOpt = Annotated[int | None, typer.Option("--ram-channels", help="Memory channels. \\[default: 2]",
                                                     rich_help_panel=MACHINE)]
 CpuOpt = Annotated[str | None, typer.Option("--cpu", help="The CPU by name or id, e.g. \"Ryzen 9 7950X\" "
                                             "(gemma-fit list cpus).", rich_help_panel=MACHINE)]
@@ -144,13 +145,13 @@ CoresOpt = Annotated[int | None, typer.Option("--cores", help="CPU cores (llama.
 ThreadsOpt = Annotated[int | None, typer.Option("--threads", "-t", help="CPU threads llama.cpp uses (-t).",
                                                 rich_help_panel=MACHINE)]
 SocketsOpt = Annotated[int | None, typer.Option(
-    "--sockets", help="CPU sockets; --cpu, --cores and --ram-channels are one socket's. [default: 1]",
+    "--sockets", help="CPU sockets; --cpu, --cores and --ram-channels are one socket's. \\[default: 1]",
     rich_help_panel=MACHINE)]
 NumaOpt = Annotated[str | None, typer.Option(
     "--numa", help="llama.cpp's --numa: distribute (every socket's memory), isolate or numactl (one socket's). "
-    "[default: none]", rich_help_panel=MACHINE)]
+    "\\[default: none]", rich_help_panel=MACHINE)]
 PowerModeOpt = Annotated[str | None, typer.Option(
-    "--power-mode", help="A Jetson's nvpmodel mode (MAXN, MODE_30W, 25W ...; nvpmodel -q prints yours). [default: "
+    "--power-mode", help="A Jetson's nvpmodel mode (MAXN, MODE_30W, 25W ...; nvpmodel -q prints yours). \\[default: "
     "the database's clocks, which the answer names]", rich_help_panel=MACHINE)]
 DiskOpt = Annotated[str | None, typer.Option("--disk", help="The model's drive: nvme-gen5, nvme-gen4, nvme-gen3, "
                                              "sata-ssd, hdd ... (load time).", rich_help_panel=MACHINE)]
@@ -173,10 +174,10 @@ DraftOpt = Annotated[str | None, typer.Option("--draft", metavar="MODEL[:QUANT]"
                                               "the same family, e.g. gemma-3-270m:Q8_0 (llama.cpp's draft-simple).",
                                               rich_help_panel=SPECULATIVE)]
 DraftMaxOpt = Annotated[int | None, typer.Option("--draft-max", help="Tokens drafted per step (llama.cpp's "
-                                                 "spec-draft-n-max). [default: 3, llama.cpp's]",
+                                                 "spec-draft-n-max). \\[default: 3, llama.cpp's]",
                                                  rich_help_panel=SPECULATIVE)]
 AcceptanceOpt = Annotated[float | None, typer.Option("--acceptance", help="Share of drafted tokens the target "
-                                                     "keeps, 0-1. [default: the published figure for the pair]",
+                                                     "keeps, 0-1. \\[default: the published figure for the pair]",
                                                      rich_help_panel=SPECULATIVE)]
 
 
@@ -189,3 +190,12 @@ def speculative_ask(mtp: bool, draft: str | None, draft_max: int | None, accepta
     name, _, quant = (draft or "").partition(":")
     return Speculative("mtp" if mtp else "draft", name.strip(), quant.strip(), draft_max, acceptance,
                        asked_both=mtp and draft is not None)
+
+
+# Running llama.cpp here (smoke, bench): the threads and the binaries it runs.
+THIS_MACHINE_THREADS = max(1, min(512, os.cpu_count() or 2))
+RunThreadsOpt = Annotated[int, typer.Option("--threads", "-t", help="CPU threads, 1 to 512. \\[default: this machine's "
+                                            "cores]", show_default=False)]
+LlamaBinOpt = Annotated[Path | None, typer.Option(
+    "--llama-bin", help="Folder with llama.cpp binaries. \\[default: the build of scripts/build_llamacpp.py in "
+                        "$GEMMA_FIT_CACHE or ~/.cache/gemma-fit, else PATH]")]

@@ -127,7 +127,7 @@ def buy_command(
     max_gpus: Annotated[int, typer.Option("--max-gpus", help="Cards in one machine (1 to 4).")] = BUY.max_gpus,
     segment: Annotated[list[str] | None, typer.Option(
         "--segment", help="consumer, workstation, datacenter, apple, embedded or all (repeatable). "
-                          "[default: all]")] = None,
+                          "\\[default: all]")] = None,
     used: Annotated[bool, typer.Option("--used", help="Count used prices too.")] = False,
     vision: VisionOpt = False,
     prices: Annotated[Path | None, typer.Option("--prices", help="A prices YAML (hardware_db/prices schema) "

@@ -68,10 +68,10 @@ def report_command(
     hardware: Annotated[list[Path] | None, typer.Option(
         "--hardware", help="A machine file (YAML), one config each; repeatable.")] = None,
     quant: Annotated[list[str] | None, typer.Option(
-        "--quant", "-q", help="llama.cpp file type or 'all'; repeatable. [default: Q4_K_M]")] = None,
+        "--quant", "-q", help="llama.cpp file type or 'all'; repeatable. \\[default: Q4_K_M]")] = None,
     ctx: Annotated[list[int] | None, typer.Option(
         "--ctx", "-c", parser=tokens, metavar="N[k]",
-        help="Context in tokens (k = x1024), 0 = the trained context; repeatable. [default: 4096]")] = None,
+        help="Context in tokens (k = x1024), 0 = the trained context; repeatable. \\[default: 4096]")] = None,
     ubatch: UbatchOpt = UBATCH,
     batch: BatchOpt = BATCH,
     parallel: ParallelOpt = PARALLEL,

@@ -38,15 +38,15 @@ def serve_plan_command(
     engine: EngineOpt = "llama.cpp",
     ctx: Annotated[int | None, typer.Option("--ctx", "-c", parser=tokens, metavar="N[k]", help="Context in tokens "
                                             "(k = x1024): llama.cpp -c (all slots), vLLM --max-model-len. "
-                                            "[default: enough for every request]")] = None,
+                                            "\\[default: enough for every request]")] = None,
     parallel: ParallelOpt = PARALLEL,
     prompt_tokens: PromptOpt = PROMPT_TOKENS,
     output_tokens: OutputOpt = 256,
     rate: RateOpt = None,
     tensor_parallel_size: Annotated[int | None, typer.Option("--tensor-parallel-size", help="vLLM on a cluster: "
-                                                             "GPUs per stage. [default: per node]")] = None,
+                                                             "GPUs per stage. \\[default: per node]")] = None,
     pipeline_parallel_size: Annotated[int | None, typer.Option("--pipeline-parallel-size", help="vLLM on a "
-                                                               "cluster: stages. [default: the nodes]")] = None,
+                                                               "cluster: stages. \\[default: the nodes]")] = None,
     as_json: JsonOpt = False,
     mtp: MtpOpt = False,
     draft: DraftOpt = None,

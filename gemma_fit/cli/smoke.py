@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -20,6 +19,7 @@ from gemma_fit.cli.options import (
     FLASH_ATTN,
     N_GPU_LAYERS,
     PARALLEL,
+    THIS_MACHINE_THREADS,
     UBATCH,
     BatchOpt,
     CpuMoeOpt,
@@ -28,18 +28,18 @@ from gemma_fit.cli.options import (
     CtxOpt,
     FlashOpt,
     GpuOpt,
+    LlamaBinOpt,
     NCpuMoeOpt,
     NglOpt,
     OverrideOpt,
     ParallelOpt,
     QuantOpt,
+    RunThreadsOpt,
     SwaOpt,
     UbatchOpt,
     run_settings,
     tokens,
 )
-
-THIS_MACHINE_THREADS = max(1, min(512, os.cpu_count() or 2))
 
 
 def smoke_command(
@@ -64,11 +64,8 @@ def smoke_command(
     prompt_tokens: Annotated[int, typer.Option("--prompt-tokens", parser=tokens, metavar="N[k]",
                                                help="Prompt length (up to the context - 4).")] = 128,
     n_predict: Annotated[int, typer.Option("--n-predict", "-n", help="Tokens to generate (at least 1).")] = 16,
-    threads: Annotated[int, typer.Option("--threads", "-t", help="CPU threads, 1 to 512. [default: this "
-                                         "machine's cores]", show_default=False)] = THIS_MACHINE_THREADS,
-    llama_bin: Annotated[Path | None, typer.Option(
-        "--llama-bin", help="Folder with llama.cpp binaries. [default: the build of scripts/build_llamacpp.py in "
-                            "$GEMMA_FIT_CACHE or ~/.cache/gemma-fit, else PATH]")] = None,
+    threads: RunThreadsOpt = THIS_MACHINE_THREADS,
+    llama_bin: LlamaBinOpt = None,
     timeout: Annotated[float, typer.Option(
         "--timeout", help="Seconds before llama.cpp and all it started are ended.")] = 600,
     record: Annotated[bool, typer.Option("--record", help="Append the comparison to this machine's records "
