@@ -141,13 +141,34 @@ def test_rpc_plan_with_an_ideal_network_equals_one_machine() -> None:
     assert slow.network["boundaries_crossing_network"] == 1  # remote GPU first, head last: one boundary
 
 
-def test_rpc_network_term_is_the_hidden_state_and_a_round_trip() -> None:
+def test_rpc_network_term_is_the_protocols_round_trip_and_messages() -> None:
+    """One RPC device before the head's GPU: one GET round trip per token; up its input activation, positions, the
+    two masks (full and sliding-window) and index tensors, each SET_TENSOR framed; down its output activation."""
     resolved = resolve_model("gemma-3-27b", [])
     net = replace(IDEAL, bytes_per_s=1.25e9, latency_s=50e-6)
     plan = rpc_plan(_cluster(net), resolved, "Q4_K_M", RunSettings(n_ctx=8192), 512, Traffic())
     hidden = 4 * resolved.spec.n_embd
-    assert plan.network["bytes_per_token_per_sequence"] == hidden
-    assert plan.network["seconds_per_token"] == pytest.approx(2 * 50e-6 + hidden / 1.25e9)
+    sent = plan.network["bytes_per_token_per_sequence"]
+    assert plan.network["round_trips_per_token"] == 1
+    assert 2 * hidden + 2 * 512 < sent < 2 * hidden + 16 * 1024  # masks of 512 cells (F16) and 314-byte framing
+    assert plan.network["seconds_per_token"] == pytest.approx(2 * 50e-6 + sent / 1.25e9)
+
+
+def test_rpc_logits_come_back_over_the_network_when_the_head_has_no_gpu() -> None:
+    """A head without GPUs (ggml-org/llama.cpp#16276's client: Gemma 3 4B on a remote RTX 5090 and GTX 1660 over
+    gigabit, 33 tok/s): the device with the output layer returns n_vocab float32 logits per token, 1 MiB for
+    Gemma's vocabulary, and each remote device costs a round trip (no server copies to another)."""
+    from gemma_fit.hardware.cluster import Cluster, Network, Node
+
+    gpus = tuple(select_hardware([g], None, []).gpus[0] for g in ("rtx-5090", "gtx-1660"))
+    cluster = Cluster("t", (Node("client", "10.0.0.1", (), 64 << 30), Node("gpus", "10.0.0.2", gpus, 64 << 30)),
+                      Network(1.25e8 * 0.94, 100e-6))
+    resolved = resolve_model("gemma-3-4b", [])
+    plan = rpc_plan(cluster, resolved, "Q4_0", RunSettings(n_ctx=4096), 512, Traffic(128, None))
+    assert plan.network["round_trips_per_token"] == 2
+    assert plan.network["bytes_per_token_per_sequence"] > 4 * resolved.spec.n_vocab  # the logits
+    assert plan.network["seconds_per_token"] > 8e-3  # 1 MiB at 117.5 MB/s
+    assert plan.performance is not None and plan.performance.decode_tokens_per_s < 100
 
 
 def _vllm_settings(resolved: Any, settings: RunSettings, prompt_tokens: int, output_tokens: int | None = None) -> Any:

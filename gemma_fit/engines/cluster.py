@@ -4,8 +4,9 @@ llama.cpp RPC: every node but the head runs `ggml-rpc-server` (built with -DGGML
 llama-server with `--rpc host:port,...`. llama.cpp puts the RPC devices at the front of its device list
 (src/llama.cpp: "add RPC servers at the front of the list to minimize network transfers"), so the remote GPUs
 take the first layers and the head's GPUs the last ones and the output; the layer split is llama.cpp's own,
-exactly as for the same GPUs in one machine. Per token each boundary between nodes carries the hidden state
-(n_embd float32 per sequence) and waits one network round trip (the scheduler fetches the remote result).
+exactly as for the same GPUs in one machine. Per token each RPC device costs one round trip and its inputs and
+output (engines/rpc_traffic.py: the activation, masks and indices up; the activation, or the logits where it holds
+the output layer, down).
 
 vLLM on Ray: engines/cluster_ray.py (every layout vLLM accepts, and the fastest).
 With an ideal network (infinite bandwidth, no latency) either plan equals the one-machine plan of its GPUs.
@@ -23,6 +24,7 @@ from gemma_fit.base.verdict import Verdict
 from gemma_fit.db.catalog import BUILTIN, Catalog
 from gemma_fit.engines.base import CheckResult, EngineDevice, EnginePlan
 from gemma_fit.engines.llamacpp import LlamaCppResult, run_check
+from gemma_fit.engines.rpc_traffic import rpc_traffic
 from gemma_fit.hardware.cluster import Cluster, Node
 from gemma_fit.hardware.select import select_hardware
 from gemma_fit.hardware.spec import MAX_GPUS, Hardware, as_seen_by_software
@@ -111,34 +113,40 @@ def rpc_plan(cluster: Cluster, resolved: ResolvedModel, quant: str, settings: Ru
     est = r.detail.estimate
     crossings = _node_crossings(list(est.placement.layer_device), owners)
     net = cluster.network
-    hidden = 4.0 * resolved.spec.n_embd
+    remote = frozenset(i for i, o in enumerate(owners) if o is not cluster.nodes[0])
+    position = prompt_tokens + (traffic.output_tokens or 0) // 2
+    exchange = rpc_traffic(resolved.spec, est, remote, position)
     perf = r.performance
     if perf is not None and perf.serving is not None:
-        def over_network(position: int) -> Pipeline:
-            p = llamacpp_pipeline(r.detail.plan, est, hw, position)
-            return replace(p, handover_fixed_s=p.handover_fixed_s + crossings * 2 * net.latency_s,
-                           handover_s_per_seq=p.handover_s_per_seq + crossings * (net.seconds(hidden) - net.latency_s))
+        def over_network(at: int) -> Pipeline:
+            p = llamacpp_pipeline(r.detail.plan, est, hw, at)
+            x = rpc_traffic(resolved.spec, est, remote, at)
+            return replace(p, handover_fixed_s=p.handover_fixed_s + x.seconds(net.latency_s, net.bytes_per_s, 0),
+                           handover_s_per_seq=p.handover_s_per_seq + x.seconds(0.0, net.bytes_per_s))
 
-        pipe = over_network(prompt_tokens + (traffic.output_tokens or 0) // 2)
+        pipe = over_network(position)
         ubatches = -(-prompt_tokens // est.settings.ubatch)
-        prefill_s = prompt_tokens / perf.prefill_tokens_per_s + ubatches * crossings * (
-            net.latency_s + net.seconds(hidden * est.settings.ubatch))
+        prefill_s = prompt_tokens / perf.prefill_tokens_per_s + ubatches * rpc_traffic(
+            resolved.spec, est, remote, prompt_tokens).prefill_seconds(net.latency_s, net.bytes_per_s,
+                                                                       min(prompt_tokens, est.settings.ubatch))
         prefill = prompt_tokens / prefill_s
         sv = serve(pipe, prefill, est.settings.n_parallel, prompt_tokens, traffic.output_tokens, traffic.rate_per_s,
                    perf.serving.n_parallel, perf.serving.max_concurrency)
         single = 1.0 / over_network(prompt_tokens).step_s(1)
         perf = replace(perf, decode_tokens_per_s=single, prefill_tokens_per_s=prefill,
                        ttft_s=prefill_s + 1.0 / single, serving=sv,
-                       notes=(*perf.notes, f"{crossings} layer boundaries cross the network per token"))
+                       notes=(*perf.notes, f"{exchange.round_trips} network round trips per token (one per RPC "
+                                           f"device), {(exchange.up_bytes + exchange.down_bytes) / 1024:,.0f} KiB "
+                                           "per sequence"))
     devices = tuple(ClusterDevice(o.name, o.host, d) for o, d in zip(owners, est.devices, strict=True))
     workers = [f"ssh {shlex.quote(n.host)} ggml-rpc-server -H 0.0.0.0 -p {RPC_PORT}" for n in cluster.nodes[1:]]
     rpc = ",".join(f"{n.host}:{RPC_PORT}" for n in cluster.nodes[1:])
     server = r.command
     commands = (*workers, f"{server} --rpc {shlex.quote(rpc)}" if rpc else server)
     network = {"bandwidth_gbit": round(net.bytes_per_s * 8 / 1e9, 6), "latency_us": round(net.latency_s * 1e6, 3),
-               "boundaries_crossing_network": crossings,
-               "bytes_per_token_per_sequence": crossings * hidden,
-               "seconds_per_token": crossings * (2 * net.latency_s) + crossings * (net.seconds(hidden) - net.latency_s)}
+               "boundaries_crossing_network": crossings, "round_trips_per_token": exchange.round_trips,
+               "bytes_per_token_per_sequence": exchange.up_bytes + exchange.down_bytes,
+               "seconds_per_token": exchange.seconds(net.latency_s, net.bytes_per_s)}
     reasons = (*r.reasons, "workers run ggml-rpc-server from a llama.cpp build with -DGGML_RPC=ON (the "
                "head's llama-server needs it too); the GGUF stays on the head, which sends each RPC device its "
                "share of the weights at load")

@@ -22,8 +22,11 @@ def render_serve_plan(out: Console, doc: dict[str, Any]) -> None:
                   f"(weights {fmt_bytes(d['weights_bytes'])}, KV {fmt_bytes(d['kv_cache_bytes'])})")
     net = doc.get("network")
     if net:
-        out.print(f"  network: {net['bandwidth_gbit']:g} Gbit/s, {net['latency_us']:g} us one way; "
-                  f"{net['boundaries_crossing_network']} boundaries per token, "
+        per_token = (f"{net['round_trips_per_token']} round trips and "
+                     f"{net['bytes_per_token_per_sequence'] / 1024:,.0f} KiB per token"
+                     if "round_trips_per_token" in net
+                     else f"{net['boundaries_crossing_network']} boundaries per token")  # vLLM on Ray
+        out.print(f"  network: {net['bandwidth_gbit']:g} Gbit/s, {net['latency_us']:g} us one way; {per_token}, "
                   f"{net['seconds_per_token'] * 1e3:.2f} ms per token")
     perf = doc.get("performance")
     if perf:
