@@ -22,6 +22,7 @@ import argparse
 import statistics
 import sys
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -124,13 +125,21 @@ def borrows_backend_median(base: dict[str, Any], kind: str, group: str) -> bool:
     return group not in table["groups"] and group not in fits and group not in cal.NEAREST_GROUP
 
 
-def fit(rows: list[dict[str, Any]], without: str | None = None) -> dict[str, dict[str, dict[str, Any]]]:
-    """kind -> key -> {efficiency, runs, machines}, from the rows of every machine but `without`."""
+LeaveOut = Callable[[dict[str, Any]], bool]
+
+
+def source_of(r: dict[str, Any]) -> str:
+    """The page or repository a row comes from (evaluate_speed's --by source key)."""
+    return str(r["source"].split("/blob/")[0].split("/discussions/")[0])
+
+
+def fit(rows: list[dict[str, Any]], without: LeaveOut | None = None) -> dict[str, dict[str, dict[str, Any]]]:
+    """kind -> key -> {efficiency, runs, machines}, from the rows `without` does not leave out."""
     chips: dict[tuple[str, str], list[tuple[str, float]]] = defaultdict(list)
     groups: dict[tuple[str, str], list[tuple[str, float]]] = defaultdict(list)
     base = cal.calibration()
     for r in rows:
-        if r["machine"] == without or excluded(r) or "implied" not in r:
+        if (without is not None and without(r)) or excluded(r) or "implied" not in r:
             continue
         kind, group, chip = r["group"]
         if chip:
@@ -149,20 +158,20 @@ def fit(rows: list[dict[str, Any]], without: str | None = None) -> dict[str, dic
     return out
 
 
-def fit_in_turn(rows: list[dict[str, Any]], without: str | None = None) -> dict[str, dict[str, dict[str, Any]]]:
+def fit_in_turn(rows: list[dict[str, Any]], without: LeaveOut | None = None) -> dict[str, dict[str, dict[str, Any]]]:
     """The matrix products' and decode's efficiencies first (runs at depth 0), then attention's (runs at depth),
     whose prediction depends on the first."""
     install({})
     for r in rows:
         r.pop("implied", None)
-        if r["group"] is not None and r["group"][0] != "attention" and not excluded(r) and r["machine"] != without:
+        if r["group"] is not None and r["group"][0] != "attention" and not excluded(r) and not (without and without(r)):
             e = implied(r, r["group"][0], r["group"][2] or r["group"][1])
             if e is not None:
                 r["implied"] = e
     first = fit(rows, without)
     install(first)
     for r in rows:
-        if r["group"] is not None and r["group"][0] == "attention" and not excluded(r) and r["machine"] != without:
+        if r["group"] is not None and r["group"][0] == "attention" and not excluded(r) and not (without and without(r)):
             e = implied(r, "attention", r["group"][2] or r["group"][1])
             if e is not None:
                 r["implied"] = e
@@ -192,6 +201,21 @@ def errors(rows: list[dict[str, Any]]) -> dict[str, list[float]]:
     return out
 
 
+def left_out(rows: list[dict[str, Any]], own_cpus: dict[str, Any], by: str) -> dict[str, list[float]]:
+    """Each row predicted from fits without its machine (`by` "machine") or its source ("source"): a CPU's own
+    decode figure goes too where its runs are the ones left out."""
+    key = (lambda r: r["machine"]) if by == "machine" else source_of
+    out: dict[str, list[float]] = defaultdict(list)
+    for value in sorted({key(r) for r in rows}):
+        group = [r for r in rows if key(r) == value]
+        install(fit_in_turn(rows, without=lambda r, v=value: key(r) == v))
+        cpus = {r["machine"] for r in group}
+        cpu_figures({k: v for k, v in own_cpus.items() if k not in cpus})
+        for k, errs in errors(group).items():
+            out[k].extend(errs)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true")
@@ -208,28 +232,26 @@ def main() -> None:
     table = fit_in_turn(rows)
     install(table)
     after = errors(rows)
-    loo: dict[str, list[float]] = defaultdict(list)
-    for machine in sorted({r["machine"] for r in rows}):
-        install(fit_in_turn(rows, without=machine))
-        cpu_figures(own_cpus, without=machine)
-        for key, errs in errors([r for r in rows if r["machine"] == machine]).items():
-            loo[key].extend(errs)
+    loo = left_out(rows, own_cpus, "machine")
+    loso = left_out(rows, own_cpus, "source")
     install(table)
     cpu_figures(own_cpus)
     if args.markdown:
         print("| backend, metric, concurrency | runs | median before | median now | worst now "
-              "| median, machine left out |")
-        print("|---|---:|---:|---:|---:|---:|")
+              "| median, machine left out | median, source left out |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
     else:
-        print(f"{'group':40s} {'n':>4s} {'before':>8s} {'fitted':>8s} {'worst':>8s} {'LOMO':>8s}   (|error|)")
+        print(f"{'group':40s} {'n':>4s} {'before':>8s} {'fitted':>8s} {'worst':>8s} {'LOMO':>8s} {'LOSO':>8s}"
+              "   (|error|)")
     for key in sorted(before):
-        med = [statistics.median(abs(e) for e in d[key]) for d in (before, after, loo)]
+        med = [statistics.median(abs(e) for e in d[key]) for d in (before, after, loo, loso)]
         worst = max(abs(e) for e in after[key])
         if args.markdown:
             print(f"| {' '.join(key.split())} | {len(before[key])} | {med[0]:.1f}% | {med[1]:.1f}% | {worst:.0f}% | "
-                  f"{med[2]:.1f}% |")
+                  f"{med[2]:.1f}% | {med[3]:.1f}% |")
         else:
-            print(f"{key:40s} {len(before[key]):4d} {med[0]:7.1f}% {med[1]:7.1f}% {worst:7.0f}% {med[2]:7.1f}%")
+            print(f"{key:40s} {len(before[key]):4d} {med[0]:7.1f}% {med[1]:7.1f}% {worst:7.0f}% {med[2]:7.1f}% "
+                  f"{med[3]:7.1f}%")
     if args.markdown:
         return
     for kind, entries in table.items():
