@@ -149,7 +149,9 @@ def with_power_mode(hw: Hardware, name: str | None, table: Mapping[str, PowerMod
         if note not in notes:
             notes.append(note)
         cores = min(cores, mode.cpu_cores) if cores else mode.cpu_cores
-    return replace(hw, gpus=tuple(gpus), notes=tuple(notes), cpu_cores=cores)
+    mode_names = dict.fromkeys(m.name for m in (table[g.id].find(name) for g in jetsons) if m is not None)
+    return replace(hw, label=f"{hw.label} at {', '.join(mode_names)}", gpus=tuple(gpus), notes=tuple(notes),
+                   cpu_cores=cores)
 
 
 def fit_matrix_exponent(pairs: list[tuple[float, float]]) -> float:
