@@ -116,3 +116,26 @@ def test_backend_option_switches_overhead_and_calibration() -> None:
     bad = subprocess.run([*cli, "check", "--gpu", "m2-max-64gb", "--model", "9b", "--backend", "vulkan"],
                          capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "no such backend" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_the_speed_cache_answers_as_the_prediction_does(monkeypatch) -> None:  # noqa: ANN001
+    """predict_performance answers a plan and machine from its cache wherever the context changes nothing it reads:
+    a report with the cache equals one without, cell for cell, over offloaded, MoE, CPU and unified machines."""
+    from gemma_fit.jobs.report import run_report
+    from gemma_fit.speed import predict
+
+    class NoCache(dict):  # type: ignore[type-arg]
+        def __setitem__(self, key: object, value: object) -> None:
+            pass
+
+    def cells() -> list[dict]:  # type: ignore[type-arg]  # every figure and the full check document
+        doc = run_report(["gemma-3-4b", "gemma-3-27b", "gemma-4-26b-a4b"], ["Q4_K_M", "Q8_0"],
+                         [["rtx-4090"], ["a4000"], ["rtx-3060-12gb", "rtx-3060-12gb"], ["m2-max-32gb"], ["cpu"]],
+                         [4096, 32768, 131072, 0], RunSettings(), workers=1)
+        return list(doc["cells"])
+
+    predict._PERF.clear()
+    cached = cells()
+    assert 0 < len(predict._PERF) < sum(1 for c in cached if c["decode_tokens_per_s"])  # answers were shared
+    monkeypatch.setattr(predict, "_PERF", NoCache())
+    assert cells() == cached

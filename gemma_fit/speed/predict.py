@@ -42,7 +42,7 @@ from gemma_fit.speed.graph import graph_nodes
 from gemma_fit.speed.links import Link, default_attachment, host_link, peer_link
 from gemma_fit.speed.rates import attention_tflops, matmul_tops
 from gemma_fit.speed.traffic import Serving
-from gemma_fit.speed.work import DeviceWork, LayerWork, device_work, token_work
+from gemma_fit.speed.work import DeviceWork, LayerWork, device_work, kv_read_per_token, token_work
 
 # Assumed when the user gives no machine file (flagged in the output): a typical desktop.
 DEFAULT_DISK_READ_GBPS = 7.0  # NVMe PCIe 4.0 x4 sequential read (hardware_db/storage.yaml nvme-gen4)
@@ -85,10 +85,33 @@ class SpeedInputError(ValueError):
     """Speed cannot be predicted (the memory verdict still stands)."""
 
 
+_PERF: dict[tuple[object, ...], tuple[TensorPlan, Hardware, Performance]] = {}
+_PERF_MAX = 8192  # a report asks one plan on one machine at every context: where the placement holds, one answer
+
+
 def predict_performance(plan: TensorPlan, est: MemoryEstimate, hardware: Hardware, prompt_tokens: int,
                         depth: int = 0) -> Performance:
     """Decode and prefill speed, time to first token and load time of this plan on this hardware; the prompt follows
-    `depth` tokens already in the cache (0: a fresh conversation)."""
+    `depth` tokens already in the cache (0: a fresh conversation). Cached by what the prediction reads of the
+    estimate: its settings but the context, the placement, the weights per device and the KV bytes each layer
+    attends at this position (a longer context changes none of these until the placement moves)."""
+    if prompt_tokens + depth > est.n_ctx or prompt_tokens < 1:
+        return _predict(plan, est, hardware, prompt_tokens, depth)  # raises SpeedInputError
+    attended = kv_read_per_token(plan.model, est, max(1, depth + prompt_tokens))
+    key = (id(plan), id(hardware), prompt_tokens, depth, est.settings.with_ctx(0), est.placement,
+           tuple(d.weights_bytes for d in est.devices), tuple(attended.items()))
+    hit = _PERF.get(key)
+    if hit is not None and hit[0] is plan and hit[1] is hardware:
+        return hit[2]
+    perf = _predict(plan, est, hardware, prompt_tokens, depth)
+    if len(_PERF) >= _PERF_MAX:
+        _PERF.clear()
+    _PERF[key] = (plan, hardware, perf)
+    return perf
+
+
+def _predict(plan: TensorPlan, est: MemoryEstimate, hardware: Hardware, prompt_tokens: int,
+             depth: int = 0) -> Performance:
     gpus = hardware.gpus
     disk = hardware.disk
     disk_read_gbps = disk.sequential_read_gbps if disk else None
