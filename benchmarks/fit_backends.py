@@ -36,6 +36,7 @@ import evaluate_speed as ev  # noqa: E402
 
 from gemma_fit.speed import calibration as cal  # noqa: E402
 from gemma_fit.speed import cpu as cpu_speed  # noqa: E402
+from gemma_fit.speed.predict import clear_speed_cache  # noqa: E402
 
 OUT = REPO / "model_db" / "llamacpp" / "speed_published.yaml"
 MIN_RUNS = 3
@@ -72,6 +73,7 @@ def group_of(r: dict[str, Any]) -> tuple[str, str, str | None] | None:
 
 
 def _set(kind: str, key: str, e: float | None) -> None:
+    clear_speed_cache()  # the predictions cached so far used the old figure
     table = cal.published_groups().setdefault(kind, {})
     if e is None:
         table.pop(key, None)
@@ -180,6 +182,7 @@ def fit_in_turn(rows: list[dict[str, Any]], without: LeaveOut | None = None) -> 
 
 
 def install(table: dict[str, dict[str, dict[str, Any]]]) -> None:
+    clear_speed_cache()
     live = cal.published_groups()
     for kind in ("decode", "prefill", "attention"):
         live[kind] = dict(table.get(kind, {}))
@@ -187,6 +190,7 @@ def install(table: dict[str, dict[str, dict[str, Any]]]) -> None:
 
 def cpu_figures(fitted: dict[str, Any], without: str | None = None) -> None:
     """The per-CPU decode figures (fit_cpu_decode.py) in force: all of `fitted` but machine `without`'s."""
+    clear_speed_cache()
     live = cpu_speed.published_cpus()
     live.clear()
     live.update({k: v for k, v in fitted.items() if k != without})

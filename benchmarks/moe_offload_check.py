@@ -33,7 +33,7 @@ from gemma_fit.memory.estimate import estimate_memory  # noqa: E402
 from gemma_fit.memory.settings import RunSettings  # noqa: E402
 from gemma_fit.model.catalog import resolve_model  # noqa: E402
 from gemma_fit.speed.cpu import _hybrid, hybrid_split_s  # noqa: E402
-from gemma_fit.speed.predict import predict_performance  # noqa: E402
+from gemma_fit.speed.predict import clear_speed_cache, predict_performance  # noqa: E402
 from gemma_fit.speed.work import device_work  # noqa: E402
 
 TABLE = REPO / "model_db" / "llamacpp" / "hybrid_decode.yaml"
@@ -80,6 +80,7 @@ def fit() -> None:
             "n_runs": len(rows)}
     TABLE.write_text(head + yaml.safe_dump(body, sort_keys=False), encoding="utf-8")
     _hybrid.cache_clear()
+    clear_speed_cache()  # predictions cached before the new figures
     print(f"fitted: {per_kernel * 1e6:.2f} us per GPU kernel, {per_layer * 1e6:.0f} us per CPU-expert layer")
 
 

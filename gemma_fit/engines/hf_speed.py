@@ -23,7 +23,8 @@ from gemma_fit.engines.hf_weights import LINEAR_BYTES_PER_PARAM, kv_layers, para
 from gemma_fit.hardware.spec import GPUSpec
 from gemma_fit.model.spec import ModelSpec
 from gemma_fit.speed.batch import Pipeline, StageWork, stage_step_s
-from gemma_fit.speed.predict import DEFAULT_DISK_READ_GBPS, Performance
+from gemma_fit.speed.load import DEFAULT_DISK_READ_GBPS
+from gemma_fit.speed.predict import Performance
 from gemma_fit.speed.traffic import serve
 
 

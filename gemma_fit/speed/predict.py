@@ -23,8 +23,6 @@ from gemma_fit.model.spec import ModelSpec
 from gemma_fit.speed.calibration import (
     attention_efficiency,
     decode_model,
-    load_setup_s,
-    load_terms,
     prefill_efficiency,
     split_terms,
 )
@@ -40,12 +38,11 @@ from gemma_fit.speed.cpu import (
 )
 from gemma_fit.speed.graph import graph_nodes
 from gemma_fit.speed.links import Link, default_attachment, host_link, peer_link
+from gemma_fit.speed.load import load_bottleneck, load_seconds
 from gemma_fit.speed.rates import attention_tflops, matmul_tops
 from gemma_fit.speed.traffic import Serving
 from gemma_fit.speed.work import DeviceWork, LayerWork, device_work, kv_read_per_token, token_work
 
-# Assumed when the user gives no machine file (flagged in the output): a typical desktop.
-DEFAULT_DISK_READ_GBPS = 7.0  # NVMe PCIe 4.0 x4 sequential read (hardware_db/storage.yaml nvme-gen4)
 # MMQ multiplies tiles of up to 128 tokens (ggml-cuda/mmq.cuh, mul_mat_q_switch_J): a matrix that
 # gets fewer tokens per ubatch (an expert, a short prompt) reuses each weight tile less.
 MMQ_TILE_TOKENS = 128
@@ -87,6 +84,11 @@ class SpeedInputError(ValueError):
 
 _PERF: dict[tuple[object, ...], tuple[TensorPlan, Hardware, Performance]] = {}
 _PERF_MAX = 8192  # a report asks one plan on one machine at every context: where the placement holds, one answer
+
+
+def clear_speed_cache() -> None:
+    """Forget every cached prediction: for code that changes the calibration tables in place (the fit scripts)."""
+    _PERF.clear()
 
 
 def predict_performance(plan: TensorPlan, est: MemoryEstimate, hardware: Hardware, prompt_tokens: int,
@@ -138,7 +140,7 @@ def _predict(plan: TensorPlan, est: MemoryEstimate, hardware: Hardware, prompt_t
     decode_s = sum(times.values())
     host = host_link(attachments[0]) if gpus else None
     prefill_s = _prefill_seconds(plan, est, gpus, work, prompt_tokens, host, peer, rates, notes)
-    load_cold, load_warm = _load_seconds(plan, est, host, disk_read_gbps, ram_bw, ram_bytes, notes)
+    load_cold, load_warm = load_seconds(plan, est, host, disk_read_gbps, ram_bw, ram_bytes, notes)
     modes = _split_modes(gpus, work, decode_s, times) if peer else {}
     decode_s, prefill_s = _calibrated(hardware, decode_s, prefill_s, notes)
     return Performance(
@@ -155,7 +157,7 @@ def _predict(plan: TensorPlan, est: MemoryEstimate, hardware: Hardware, prompt_t
         per_offloaded_layer_s=_per_offloaded_layer_s(plan, gpus, ram_bw, rates) if gpus else None,
         interconnect=peer.name if peer else None,
         split_modes_decode_tokens_per_s=modes,
-        load_bottleneck=_load_bottleneck(plan, est, host, disk_read_gbps),
+        load_bottleneck=load_bottleneck(plan, est, host, disk_read_gbps),
     )
 
 
@@ -348,38 +350,7 @@ def _prefill_seconds(plan: TensorPlan, est: MemoryEstimate, gpus: tuple[GPUSpec,
     return total
 
 
-# --- load --------------------------------------------------------------------------------------
-
-def _load_seconds(plan: TensorPlan, est: MemoryEstimate, host: Link | None, disk: float | None, ram_bw: float,
-                  ram_bytes: int | None, notes: list[str]) -> tuple[float, float | None]:
-    """(cold, warm) load seconds: the file is read from disk (cold) or from the page cache (warm, when
-    it fits in RAM) while the GPU's share is uploaded over PCIe; the two overlap, so the slower wins."""
-    disk_bw = disk or DEFAULT_DISK_READ_GBPS
-    if disk is None:
-        notes.append(f"load time from an NVMe Gen4 disk ({DEFAULT_DISK_READ_GBPS} GB/s), cold page cache")
-    file_bytes = plan.tensor_data_bytes
-    device_bytes = sum(d.weights_bytes for d in est.devices)
-    upload = host.seconds(device_bytes) if host is not None and device_bytes else 0.0
-    setup = load_setup_s()
-    cold = max(file_bytes / (disk_bw * 1e9), upload) + setup
-    if ram_bytes is not None and file_bytes > ram_bytes:
-        return cold, None
-    cached = file_bytes / (ram_bw * 1e9 * load_terms()["page_cache_fraction_of_ram"])
-    return cold, max(cached, upload) + setup
-
-
 # --- bottleneck --------------------------------------------------------------------------------
-
-def _load_bottleneck(plan: TensorPlan, est: MemoryEstimate, host: Link | None, disk: float | None) -> str:
-    disk_bw = disk or DEFAULT_DISK_READ_GBPS
-    read = plan.tensor_data_bytes / (disk_bw * 1e9)
-    device_bytes = sum(d.weights_bytes for d in est.devices)
-    upload = host.seconds(device_bytes) if host is not None and device_bytes else 0.0
-    if read >= upload:
-        return (f"the cold load reads {plan.tensor_data_bytes / 1e9:.1f} GB from a {disk_bw:g} GB/s drive: a faster "
-                "drive (NVMe Gen4/5) or a file already in the page cache moves it")
-    return f"the load uploads {device_bytes / 1e9:.1f} GB over {host.name if host else 'PCIe'}: a wider link moves it"
-
 
 def _bottleneck(times: dict[str, float], gpus: tuple[GPUSpec, ...], est: MemoryEstimate,
                 peer: Link | None, kernel_bound: list[str], work: DeviceWork, modes: dict[str, float],
