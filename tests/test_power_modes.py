@@ -114,3 +114,16 @@ def test_a_power_modes_entry_for_an_unknown_gpu_fails_validation(tmp_path: Path)
     (tmp_path / "modes.yaml").write_text(text.replace("- id: jetson-agx-orin-64gb", "- id: jetson-agx-orin-99gb"))
     problems = validate_paths([tmp_path / "modes.yaml", db / "gpus"])
     assert any("jetson-agx-orin-99gb" in str(p) for p in problems)
+
+
+def test_a_report_applies_the_mode_where_a_module_has_it() -> None:
+    from gemma_fit.jobs.report import hardware_configs
+
+    configs = hardware_configs([["a4000"], ["jetson-agx-orin-64gb"], ["jetson-orin-nano-super"]], [],
+                               machine=MachineFlags(power_mode="MODE_30W"))
+    labels = {c.key: c.hardware for c in configs}
+    assert labels["jetson-agx-orin-64gb"].label.endswith(" at MODE_30W")
+    assert any("not a mode of RTX A4000" in n for n in labels["a4000"].notes)
+    assert labels["jetson-orin-nano-super"].gpus == _hw("jetson-orin-nano-super").gpus  # its own figures
+    with pytest.raises(BadInput, match="only Jetson modules"):
+        hardware_configs([["a4000"]], [], machine=MachineFlags(power_mode="MODE_30W"))

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from gemma_fit.base.errors import BadInput, GemmaFitError
+from gemma_fit.base.text import printable
 from gemma_fit.base.verdict import CELL_ERROR, CELL_STATES, cell_rank
 from gemma_fit.base.version import LLAMA_CPP_LABEL
 from gemma_fit.db.catalog import BUILTIN, Catalog
@@ -28,7 +29,7 @@ from gemma_fit.engines.llamacpp import run_check
 from gemma_fit.gguf.types import CONTRACT_QUANTS, file_type
 from gemma_fit.hardware.calibration_store import with_local_calibration
 from gemma_fit.hardware.catalog import GPUSpec, load_gpu_entries, load_gpus
-from gemma_fit.hardware.flags import MachineFlags, with_machine_flags
+from gemma_fit.hardware.flags import MachineFlags, power_modes, with_machine_flags
 from gemma_fit.hardware.prices import Price
 from gemma_fit.hardware.schema import DESCRIBED_BY_USER
 from gemma_fit.hardware.select import select_hardware
@@ -111,21 +112,43 @@ def hardware_configs(gpus: Sequence[Sequence[str]], hardware_files: Sequence[Pat
                      catalog: Catalog = BUILTIN, machine: MachineFlags | None = None) -> list[HardwareConfig]:
     """One config per GPU list (several ids = one multi-GPU machine) and per machine file."""
     extra = catalog.hardware_dirs
+    flags = machine or MachineFlags()
     out: dict[str, HardwareConfig] = {}
+    bare: list[tuple[Hardware, str | None]] = []  # each machine, and the name typed for one without GPUs
     for names in gpus:
         names = [p.strip() for n in names for p in n.split("+") if p.strip()]  # 'a+b' is one two-GPU machine
-        hw = with_local_calibration(with_machine_flags(select_hardware(names, None, extra), machine or MachineFlags(),
-                                                       extra))
-        key = "+".join(g.id for g in hw.gpus) if hw.gpus else names[0].lower()
-        out.setdefault(key, HardwareConfig(key, hw))
-    for path in hardware_files:
-        hw = with_local_calibration(with_machine_flags(select_hardware([], Path(path), extra),
-                                                       machine or MachineFlags(), extra))
-        key = f"file:{hw.label}"
-        out.setdefault(key, HardwareConfig(key, hw))
-    if not out:
+        bare.append((select_hardware(names, None, extra), names[0].lower() if names else None))
+    bare.extend((select_hardware([], Path(path), extra), None) for path in hardware_files)
+    if not bare:
         raise BadInput("give at least one --gpu (a GPU id, ids joined by '+' for one machine) or --hardware FILE")
+    moded = _power_moded([hw for hw, _ in bare], flags, extra)
+    for hw0, typed in bare:
+        hw = with_local_calibration(_machine(hw0, flags, moded, extra))
+        key = (f"file:{hw.label}" if hw0.source is not None else
+               "+".join(g.id for g in hw.gpus) if hw.gpus else str(typed))
+        out.setdefault(key, HardwareConfig(key, hw))
     return list(out.values())
+
+
+def _power_moded(configs: Sequence[Hardware], flags: MachineFlags, extra: tuple[Path, ...]) -> set[int]:
+    """The configs whose GPUs have --power-mode's mode (a report may mix Jetsons and other machines); none having it
+    is bad input, said as for one machine."""
+    if flags.power_mode is None:
+        return set()
+    table = power_modes(extra)
+    have = {i for i, hw in enumerate(configs)
+            if any(g.id in table and table[g.id].find(flags.power_mode) for g in hw.gpus)}
+    if not have:
+        with_machine_flags(configs[0], flags, extra)  # raises the one-machine answer's BadInput
+    return {id(configs[i]) for i in have}
+
+
+def _machine(hw: Hardware, flags: MachineFlags, moded: set[int], extra: tuple[Path, ...]) -> Hardware:
+    if flags.power_mode is None or id(hw) in moded:
+        return with_machine_flags(hw, flags, extra)
+    out = with_machine_flags(hw, replace(flags, power_mode=None), extra)
+    return replace(out, notes=(*out.notes, f"--power-mode {printable(flags.power_mode, 40)}: not a mode of "
+                                           f"{hw.label}'s GPUs; their database figures are used"))
 
 
 def check_settings(settings: RunSettings, models: Sequence[ResolvedModel], ctxs: Sequence[int], engine: Engine,
