@@ -99,8 +99,8 @@ def in_mode(g: GPUSpec, modes: PowerModes, mode: PowerMode) -> tuple[GPUSpec, st
                   fp16_tensor_tflops=scaled(g.fp16_tensor_tflops, compute),
                   int8_tensor_tops=scaled(g.int8_tensor_tops, compute), fp32_tflops=scaled(g.fp32_tflops, compute),
                   boost_clock_mhz=gpu_mhz)
-    kept = ("the rated clocks" if share >= 1 else f"{share:.0%} of the rated clocks x TPCs; prefill keeps "
-            f"{compute:.0%}, as published runs in two modes show")
+    kept = ("the rated clocks" if share == 1 else f"{share:.0%} of the rated clocks x TPCs; prefill runs at "
+            f"{compute:.0%} of the rated rate, as published runs in two modes scale")
     note = (f"{g.name}: power mode {mode.name} (sudo nvpmodel -m {mode.nvpmodel_id}): GPU {gpu_mhz:g} MHz with "
             f"{mode.gpu_tpcs} of {modes.rated_tpcs} TPCs ({kept}), memory at {emc_mhz:g} MHz "
             f"({out.memory_bandwidth_gbps:g} GB/s), {mode.cpu_cores} CPU cores online (hardware_db/power_modes.yaml)")
