@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -86,6 +85,8 @@ def _ratios(runs: list[dict[str, Any]], kind: str) -> list[tuple[int, float]]:
 
 
 def _median(values: list[float]) -> float | None:
+    import statistics  # only where this machine has saved runs: a cold check without them never loads it
+
     return round(statistics.median(values), 4) if values else None
 
 
@@ -103,7 +104,7 @@ def calibration_from(entry: dict[str, Any]) -> SpeedCalibration | None:
     by_seqs: dict[int, list[float]] = {}
     for seqs, ratio in found["batched"]:
         by_seqs.setdefault(seqs, []).append(ratio)
-    batched = tuple((seqs, round(statistics.median(v), 4)) for seqs, v in sorted(by_seqs.items()))
+    batched = tuple((seqs, _median(v) or 0.0) for seqs, v in sorted(by_seqs.items()))
     return SpeedCalibration(label, _median([r for _, r in found["decode"]]), _median([r for _, r in found["prefill"]]),
                             batched)
 
