@@ -24,7 +24,7 @@ from gemma_fit.base.verdict import Verdict
 from gemma_fit.db.catalog import BUILTIN, Catalog
 from gemma_fit.engines.base import CheckResult, EngineDevice, EnginePlan
 from gemma_fit.engines.llamacpp import LlamaCppResult, run_check
-from gemma_fit.engines.rpc_traffic import rpc_traffic
+from gemma_fit.engines.rpc_traffic import RpcTraffic, rpc_traffic
 from gemma_fit.hardware.cluster import Cluster, Node
 from gemma_fit.hardware.select import select_hardware
 from gemma_fit.hardware.spec import MAX_GPUS, Hardware, as_seen_by_software
@@ -116,23 +116,22 @@ def rpc_plan(cluster: Cluster, resolved: ResolvedModel, quant: str, settings: Ru
     remote = frozenset(i for i, o in enumerate(owners) if o is not cluster.nodes[0])
     position = prompt_tokens + (traffic.output_tokens or 0) // 2
     exchange = rpc_traffic(resolved.spec, est, remote, position)
+    at_prompt = rpc_traffic(resolved.spec, est, remote, prompt_tokens)
     perf = r.performance
     if perf is not None and perf.serving is not None:
-        def over_network(at: int) -> Pipeline:
+        def over_network(at: int, x: RpcTraffic) -> Pipeline:
             p = llamacpp_pipeline(r.detail.plan, est, hw, at)
-            x = rpc_traffic(resolved.spec, est, remote, at)
             return replace(p, handover_fixed_s=p.handover_fixed_s + x.seconds(net.latency_s, net.bytes_per_s, 0),
                            handover_s_per_seq=p.handover_s_per_seq + x.seconds(0.0, net.bytes_per_s))
 
-        pipe = over_network(position)
+        pipe = over_network(position, exchange)
         ubatches = -(-prompt_tokens // est.settings.ubatch)
-        prefill_s = prompt_tokens / perf.prefill_tokens_per_s + ubatches * rpc_traffic(
-            resolved.spec, est, remote, prompt_tokens).prefill_seconds(net.latency_s, net.bytes_per_s,
-                                                                       min(prompt_tokens, est.settings.ubatch))
+        prefill_s = prompt_tokens / perf.prefill_tokens_per_s + ubatches * at_prompt.prefill_seconds(
+            net.latency_s, net.bytes_per_s, min(prompt_tokens, est.settings.ubatch))
         prefill = prompt_tokens / prefill_s
         sv = serve(pipe, prefill, est.settings.n_parallel, prompt_tokens, traffic.output_tokens, traffic.rate_per_s,
                    perf.serving.n_parallel, perf.serving.max_concurrency)
-        single = 1.0 / over_network(prompt_tokens).step_s(1)
+        single = 1.0 / over_network(prompt_tokens, at_prompt).step_s(1)
         perf = replace(perf, decode_tokens_per_s=single, prefill_tokens_per_s=prefill,
                        ttft_s=prefill_s + 1.0 / single, serving=sv,
                        notes=(*perf.notes, f"{exchange.round_trips} network round trips per token (one per RPC "

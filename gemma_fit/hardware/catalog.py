@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from functools import cache
+from itertools import combinations
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from gemma_fit.base.text import printable
 from gemma_fit.db.files import packaged_dir
 from gemma_fit.db.yaml_files import read_yaml
 from gemma_fit.db.yaml_lines import compose, format_validation
-from gemma_fit.hardware.power import PowerMode, PowerModes
+from gemma_fit.hardware.power import PowerMode, PowerModes, fit_matrix_exponent
 from gemma_fit.hardware.power_schema import PowerModesEntry, PowerModesFile
 from gemma_fit.hardware.price_schema import (
     ApiEntry,
@@ -322,23 +323,18 @@ def memory_speed(ram_type: str, speed_mts: int, extra_dirs: tuple[Path, ...] = (
 
 
 def power_modes_table(entries: dict[str, PowerModesEntry]) -> dict[str, PowerModes]:
-    """Every module's modes, with the matrix exponent fitted on all modules' published prefill pairs."""
-    from dataclasses import replace
-
-    from gemma_fit.hardware.power import fit_matrix_exponent
-
+    """Every module's modes, with the matrix exponent fitted on all modules' published prefill pairs (one model's
+    same test in two modes)."""
     specs = {gid: power_modes_spec(e) for gid, e in entries.items()}
     pairs = []
     for gid, e in entries.items():
         spec = specs[gid]
         prefill = [r for r in e.measured if r.test.startswith("pp")]
-        for a in prefill:
-            for b in prefill:
-                ma, mb = spec.find(a.mode), spec.find(b.mode)
-                if a.model == b.model and a.test == b.test and ma and mb and ma.name < mb.name:
-                    sa, sb = spec.compute_share(ma), spec.compute_share(mb)
-                    if sa and sb:
-                        pairs.append((sa / sb, a.tokens_per_s / b.tokens_per_s))
+        for a, b in combinations(prefill, 2):
+            ma, mb = spec.find(a.mode), spec.find(b.mode)
+            sa, sb = (spec.compute_share(ma) if ma else None), (spec.compute_share(mb) if mb else None)
+            if a.model == b.model and a.test == b.test and sa and sb and ma != mb:
+                pairs.append((sa / sb, a.tokens_per_s / b.tokens_per_s))
     exponent = fit_matrix_exponent(pairs)
     return {gid: replace(s, matrix_exponent=exponent) for gid, s in specs.items()}
 

@@ -118,7 +118,9 @@ def _batches(n_batch: Any, n_ubatch: Any) -> dict[str, int]:
     """-b and -ub as a run printed them (JSON numbers or table cells), where it printed them."""
     out = {}
     for key, value in (("n_batch", n_batch), ("n_ubatch", n_ubatch)):
-        if value is not None and value != "" and not (isinstance(value, str) and not value.strip().isdigit()):
+        if isinstance(value, str) and not value.strip().isdigit():
+            continue  # an empty or odd table cell: the run's default
+        if value is not None:
             out[key] = _count(value, key, 1)
     return out
 

@@ -122,8 +122,8 @@ def hardware_configs(gpus: Sequence[Sequence[str]], hardware_files: Sequence[Pat
     if not bare:
         raise BadInput("give at least one --gpu (a GPU id, ids joined by '+' for one machine) or --hardware FILE")
     moded = _power_moded([hw for hw, _ in bare], flags, extra)
-    for hw0, typed in bare:
-        hw = with_local_calibration(_machine(hw0, flags, moded, extra))
+    for i, (hw0, typed) in enumerate(bare):
+        hw = with_local_calibration(_machine(hw0, flags, i in moded, extra))
         key = (f"file:{hw.label}" if hw0.source is not None else
                "+".join(g.id for g in hw.gpus) if hw.gpus else str(typed))
         out.setdefault(key, HardwareConfig(key, hw))
@@ -131,8 +131,8 @@ def hardware_configs(gpus: Sequence[Sequence[str]], hardware_files: Sequence[Pat
 
 
 def _power_moded(configs: Sequence[Hardware], flags: MachineFlags, extra: tuple[Path, ...]) -> set[int]:
-    """The configs whose GPUs have --power-mode's mode (a report may mix Jetsons and other machines); none having it
-    is bad input, said as for one machine."""
+    """The indices of the configs whose GPUs have --power-mode's mode (a report may mix Jetsons and other machines);
+    none having it is bad input, said as for one machine."""
     if flags.power_mode is None:
         return set()
     table = power_modes(extra)
@@ -140,11 +140,11 @@ def _power_moded(configs: Sequence[Hardware], flags: MachineFlags, extra: tuple[
             if any(g.id in table and table[g.id].find(flags.power_mode) for g in hw.gpus)}
     if not have:
         with_machine_flags(configs[0], flags, extra)  # raises the one-machine answer's BadInput
-    return {id(configs[i]) for i in have}
+    return have
 
 
-def _machine(hw: Hardware, flags: MachineFlags, moded: set[int], extra: tuple[Path, ...]) -> Hardware:
-    if flags.power_mode is None or id(hw) in moded:
+def _machine(hw: Hardware, flags: MachineFlags, has_mode: bool, extra: tuple[Path, ...]) -> Hardware:
+    if flags.power_mode is None or has_mode:
         return with_machine_flags(hw, flags, extra)
     out = with_machine_flags(hw, replace(flags, power_mode=None), extra)
     return replace(out, notes=(*out.notes, f"--power-mode {printable(flags.power_mode, 40)}: not a mode of "
