@@ -2,11 +2,13 @@
 """Score gemma-fit's speed model on the repo's published Gemma runs, per backend x metric x concurrency.
 
 Rows: every published llama.cpp run of a Gemma model on a machine hardware_db knows, in
-benchmarks/data/backend_published_runs.csv (llama-bench pp/tg at any depth, llama-batched-bench S_TG) and
-benchmarks/data/gemma_llamabench.csv (llama-bench). Each test is predicted exactly as `gemma-fit bench` predicts
-it (jobs.bench.predicted: the same settings llama.cpp ran, the machine's backend, its threads), with the model as
-shipped. No term of the model is fitted on these rows, so each figure is one the model never saw; the per-machine
-and per-source breakdowns (--by machine, --by source) show whether one machine or one page carries a group.
+benchmarks/data/backend_published_runs.csv (llama-bench pp/tg at any depth, llama-batched-bench S_TG),
+benchmarks/data/gemma_llamabench.csv (llama-bench) and benchmarks/data/serving_runs.csv (llama-batched-bench S_TG:
+several sequences at once). Each test is predicted exactly as `gemma-fit bench` predicts it (jobs.bench.predicted:
+the same settings llama.cpp ran, the machine's backend, its threads), with the model as shipped. No term of the
+single-stream model is fitted on these rows (the batched decode term is fitted on the serving_runs.csv rows by
+benchmarks/fit_serving.py, whose leave-one-setup-out error is the one to expect); the per-machine and per-source
+breakdowns (--by machine, --by source) show whether one machine or one page carries a group.
 
     python benchmarks/evaluate_speed.py [--by group|machine|source] [--json]
 Prints median and worst |error| per group and the count; error = (predicted - published) / published.
@@ -40,6 +42,7 @@ from gemma_fit.model.catalog import resolve_model  # noqa: E402
 
 DATA = REPO / "benchmarks" / "data"
 PINNED = DATA / "speed_evaluation.json"  # tests/test_speed_evaluation.py: no group may get worse unseen
+_BACKEND_LABEL = {"cuda": "CUDA", "rocm": "ROCm", "vulkan": "Vulkan", "metal": "Metal", "sycl": "SYCL", "cpu": "CPU"}
 BACKENDS = {"cuda": "cuda", "rocm": "rocm", "vulkan": "vulkan", "metal": "metal", "sycl": "sycl", "cpu": "cpu"}
 
 
@@ -117,6 +120,17 @@ def rows() -> list[dict[str, Any]]:
                             "backend": "CPU/ik_llama" if fork else "CPU", "model": r["model"], "quant": r["quant"],
                             "threads": _int(r["threads"]) or None, "sockets": _int(r["sockets"]) or None, "m": m,
                             "source": r["source_url"], "file": "more_published_runs.csv"})
+    with (DATA / "serving_runs.csv").open() as f:  # llama-batched-bench S_TG: one decode step of N sequences
+        for r in csv.DictReader(f):
+            if r["engine"] != "llama.cpp" or r["mode"] != "decode" or "gemma" not in r["arch"]:
+                continue
+            n = int(r["concurrency"])
+            m = Measurement(test_name("batched", int(r["input_len"]), int(r["output_len"]), 0, n), "batched",
+                            int(r["input_len"]), int(r["output_len"]), 0, n, float(r["aggregate_tps"]))
+            backend = _BACKEND_LABEL[r["backend"] or "cuda"]
+            out.append({"machine": r["gpu"], "machine_name": r["gpu"], "backend": backend,
+                        "model": r["arch"], "quant": r["quant"], "threads": None, "m": m, "source": r["source_url"],
+                        "file": "serving_runs.csv"})
     with (DATA / "gemma_llamabench.csv").open() as f:
         for r in csv.DictReader(f):
             m = _measurement(r["test"].split()[0], 0, 0, 0, 1, float(r["tokens_per_s"]),

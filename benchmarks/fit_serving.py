@@ -9,8 +9,10 @@ never fitted: too few or too uncertain), kv-limited (the server preempted for KV
 - vLLM (gemma_fit/engines/hf_speed.py): bandwidth efficiency, matrix efficiency (prefill the same) and a fixed
   cost per step, by grid search for the least median |log error|; non-Gemma models are described from their
   config.json (benchmarks/data/serving_archs.yaml). Written to model_db/engines/speed.yaml.
-- llama.cpp (gemma_fit/speed/serve_llamacpp.py): the share of the prefill's matrix rate batched decode
-  reaches, on llama-batched-bench runs. Written to model_db/llamacpp/batched_decode.yaml.
+- llama.cpp (gemma_fit/speed/serve_llamacpp.py): the share of one token's weight pass each further sequence of a
+  batched decode step costs, on llama-batched-bench runs of several machines and backends (`backend`: the one the
+  run used); llama-server rows (mode closed) are predicted with their prompts' prefill. Written to
+  model_db/llamacpp/batched_decode.yaml.
 Each setup is also predicted from a fit without it (leave-one-setup-out), which is the error to expect.
 """
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 import csv
 import math
 import sys
+from dataclasses import replace
 from functools import cache
 from itertools import product
 from pathlib import Path
@@ -32,7 +35,7 @@ import yaml  # noqa: E402
 from gemma_fit.engines.hf_speed import HFModelWork, hf_model_work, hf_pipeline, hf_prefill_tps  # noqa: E402
 from gemma_fit.engines.llamacpp import run_check  # noqa: E402
 from gemma_fit.engines.vllm import batch_defaults  # noqa: E402
-from gemma_fit.hardware.select import select_hardware  # noqa: E402
+from gemma_fit.hardware.select import hardware_of, select_hardware  # noqa: E402
 from gemma_fit.memory.settings import RunSettings  # noqa: E402
 from gemma_fit.model.catalog import resolve_model  # noqa: E402
 from gemma_fit.speed.calibration import split_terms  # noqa: E402
@@ -87,16 +90,21 @@ def predict_vllm(r: dict[str, str], terms: dict[str, float]) -> float:
 
 
 @cache
-def _llama_check(gpu: str, arch: str, quant: str, n: int, n_ctx: int):  # noqa: ANN202
-    hw = select_hardware([gpu], None, [])
+def _llama_check(gpu: str, backend: str, arch: str, quant: str, n: int, n_ctx: int, prompt: int):  # noqa: ANN202
+    hw = replace(hardware_of([gpu], backend or None, ()), speed_calibration=None)
     s = RunSettings(n_ctx=n_ctx, n_parallel=n, kv_unified=True, n_batch=2048, n_ubatch=2048, flash_attn="on")
-    return hw, run_check(resolve_model(arch, []), quant, s, hw, with_speed=False)
+    return hw, run_check(resolve_model(arch, []), quant, s, hw, prompt_tokens=prompt)
 
 
-def predict_llamacpp(r: dict[str, str], fraction: float) -> float:
+def predict_llamacpp(r: dict[str, str], reread: float) -> float:
+    """llama-batched-bench's S_TG (mode decode), or a llama-server's output tokens/s with every request's prompt
+    prefilled in turn (mode closed)."""
     p, o, n = int(r["input_len"]), int(r["output_len"]), int(r["concurrency"])
-    hw, c = _llama_check(r["gpu"], r["arch"], r["quant"], n, n * (p + o))
-    return llamacpp_pipeline(c.detail.plan, c.detail.estimate, hw, p + o // 2, fraction).aggregate_tokens_per_s(n)
+    hw, c = _llama_check(r["gpu"], r.get("backend", ""), r["arch"], r["quant"], n, n * (p + o), p)
+    pipe = llamacpp_pipeline(c.detail.plan, c.detail.estimate, hw, p + o // 2, reread)
+    if r["mode"] == "closed":
+        return closed_loop(pipe, float(c.performance.prefill_tokens_per_s), LoadPoint(p, o, n)).aggregate_tokens_per_s
+    return pipe.aggregate_tokens_per_s(n)
 
 
 def _err(pred: float, meas: float) -> float:
@@ -120,7 +128,7 @@ def fit_vllm(rows: list[dict[str, str]]) -> dict[str, float]:
 
 
 def fit_llamacpp(rows: list[dict[str, str]]) -> float:
-    grid = [x / 100 for x in range(5, 101, 5)]
+    grid = [x / 200 for x in range(0, 41)]
     preds = {f: median(_err(predict_llamacpp(r, f), float(r["aggregate_tps"])) for r in rows) for f in grid}
     return min(preds, key=lambda f: preds[f])
 
@@ -152,14 +160,14 @@ def _report(name: str, rows: list[dict[str, str]], predict, fit) -> object:  # n
 def main() -> None:
     all_runs = runs()
     vllm_terms = _report("vLLM", [r for r in all_runs if r["engine"] == "vllm"], predict_vllm, fit_vllm)
-    fraction = _report("llama.cpp", [r for r in all_runs if r["engine"] == "llama.cpp"], predict_llamacpp,
+    reread = _report("llama.cpp", [r for r in all_runs if r["engine"] == "llama.cpp"], predict_llamacpp,
                        fit_llamacpp)
     if "--write" in sys.argv:
         doc = yaml.safe_load(VLLM_YAML.read_text())
         doc["vllm"]["default"] = {k: round(float(v), 4) for k, v in vllm_terms.items()}  # type: ignore[union-attr]
         _write(VLLM_YAML, doc)
         doc = yaml.safe_load(LLAMA_YAML.read_text())
-        doc["terms"]["matmul_fraction_of_prefill"] = float(fraction)  # type: ignore[arg-type]
+        doc["terms"] = {"weight_pass_share_per_sequence": float(reread)}  # type: ignore[index]
         _write(LLAMA_YAML, doc)
 
 

@@ -30,7 +30,7 @@ from gemma_fit.memory.settings import RunSettings, Speculative, pad_to
 from gemma_fit.model.catalog import ResolvedModel, resolve_model
 
 MAX_DRAFT = 64
-VERIFY_MATMUL_FRACTION = 1.0
+VERIFY_REREAD = 0.0
 # llama.cpp's host work per drafted token beyond the drafter's own pass (sampling, handing the target's hidden state
 # over, scheduling two contexts): benchmarks/fit_speculative.py over 8 published runs (RTX 5070, Strix Halo, RTX PRO
 # 6000): median error 7%, leaving each run out 10%; the RTX PRO 6000 run alone sets it (without it the fit is 0)
@@ -250,8 +250,8 @@ def with_speculation(plan: Any, est: Any, hardware: Hardware, perf: Any, spec: S
 
     position = max(1, min(prompt_tokens + (output_tokens or 0) // 2, est.n_ctx))
     # the k + 1 tokens of one sequence go through the matrix kernels as a small prompt chunk does: at the prefill's
-    # matrix rate, not the share of it that many sequences' batched decode reaches
-    target = llamacpp_pipeline(plan, est, hardware, position, matmul_fraction=VERIFY_MATMUL_FRACTION)
+    # matrix rate, without the weight re-reads many sequences' batched decode was measured to cost
+    target = llamacpp_pipeline(plan, est, hardware, position, reread=VERIFY_REREAD)
     drafter = drafter_pipeline(spec, est.settings, hardware, position, model_dirs)
     n = max(1, est.settings.n_parallel)
     points = tuple(c for c in SCALING_POINTS if c <= n) or (1,)

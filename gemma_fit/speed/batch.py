@@ -5,9 +5,10 @@ One decode step generates one token for each of B sequences. Per device (or pipe
   to: with k of n experts per token, a share 1 - (1 - k/n)^B of them);
 - the matrix products cost B x 2 x parameters FLOPs. With vLLM's GEMMs a device is bound by whichever of
   the two is slower (a roofline: memory-bound at small B, compute-bound past the device's ridge point);
-  llama.cpp's quantized kernels dequantize the weights again for every column (mmvq up to 8, then MMQ
-  tiles), so there the two add (measured: llama-batched-bench on a DGX Spark grows ~0.8 ms per sequence
-  from the second one on, benchmarks/data/serving_runs.csv);
+  llama.cpp's kernels do not overlap them: each sequence past the first adds its own share, the larger of
+  its matrix FLOPs at the prefill's rate and a fixed share of one token's weight pass (measured with
+  llama-batched-bench: ~0.7 ms per sequence on a DGX Spark with Gemma 3 4B, ~2.5 ms on a Strix Halo with
+  Gemma 4 12B, about a fifteenth of each one's weight pass; benchmarks/data/serving_runs.csv);
 - attention reads each sequence's own KV cache, so that part grows with B whatever the batch;
 - a fixed cost per step (kernel launches, the engine's scheduler) does not grow with B;
 - tensor-parallel ranks all-reduce the hidden state of every token twice per layer.
@@ -41,6 +42,7 @@ class StageWork:
     link_bytes_s: float = 0.0
     overlap: bool = True  # reading and multiplying overlap (a roofline); False: each sequence past the first adds
     # its arithmetic to the read (llama.cpp's kernels)
+    reread: float = 0.0  # overlap False: the share of one token's weight pass each further sequence costs at least
 
 
 def experts_touched(share: float, batch: int) -> float:
@@ -59,11 +61,26 @@ def stage_step_s(w: StageWork, batch: int, kv_seqs: int | None = None) -> float:
     if w.allreduce_per_step:
         move = batch * w.allreduce_bytes_per_seq / w.link_bytes_s if w.link_bytes_s else 0.0
         comm = w.allreduce_per_step * (w.allreduce_latency_s + move)
-    # llama.cpp: the single-stream calibration already holds one column's arithmetic; each further one adds its
-    # own, but never more than a step of its own would take (the batch could always be run one sequence at a time):
-    # aggregate throughput does not fall as sequences are added
-    matmul = max(memory, compute) if w.overlap else memory + min(compute / batch, memory) * (batch - 1)
+    matmul = max(memory, compute) if w.overlap else memory + _further_s(w, batch)
     return matmul + attention + w.fixed_s + comm
+
+
+def _token_pass_s(w: StageWork) -> float:
+    """One token's weight pass: the dense weights and the experts it routes to."""
+    return (w.shared_bytes + w.expert_bytes * w.expert_share) / w.bytes_s if w.bytes_s else 0.0
+
+
+def _further_s(w: StageWork, batch: int) -> float:
+    """llama.cpp: what the sequences past the first add to a step. The single-stream calibration already holds one
+    column's work; each further one costs its FLOPs at the matrix rate or `reread` of a weight pass, whichever is
+    more, but never more than a step of its own would take (the batch could always be run one sequence at a time):
+    aggregate throughput does not fall as sequences are added."""
+    if batch <= 1:
+        return 0.0
+    weights = w.shared_bytes + w.expert_bytes * experts_touched(w.expert_share, batch)
+    memory = weights / w.bytes_s if w.bytes_s else float("inf")
+    per_seq = max(w.flops_per_token / w.flops_s if w.flops_s else 0.0, w.reread * _token_pass_s(w))
+    return min(per_seq, memory) * (batch - 1)
 
 
 def bound_of(w: StageWork, batch: int) -> str:
@@ -71,7 +88,7 @@ def bound_of(w: StageWork, batch: int) -> str:
     weights = w.shared_bytes + w.expert_bytes * experts_touched(w.expert_share, batch)
     compute = batch * w.flops_per_token / w.flops_s if w.flops_s else 0.0
     if not w.overlap:
-        compute = min(compute / batch, weights / w.bytes_s if w.bytes_s else 0.0) * (batch - 1)
+        compute = _further_s(w, batch)
     return "compute" if w.bytes_s and compute > weights / w.bytes_s else "memory"
 
 

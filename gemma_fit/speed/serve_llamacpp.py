@@ -3,9 +3,10 @@ the same tensor plan, placement and calibration as the single-stream prediction 
 sequence gives the same seconds per token.
 
 With several sequences llama-server decodes every busy slot in one batch per step. Batches of up to 8 go
-through the quantized matrix-vector kernels (ggml-cuda mmvq.cu), larger ones through MMQ, whose rate is the
-prefill's calibrated matrix throughput; attention reads each slot's own KV cells; the logits of every
-sequence (n_vocab float32) come back to the host.
+through the quantized matrix-vector kernels (ggml-cuda mmvq.cu), larger ones through MMQ; each sequence past the
+first costs its FLOPs at the prefill's calibrated matrix rate or a fitted share of one token's weight pass,
+whichever is more (speed.batch); attention reads each slot's own KV cells; the logits of every sequence (n_vocab
+float32) come back to the host.
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ from gemma_fit.speed.work import DeviceWork, LayerWork, device_work
 
 @cache
 def batched_terms() -> dict[str, float]:
-    """model_db/llamacpp/batched_decode.yaml (benchmarks/fit_serving.py --write): the share of the prefill's
-    calibrated matrix rate that batched decode reaches, fitted on published llama-batched-bench runs."""
+    """model_db/llamacpp/batched_decode.yaml (benchmarks/fit_serving.py --write): the share of one token's weight
+    pass each further sequence of a batched decode step costs, fitted on published llama-batched-bench runs."""
     return {k: float(v) for k, v in read_packaged_yaml("llamacpp/batched_decode.yaml")["terms"].items()}
 
 
@@ -45,33 +46,33 @@ def _output_flops(plan: TensorPlan) -> float:
 
 
 def _stage(name: str, w: LayerWork, kv: float, flops: float, bytes_s: float, flops_s: float, fixed_s: float,
-           share: float) -> StageWork:
+           share: float, reread: float) -> StageWork:
     routed = w.expert_bytes * share
     return StageWork(name, w.read_bytes - routed, w.expert_bytes, share, kv, flops, bytes_s, flops_s, fixed_s,
-                     overlap=False)
+                     overlap=False, reread=reread)
 
 
 def _gpu_stage(g: GPUSpec, i: int, work: DeviceWork, plan: TensorPlan, est: MemoryEstimate, share: float,
-               fraction: float) -> StageWork:
+               reread: float) -> StageWork:
     m = decode_model(g)
     eff, _ = prefill_efficiency(g, plan.ftype.default_type.is_quantized)
     w = work.work[i]
     flops = w.dense_flops + w.expert_flops + (_output_flops(plan) if est.placement.output_device == i else 0.0)
     return _stage(g.id, w, work.kv_read[i], flops, (g.memory_bandwidth_gbps or 0) * 1e9 * m.efficiency,
-                  matmul_tops(g, plan.ftype.default_type.is_quantized) * 1e12 * eff * fraction,
-                  work.nodes[i] * m.seconds_per_node, share)
+                  matmul_tops(g, plan.ftype.default_type.is_quantized) * 1e12 * eff,
+                  work.nodes[i] * m.seconds_per_node, share, reread)
 
 
 def llamacpp_pipeline(plan: TensorPlan, est: MemoryEstimate, hardware: Hardware, position: int,
-                      matmul_fraction: float | None = None) -> Pipeline:
-    """The decode step of this plan, with each sequence at `position` tokens of context. `matmul_fraction`: the
-    share of the prefill's matrix rate batched decode reaches (None: the fitted one)."""
-    fraction = batched_terms()["matmul_fraction_of_prefill"] if matmul_fraction is None else matmul_fraction
+                      reread: float | None = None) -> Pipeline:
+    """The decode step of this plan, with each sequence at `position` tokens of context. `reread`: the share of one
+    token's weight pass each further sequence costs at least (None: the fitted one; 0: its FLOPs alone)."""
+    reread = batched_terms()["weight_pass_share_per_sequence"] if reread is None else reread
     gpus = hardware.gpus
     model = plan.model
     share = model.n_expert_used / model.n_expert if model.n_expert else 0.0
     work = device_work(plan, est, len(gpus), max(1, min(position, est.n_ctx)))
-    stages = [_gpu_stage(g, i, work, plan, est, share, fraction) for i, g in enumerate(gpus)]
+    stages = [_gpu_stage(g, i, work, plan, est, share, reread) for i, g in enumerate(gpus)]
     notes: list[str] = []
     if work.read(CPU) > 0 or not gpus:
         rates = cpu_of(hardware)
@@ -79,8 +80,8 @@ def llamacpp_pipeline(plan: TensorPlan, est: MemoryEstimate, hardware: Hardware,
         per_thread, _ = prefill_gflops_per_thread(rates)
         w = work.work[CPU]
         flops = w.dense_flops + w.expert_flops + (_output_flops(plan) if est.placement.output_device == CPU else 0.0)
-        stages.append(_stage("cpu", w, work.kv_read[CPU], flops, bw * 1e9,
-                             per_thread * (rates.threads or 8) * 1e9, 0.0, share))  # the CPU runs prefill's kernels
+        stages.append(_stage("cpu", w, work.kv_read[CPU], flops, bw * 1e9,  # the CPU runs prefill's kernels
+                             per_thread * (rates.threads or 8) * 1e9, 0.0, share, reread))
     factors = hardware.speed_calibration.decode_points() if hardware.speed_calibration else ()
     if not gpus:
         return Pipeline(tuple(stages), speed_factors=factors)
