@@ -41,6 +41,7 @@ from gemma_fit.speed.calibration import (  # noqa: E402
 )
 from gemma_fit.speed.graph import llama_graph_nodes  # noqa: E402
 from gemma_fit.speed.links import default_attachment, host_link  # noqa: E402
+from gemma_fit.speed.mmq import padded_columns  # noqa: E402
 from gemma_fit.speed.predict import elementwise_bytes  # noqa: E402
 from gemma_fit.speed.rates import attention_tflops, matmul_tops  # noqa: E402
 
@@ -132,6 +133,8 @@ def prefill_parts(p: dict, decode_fits: dict) -> tuple[float, float] | None:
     layers = BENCH_LAYERS[row["model"]]
     u = int(row["test"][2:])
     params = float(row["params_b"]) * 1e9 - m["n_embd"] * m["n_vocab"] * (1 if m["tied"] else 2)
+    # the layers' matrices are read once per ubatch (not the embedding, nor the output matrix: one token's logits)
+    read = float(row["model_size_gib"]) * 2**30 * params / (float(row["params_b"]) * 1e9)
     quantized = row["quant"] not in ("F16", "BF16", "F32")
     tops = matmul_tops(gpu, quantized)
     fit = decode_fits.get(gpu.backend)
@@ -142,9 +145,9 @@ def prefill_parts(p: dict, decode_fits: dict) -> tuple[float, float] | None:
     nodes = llama_graph_nodes(layers)
     bw = gpu.memory_bandwidth_gbps * 1e9 * e_dec
     fixed = elementwise_bytes(nodes.kernels, nodes.matmul_nodes, layers * m["n_ff"], m["n_embd"], u) / bw \
-        + nodes.kernels * tau
+        + nodes.kernels * tau + (read / bw if quantized else 0.0)  # MMQ: the read adds to the products (speed.predict)
     attn = 4.0 * m["n_embd"] * u * u * layers  # n_head x head_dim = n_embd
-    rated = (2 * params * u / tops + attn / (attention_tflops(gpu) or tops)) / 1e12
+    rated = (2 * params * padded_columns(u) / tops + attn / (attention_tflops(gpu) or tops)) / 1e12
     return rated, fixed
 
 

@@ -20,6 +20,7 @@ from gemma_fit.hardware.spec import GPUAttachment, GPUSpec, Hardware
 from gemma_fit.memory.estimate import MemoryEstimate
 from gemma_fit.memory.placement import CPU
 from gemma_fit.model.spec import ModelSpec
+from gemma_fit.speed.batch import experts_touched
 from gemma_fit.speed.calibration import (
     attention_efficiency,
     decode_model,
@@ -39,13 +40,11 @@ from gemma_fit.speed.cpu import (
 from gemma_fit.speed.graph import graph_nodes
 from gemma_fit.speed.links import Link, default_attachment, host_link, peer_link
 from gemma_fit.speed.load import load_bottleneck, load_seconds
+from gemma_fit.speed.mmq import batch_sized_expert_tiles, expert_padding, padded_columns
 from gemma_fit.speed.rates import attention_tflops, matmul_tops
 from gemma_fit.speed.traffic import Serving
 from gemma_fit.speed.work import DeviceWork, LayerWork, device_work, kv_read_per_token, token_work
 
-# MMQ multiplies tiles of up to 128 tokens (ggml-cuda/mmq.cuh, mul_mat_q_switch_J): a matrix that
-# gets fewer tokens per ubatch (an expert, a short prompt) reuses each weight tile less.
-MMQ_TILE_TOKENS = 128
 # Up to 8 tokens a matrix product runs as matrix-vector kernels (ggml-cuda/mmvq.cuh MMVQ_MAX_BATCH_SIZE, mmvf.cuh
 # likewise; Metal's and Vulkan's mul_mat_vec paths do the same): each weight is read once and barely reused, so a
 # ubatch that small costs its weight reads, as a decoded token does (llama-bench -ub 1 runs at decode's speed).
@@ -267,10 +266,6 @@ def _split_modes(gpus: tuple[GPUSpec, ...], work: DeviceWork, layer_s: float,
 
 # --- prefill -----------------------------------------------------------------------------------
 
-def _tile_use(tokens: float) -> float:
-    return min(1.0, max(tokens, 1.0) / MMQ_TILE_TOKENS)
-
-
 @dataclass(frozen=True)
 class _PrefillRates:
     """What one GPU reaches in prefill, looked up once per prediction."""
@@ -279,6 +274,7 @@ class _PrefillRates:
     attention_flops_s: float
     bytes_s: float  # memory bandwidth at the decode efficiency
     seconds_per_kernel: float
+    quantized: bool  # llama.cpp's MMQ kernels (else cuBLAS-style GEMMs for F16/BF16 weights)
 
 
 def _prefill_rates(g: GPUSpec, quantized: bool) -> _PrefillRates:
@@ -286,22 +282,29 @@ def _prefill_rates(g: GPUSpec, quantized: bool) -> _PrefillRates:
     dm = decode_model(g)
     attn = attention_tflops(g) * 1e12 * attention_efficiency(g, quantized)
     return _PrefillRates(matmul_tops(g, quantized) * 1e12 * eff, attn,
-                         (g.memory_bandwidth_gbps or 0) * 1e9 * dm.efficiency, dm.seconds_per_node)
+                         (g.memory_bandwidth_gbps or 0) * 1e9 * dm.efficiency, dm.seconds_per_node,
+                         quantized)
 
 
 def _gpu_ubatch_s(r: _PrefillRates, w: LayerWork, nodes: float, matmul_nodes: float, ffn_elements: float, u: int,
                   model: ModelSpec) -> float:
-    """Seconds for one ubatch of u tokens through this GPU's share of the layers."""
+    """Seconds for one ubatch of u tokens through this GPU's share of the layers. A quantized dense matrix costs its
+    weight read plus its tile-padded columns at the matrix rate: in MMQ the two add (a published -ub sweep of Llama 3
+    8B Q4_0 on an RTX 4090, ggml-org/llama.cpp#7676's build, takes u + 84 tokens' time at every u from 16 to 512
+    within 6%, the 84 being the read and the kernels); an F16/BF16 GEMM overlaps them. An expert costs the larger of
+    its read and its padded columns (speed.mmq)."""
     if not r.matmul_flops_s or not r.bytes_s:
         return float("inf")
-    per_expert = u * model.n_expert_used / model.n_expert if model.n_expert else 0.0
-    expert_read = w.expert_bytes * min(1.0, per_expert) / r.bytes_s
+    expert_read = w.expert_bytes * experts_touched(model.n_expert_used / model.n_expert, u) / r.bytes_s \
+        if model.n_expert else 0.0
     if u <= MATVEC_MAX_TOKENS:  # matrix-vector kernels: the weight reads are the cost
         dense, experts = w.dense_bytes / r.bytes_s, expert_read
     else:
-        dense = max(w.dense_flops * u / (r.matmul_flops_s * _tile_use(u)), w.dense_bytes / r.bytes_s)
-        experts = max(w.expert_flops * u / (r.matmul_flops_s * _tile_use(per_expert)),
-                      expert_read) if w.expert_flops else 0.0
+        compute, read = w.dense_flops * padded_columns(u) / r.matmul_flops_s, w.dense_bytes / r.bytes_s
+        dense = compute + read if r.quantized else max(compute, read)
+        padding = expert_padding(u, model.n_expert_used, model.n_expert, batch_sized_expert_tiles(r.quantized)) \
+            if model.n_expert else 1.0
+        experts = max(w.expert_flops * u * padding / r.matmul_flops_s, expert_read) if w.expert_flops else 0.0
     elementwise = elementwise_bytes(nodes, matmul_nodes, ffn_elements, model.n_embd, u) / r.bytes_s
     return dense + experts + elementwise + nodes * r.seconds_per_kernel
 

@@ -1,0 +1,50 @@
+"""How many token columns llama.cpp's quantized matrix kernels compute for a ubatch, padding included.
+
+MMQ (ggml-cuda/mmq.cuh, mul_mat_q_switch_J) multiplies tiles of J tokens, J a multiple of 8 up to 128. It picks
+the smallest J that covers the columns in the fewest tiles: 20 tokens run as one tile of 24, 300 as three of 104.
+A mixture of experts multiplies each expert's own tokens, but on NVIDIA GPUs J is chosen against the whole
+ubatch (ggml-cuda/mmq.cu: `ncols_opt = ne12`), so with 512 tokens each expert's ~32 run in a tile of 128, a
+quarter of it used. RDNA 3 and 4 (the same line's other branch) and Vulkan (ggml-vulkan.cpp: the tile chosen
+against `n_per_expert`) size the tile to an expert's tokens, but a narrow tile runs at a fraction of a wide one's
+rate, and the published MoE prompts on those backends are told better by the whole-ubatch tile: Strix Halo's
+Vulkan prompt runs median 31% off with it against 45% with per-expert tiles, its ROCm ones 16% against 16%
+(benchmarks/evaluate_speed.py, 2026-12-02). So every backend's quantized experts are counted at the whole ubatch's
+tile; F16/BF16 experts go through GEMMs sized to each expert's tokens.
+"""
+
+from __future__ import annotations
+
+import math
+
+MAX_TILE = 128  # the widest J in mul_mat_q_switch_J
+TILE_STEP = 8
+
+
+def tile_width(columns: float) -> int:
+    """J for `columns` tokens: the fewest tiles of at most MAX_TILE, then the narrowest multiple of 8 that many
+    tiles need."""
+    cols = max(1, math.ceil(columns))
+    tiles = math.ceil(cols / MAX_TILE)
+    return min(MAX_TILE, TILE_STEP * math.ceil(cols / tiles / TILE_STEP))
+
+
+def padded_columns(columns: float, width: int | None = None) -> float:
+    """Columns computed for `columns` tokens in tiles of `width` (default: the width MMQ picks for them)."""
+    if columns <= 0:
+        return 0.0
+    j = width or tile_width(columns)
+    return float(j * math.ceil(columns / j))
+
+
+def batch_sized_expert_tiles(quantized: bool) -> bool:
+    """True where an expert's tokens are counted in the tile the whole ubatch gets (quantized weights)."""
+    return quantized
+
+
+def expert_padding(tokens: int, n_expert_used: int, n_expert: int, batch_sized_tiles: bool) -> float:
+    """Columns computed per routed token for the experts of a ubatch of `tokens` (>= 1: the tile's unused part)."""
+    per_expert = tokens * n_expert_used / n_expert
+    if per_expert <= 0:
+        return 1.0
+    width = tile_width(tokens) if batch_sized_tiles else tile_width(per_expert)
+    return padded_columns(per_expert, width) / per_expert
