@@ -110,7 +110,8 @@ def decode_model(gpu: GPUSpec) -> DecodeModel:
         if group in fit["groups"]:
             return DecodeModel(float(fit["groups"][group]), per_node, f"{group} in the {gpu.backend} fit")
         return DecodeModel(float(fit["efficiency"]), per_node, f"{gpu.backend} median (no {group} data)")
-    eff, src = efficiency_for_group("decode", group)
+    own = published_efficiency("decode", group, gpu)  # a backend without llama-bench runs (SYCL): no kernel cost fit
+    eff, src = own if own is not None else efficiency_for_group("decode", group)
     return DecodeModel(eff, 0.0, src)
 
 
