@@ -40,6 +40,10 @@ from gemma_fit.speed.predict import clear_speed_cache  # noqa: E402
 
 OUT = REPO / "model_db" / "llamacpp" / "speed_published.yaml"
 MIN_RUNS = 3
+# A chip that is one product (an APU, a SoC) is measured by its own runs: two of them outweigh the discrete cards'
+# median it otherwise borrows (the AGX Orin's two Gemma decode runs, 35 and 11 tok/s, against 55 and 21 predicted
+# from discrete Ampere; its llama-bench runs of 14B and 32B models read ~0.7 of its bandwidth, not the cards' 0.88).
+MIN_CHIP_RUNS = 2
 # A prompt row informs the matrix-product efficiency only where that term is at least this share of its predicted
 # time (Jetson Thor's prefill is predicted bound by reading the weights, its matrix rate barely counting: solving for
 # it gave 0.0005). Attention is a small share by nature and keeps every row.
@@ -154,7 +158,7 @@ def fit(rows: list[dict[str, Any]], without: LeaveOut | None = None) -> dict[str
             if table is groups and not (borrows_backend_median(base, kind, key)
                                         or (kind not in base and machines >= 2)):
                 continue  # a group the llama-bench fit covers keeps its figure; one machine speaks for its chip only
-            if len(points) >= MIN_RUNS:
+            if len(points) >= (MIN_CHIP_RUNS if table is chips else MIN_RUNS):
                 out[kind][key] = {"efficiency": round(min(machine_median(points), 0.98), 4), "runs": len(points),
                                   "machines": len({m for m, _ in points})}
     return out
