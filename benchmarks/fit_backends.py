@@ -72,7 +72,9 @@ def group_of(r: dict[str, Any]) -> tuple[str, str, str | None] | None:
         group = cal.decode_group(g) if kind == "decode" else cal.prefill_group(g, _quantized(r))
     # a chip of its own only where the chip is one product (an APU, a SoC): a discrete card's compute capability
     # spans a whole generation, which the llama-bench fit already covers card by card
-    chip = f"{group}@{g.compute_capability}" if g.compute_capability and g.unified_memory else None
+    # (an Apple GPU's decode is fitted per architecture by the llama-bench fit already: its prompts are not)
+    name = g.compute_capability if kind == "decode" else cal.chip_of(g)
+    chip = f"{group}@{name}" if name and g.unified_memory else None
     return kind, group, chip
 
 

@@ -66,10 +66,17 @@ def published_groups() -> dict:
     return read_packaged_yaml("llamacpp/speed_published.yaml")
 
 
+def chip_of(gpu: GPUSpec) -> str | None:
+    """What names a chip generation: the compute capability (CUDA, ROCm's gfx), else an Apple GPU's architecture
+    (Apple publishes no compute capability; an M2's GPU is one design from the M2 to the M2 Ultra)."""
+    return gpu.compute_capability or (gpu.arch if gpu.backend == "metal" else None)
+
+
 def published_efficiency(kind: str, group: str, gpu: GPUSpec) -> tuple[float, str] | None:
     """The efficiency fitted on published Gemma runs of this chip, else of this group; None where there are none."""
     table = published_groups().get(kind) or {}
-    keys = ([f"{group}@{gpu.compute_capability}"] if gpu.compute_capability else []) + [group]
+    chip = chip_of(gpu)
+    keys = ([f"{group}@{chip}"] if chip else []) + [group]
     for key in keys:
         e = table.get(key)
         if e:
