@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gemma_fit.api import RunSettings, Traffic, check, to_json
 from gemma_fit.base.errors import BadInput
@@ -64,6 +66,27 @@ def test_pipeline_parallel_overlaps_micro_batches() -> None:
     serial, piped = Pipeline((half, half)), Pipeline((half, half), pp=2)
     assert piped.step_s(1) == pytest.approx(serial.step_s(1))  # one sequence still crosses both stages
     assert piped.aggregate_tokens_per_s(64) > serial.aggregate_tokens_per_s(64)
+
+
+def test_llamacpp_further_sequences_cost_a_share_of_the_weight_pass() -> None:
+    # llama.cpp's kernels: each sequence past the first adds the larger of its FLOPs at the matrix rate and `reread`
+    # of one token's weight pass (10 GB at 1 TB/s: 10 ms; 0.07 of it is 0.7 ms, more than 20 GFLOP at 200 TFLOP/s)
+    w = _stage(overlap=False, reread=0.07, kv_bytes_per_seq=0.0)
+    pipe = Pipeline((w,))
+    assert pipe.step_s(2) - pipe.step_s(1) == pytest.approx(0.07 * 10e-3)
+    assert pipe.step_s(9) - pipe.step_s(1) == pytest.approx(8 * 0.07 * 10e-3)
+    fast_reads = Pipeline((replace(w, flops_s=10e12),))  # now the FLOPs (2 ms) cost more than the re-read
+    assert fast_reads.step_s(2) - fast_reads.step_s(1) == pytest.approx(20e9 / 10e12)
+
+
+@given(st.floats(0.0, 2.0), st.floats(1e9, 1e11), st.floats(1e11, 1e15), st.floats(0.0, 1e9), st.floats(0.0, 0.2))
+def test_llamacpp_aggregate_never_falls_as_sequences_are_added(reread: float, flops: float, flops_s: float,
+                                                               kv: float, share: float) -> None:
+    w = _stage(overlap=False, reread=reread, flops_per_token=flops, flops_s=flops_s, kv_bytes_per_seq=kv,
+               expert_bytes=20e9 if share else 0.0, expert_share=share)
+    pipe = Pipeline((w,))
+    agg = [pipe.aggregate_tokens_per_s(b) for b in (1, 2, 3, 8, 9, 32, 256)]
+    assert all(b >= a * (1 - 1e-9) for a, b in zip(agg, agg[1:], strict=False))
 
 
 def test_closed_loop_with_prefill_is_slower_than_decode_alone() -> None:

@@ -73,14 +73,14 @@ def _token_pass_s(w: StageWork) -> float:
 def _further_s(w: StageWork, batch: int) -> float:
     """llama.cpp: what the sequences past the first add to a step. The single-stream calibration already holds one
     column's work; each further one costs its FLOPs at the matrix rate or `reread` of a weight pass, whichever is
-    more, but never more than a step of its own would take (the batch could always be run one sequence at a time):
-    aggregate throughput does not fall as sequences are added."""
+    more, but the step's matrix work never exceeds the batch's sequences run one at a time (each a whole weight
+    pass): aggregate throughput does not fall as sequences are added."""
     if batch <= 1:
         return 0.0
     weights = w.shared_bytes + w.expert_bytes * experts_touched(w.expert_share, batch)
     memory = weights / w.bytes_s if w.bytes_s else float("inf")
     per_seq = max(w.flops_per_token / w.flops_s if w.flops_s else 0.0, w.reread * _token_pass_s(w))
-    return min(per_seq, memory) * (batch - 1)
+    return max(0.0, min(per_seq * (batch - 1), batch * _token_pass_s(w) - memory))
 
 
 def bound_of(w: StageWork, batch: int) -> str:
