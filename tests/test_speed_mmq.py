@@ -1,9 +1,10 @@
 """MMQ tile widths and the padding they cost, as ggml-cuda/mmq.cuh (mul_mat_q_switch_J) and mmq.cu pick them."""
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gemma_fit.speed.mmq import expert_padding, padded_columns, tile_width
+from gemma_fit.speed.mmq import expected_tiles, expert_padding, padded_columns, tile_width
 
 
 def test_tile_width_is_the_narrowest_multiple_of_8_for_the_fewest_tiles() -> None:
@@ -17,11 +18,19 @@ def test_tile_width_is_the_narrowest_multiple_of_8_for_the_fewest_tiles() -> Non
 
 
 def test_experts_take_the_whole_ubatch_tile_on_batch_sized_kernels() -> None:
-    # Gemma 4 26B-A4B: 8 of 128 experts; 512 tokens give each expert 32, in a tile of 128
-    assert expert_padding(512, 8, 128, batch_sized_tiles=True) == 4.0
-    assert expert_padding(2048, 8, 128, batch_sized_tiles=True) == 1.0
-    assert expert_padding(16, 8, 128, batch_sized_tiles=True) == 16.0
-    assert expert_padding(512, 8, 128, batch_sized_tiles=False) == 1.0
+    # Gemma 4 26B-A4B: 8 of 128 experts; 512 tokens give each expert about 32 (never past 128), in a tile of 128
+    assert expert_padding(512, 8, 128, batch_sized_tiles=True) == pytest.approx(4.0)
+    # 2048 give each about 128: half the experts get a few more and run a second tile
+    assert 1.3 < expert_padding(2048, 8, 128, batch_sized_tiles=True) < 1.6
+    # 16 give each one token on average; the ~36% that get none run no tile
+    assert expert_padding(16, 8, 128, batch_sized_tiles=True) == pytest.approx(16 * (1 - (15 / 16) ** 16), rel=1e-6)
+    assert expert_padding(512, 8, 128, batch_sized_tiles=False) < expert_padding(512, 8, 128, batch_sized_tiles=True)
+
+
+def test_expected_tiles_is_a_binomial_mean() -> None:
+    assert expected_tiles(100, 1.0, 8) == 13.0
+    assert expected_tiles(1, 0.25, 8) == pytest.approx(0.25)
+    assert expected_tiles(2, 0.5, 1) == pytest.approx(1.0)  # E[T] for T ~ Binomial(2, 0.5), one column per tile
 
 
 @given(st.integers(1, 100_000), st.integers(1, 8), st.sampled_from([8, 64, 128, 256]), st.booleans())

@@ -15,6 +15,7 @@ tile; F16/BF16 experts go through GEMMs sized to each expert's tokens.
 from __future__ import annotations
 
 import math
+from functools import cache
 
 MAX_TILE = 128  # the widest J in mul_mat_q_switch_J
 TILE_STEP = 8
@@ -41,10 +42,29 @@ def batch_sized_expert_tiles(quantized: bool) -> bool:
     return quantized
 
 
+@cache
+def expected_tiles(tokens: int, share: float, width: int) -> float:
+    """Tiles of `width` one expert runs on average: it receives Binomial(tokens, share) of the ubatch's tokens (each
+    token routes to it with probability n_expert_used / n_expert), and a count just past a tile's width takes two."""
+    if tokens <= 0 or share <= 0:
+        return 0.0
+    if share >= 1:
+        return float(math.ceil(tokens / width))
+    total, log_q = 0.0, math.log1p(-share)
+    for t in range(1, tokens + 1):
+        log_pmf = math.lgamma(tokens + 1) - math.lgamma(t + 1) - math.lgamma(tokens - t + 1) \
+            + t * math.log(share) + (tokens - t) * log_q
+        if log_pmf < -40 and t > tokens * share:
+            break  # the tail past the mean no longer counts
+        total += math.exp(log_pmf) * math.ceil(t / width)
+    return total
+
+
 def expert_padding(tokens: int, n_expert_used: int, n_expert: int, batch_sized_tiles: bool) -> float:
-    """Columns computed per routed token for the experts of a ubatch of `tokens` (>= 1: the tile's unused part)."""
+    """Columns computed per routed token for the experts of a ubatch of `tokens` (>= 1: the tiles' unused part,
+    each expert's own count of tokens drawn as the router draws them)."""
     per_expert = tokens * n_expert_used / n_expert
     if per_expert <= 0:
         return 1.0
     width = tile_width(tokens) if batch_sized_tiles else tile_width(per_expert)
-    return padded_columns(per_expert, width) / per_expert
+    return max(1.0, expected_tiles(tokens, n_expert_used / n_expert, width) * width / per_expert)
