@@ -61,7 +61,7 @@ def stage_step_s(w: StageWork, batch: int, kv_seqs: int | None = None) -> float:
     if w.allreduce_per_step:
         move = batch * w.allreduce_bytes_per_seq / w.link_bytes_s if w.link_bytes_s else 0.0
         comm = w.allreduce_per_step * (w.allreduce_latency_s + move)
-    matmul = max(memory, compute) if w.overlap else memory + _further_s(w, batch)
+    matmul = max(memory, compute) if w.overlap else memory + _further_s(w, batch, memory)
     return matmul + attention + w.fixed_s + comm
 
 
@@ -70,26 +70,26 @@ def _token_pass_s(w: StageWork) -> float:
     return (w.shared_bytes + w.expert_bytes * w.expert_share) / w.bytes_s if w.bytes_s else 0.0
 
 
-def _further_s(w: StageWork, batch: int) -> float:
+def _further_s(w: StageWork, batch: int, memory: float) -> float:
     """llama.cpp: what the sequences past the first add to a step. The single-stream calibration already holds one
     column's work; each further one costs its FLOPs at the matrix rate or `reread` of a weight pass, whichever is
     more, but the step's matrix work never exceeds the batch's sequences run one at a time (each a whole weight
-    pass): aggregate throughput does not fall as sequences are added."""
+    pass): aggregate throughput does not fall as sequences are added. `memory`: the step's weight read."""
     if batch <= 1:
         return 0.0
-    weights = w.shared_bytes + w.expert_bytes * experts_touched(w.expert_share, batch)
-    memory = weights / w.bytes_s if w.bytes_s else float("inf")
-    per_seq = max(w.flops_per_token / w.flops_s if w.flops_s else 0.0, w.reread * _token_pass_s(w))
-    return max(0.0, min(per_seq * (batch - 1), batch * _token_pass_s(w) - memory))
+    token_pass = _token_pass_s(w)
+    per_seq = max(w.flops_per_token / w.flops_s if w.flops_s else 0.0, w.reread * token_pass)
+    return max(0.0, min(per_seq * (batch - 1), batch * token_pass - memory))
 
 
 def bound_of(w: StageWork, batch: int) -> str:
     """memory | compute: which side of the roofline this device is on at `batch`."""
     weights = w.shared_bytes + w.expert_bytes * experts_touched(w.expert_share, batch)
     compute = batch * w.flops_per_token / w.flops_s if w.flops_s else 0.0
+    memory = weights / w.bytes_s if w.bytes_s else float("inf")
     if not w.overlap:
-        compute = _further_s(w, batch)
-    return "compute" if w.bytes_s and compute > weights / w.bytes_s else "memory"
+        compute = _further_s(w, batch, memory)
+    return "compute" if w.bytes_s and compute > memory else "memory"
 
 
 def factor_at(points: tuple[tuple[int, float], ...], batch: int) -> float:

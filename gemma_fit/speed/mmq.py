@@ -37,11 +37,6 @@ def padded_columns(columns: float, width: int | None = None) -> float:
     return float(j * math.ceil(columns / j))
 
 
-def batch_sized_expert_tiles(quantized: bool) -> bool:
-    """True where an expert's tokens are counted in the tile the whole ubatch gets (quantized weights)."""
-    return quantized
-
-
 @cache
 def expected_tiles(tokens: int, share: float, width: int) -> float:
     """Tiles of `width` one expert runs on average: it receives Binomial(tokens, share) of the ubatch's tokens (each
@@ -50,10 +45,9 @@ def expected_tiles(tokens: int, share: float, width: int) -> float:
         return 0.0
     if share >= 1:
         return float(math.ceil(tokens / width))
-    total, log_q = 0.0, math.log1p(-share)
+    total, log_p, log_q, log_n = 0.0, math.log(share), math.log1p(-share), math.lgamma(tokens + 1)
     for t in range(1, tokens + 1):
-        log_pmf = math.lgamma(tokens + 1) - math.lgamma(t + 1) - math.lgamma(tokens - t + 1) \
-            + t * math.log(share) + (tokens - t) * log_q
+        log_pmf = log_n - math.lgamma(t + 1) - math.lgamma(tokens - t + 1) + t * log_p + (tokens - t) * log_q
         if log_pmf < -40 and t > tokens * share:
             break  # the tail past the mean no longer counts
         total += math.exp(log_pmf) * math.ceil(t / width)

@@ -40,7 +40,7 @@ from gemma_fit.speed.cpu import (
 from gemma_fit.speed.graph import graph_nodes
 from gemma_fit.speed.links import Link, default_attachment, host_link, peer_link
 from gemma_fit.speed.load import load_bottleneck, load_seconds
-from gemma_fit.speed.mmq import batch_sized_expert_tiles, expert_padding, padded_columns
+from gemma_fit.speed.mmq import expert_padding, padded_columns
 from gemma_fit.speed.rates import attention_tflops, matmul_tops
 from gemma_fit.speed.traffic import Serving
 from gemma_fit.speed.work import DeviceWork, LayerWork, device_work, kv_read_per_token, token_work
@@ -302,7 +302,8 @@ def _gpu_ubatch_s(r: _PrefillRates, w: LayerWork, nodes: float, matmul_nodes: fl
     else:
         compute, read = w.dense_flops * padded_columns(u) / r.matmul_flops_s, w.dense_bytes / r.bytes_s
         dense = compute + read if r.quantized else max(compute, read)
-        padding = expert_padding(u, model.n_expert_used, model.n_expert, batch_sized_expert_tiles(r.quantized)) \
+        # quantized experts take the whole ubatch's tile, F16/BF16 GEMMs their own tokens' (speed.mmq)
+        padding = expert_padding(u, model.n_expert_used, model.n_expert, batch_sized_tiles=r.quantized) \
             if model.n_expert else 1.0
         experts = max(w.expert_flops * u * padding / r.matmul_flops_s, expert_read) if w.expert_flops else 0.0
     elementwise = elementwise_bytes(nodes, matmul_nodes, ffn_elements, model.n_embd, u) / r.bytes_s
