@@ -47,11 +47,8 @@ t3 = time.perf_counter()
 print(len(report["cells"]), t1 - t0, t2 - t1, t3 - t2, len(html))
 """
 CLI = """
-import gemma_fit.cli.app as c
-from gemma_fit.cli.report import report_command
-if not any(getattr(x, "name", None) == "report" for x in c.app.registered_commands):
-    c.app.command("report")(report_command)
-c.main()
+from gemma_fit.cli.entry import run
+run()
 """
 
 LARGE = """

@@ -17,7 +17,7 @@ either, BadInput says the pattern is too costly instead of matching on for minut
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from gemma_fit.base.ecma_regex_parse import (
     WORD,
@@ -34,6 +34,7 @@ from gemma_fit.base.ecma_regex_parse import (
     parse,
 )
 from gemma_fit.base.errors import BadInput
+from gemma_fit.base.record import record
 from gemma_fit.base.text import printable
 
 STEP_BUDGET = 200_000  # steps for one name: some 0.05 s; a realistic pattern takes a few hundred
@@ -90,7 +91,7 @@ def compile_ecma(pattern: str, max_chars: int = 1000, total_steps: int = TOTAL_B
     return EcmaRegex(pattern, _Program(code, tuple(out.sets), out.n_slots), engine, total_steps)
 
 
-@dataclass(frozen=True)
+@record
 class EcmaRegex:
     """A compiled pattern. Immutable but for its transition cache and step count, which change how
     fast it answers, never what."""
@@ -238,7 +239,7 @@ def _holds(kind: int, text: str, pos: int) -> bool:
     return (before != after) == (kind == 2)
 
 
-@dataclass(frozen=True)
+@record
 class _Program:
     code: tuple[Instr, ...]
     sets: tuple[CharSet, ...]

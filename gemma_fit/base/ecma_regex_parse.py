@@ -12,17 +12,18 @@ user meant something std::regex would not do.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import NoReturn
 
 from gemma_fit.base.errors import BadInput
+from gemma_fit.base.record import record
 from gemma_fit.base.text import printable
 
 MAX_NESTING = 50  # groups inside groups: the parser and compiler recurse once per level
 MAX_CODE = 0x10FFFF
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class CharSet:
     """One character from `ranges` (inclusive code point pairs), or from outside them when negated."""
 
@@ -54,29 +55,29 @@ def complement(ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ..
     return (*out, (start, MAX_CODE)) if start <= MAX_CODE else tuple(out)
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class Assert:
     kind: str  # "^" start of text, "$" end of text (no multiline in std::regex's default), "b", "B"
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class BackRef:
     index: int
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class Group:
     body: Node
     index: int  # 0: (?:...), which captures nothing
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class Look:
     body: Node
     negated: bool
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class Repeat:
     body: Node
     least: int
@@ -85,12 +86,12 @@ class Repeat:
     groups: tuple[int, int]  # the capture groups inside the body, [first, end): reset at each iteration
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class Seq:
     items: tuple[Node, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class Alt:
     options: tuple[Node, ...]
 
@@ -98,7 +99,7 @@ class Alt:
 Node = CharSet | Assert | BackRef | Group | Look | Repeat | Seq | Alt
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class Parsed:
     root: Node
     n_groups: int

@@ -8,10 +8,10 @@ never is); where a limit is llama.cpp's or an engine's own, the comment says whe
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import cast
 
 from gemma_fit.base.errors import BadInput
+from gemma_fit.base.record import record
 from gemma_fit.base.text import printable
 
 MAX_TOKENS = 16 * 1024 * 1024  # past any Gemma's trained context x 64: certainly a typo
@@ -21,7 +21,7 @@ MAX_GIB = 1024  # GiB kept free on a GPU: past any GPU made
 MAX_RATE = 1e6  # requests per second: past any one deployment's traffic
 
 
-@dataclass(frozen=True)
+@record
 class Range:
     low: float
     high: float

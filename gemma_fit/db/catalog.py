@@ -4,11 +4,12 @@ that reads a database takes the Catalog, never loose folder lists."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
+from gemma_fit.base.record import record
 
-@dataclass(frozen=True)
+
+@record
 class Catalog:
     model_dirs: tuple[Path, ...] = ()  # extra model databases, later ones replacing earlier entries
     hardware_dirs: tuple[Path, ...] = ()  # extra hardware databases, likewise

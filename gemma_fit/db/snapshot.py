@@ -13,7 +13,6 @@ the one source: a snapshot only keeps what they give.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import pickle
 import sys
@@ -25,6 +24,11 @@ from typing import Any, TypeVar, cast
 from gemma_fit.base.cache import cache_root
 from gemma_fit.base.version import __version__
 from gemma_fit.db.files import packaged_dir
+
+try:  # BLAKE2 without hashlib, whose OpenSSL load is ~3 ms of a cold `check`
+    from _blake2 import blake2b
+except ImportError:  # a Python built without it
+    from hashlib import blake2b
 
 _FORMAT = 2  # bump when the shape of what is stored changes
 T = TypeVar("T")
@@ -46,7 +50,7 @@ def _files(root: str, suffix: str) -> list[tuple[str, int, int]]:
 
 def source_key() -> str:
     """A digest of the package version, Python, and every database file and module's size and mtime."""
-    digest = hashlib.sha256(f"{_FORMAT} {__version__} {sys.version}".encode())
+    digest = blake2b(f"{_FORMAT} {__version__} {sys.version}".encode())
     package = str(Path(__file__).resolve().parent.parent)
     files = [f for name in ("model_db", "hardware_db") for f in _files(str(packaged_dir(name)), ".yaml")]
     for path, size, mtime in files + _files(package, ".py"):
@@ -57,7 +61,7 @@ def source_key() -> str:
 def cache_file(name: str) -> Path:
     """The snapshot's file: one per installed copy of the package (two virtual environments, or a checkout beside
     an install, would otherwise overwrite each other's snapshot on every run)."""
-    where = hashlib.sha256(str(Path(__file__).resolve().parent.parent).encode()).hexdigest()[:12]
+    where = blake2b(str(Path(__file__).resolve().parent.parent).encode()).hexdigest()[:12]
     return cache_root() / f"{name}-{where}.pickle"
 
 

@@ -10,12 +10,13 @@ everything a renderer or a ranking needs is on the result itself.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import field, fields, replace
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
 from gemma_fit.base.errors import BadInput
 from gemma_fit.base.ranges import check_optional, check_range
+from gemma_fit.base.record import record
 from gemma_fit.base.units import GIB
 from gemma_fit.base.verdict import Verdict
 from gemma_fit.gguf.tensors import TensorPlan
@@ -27,7 +28,7 @@ from gemma_fit.speed.predict import Performance
 from gemma_fit.speed.traffic import Traffic
 
 
-@dataclass(frozen=True)
+@record
 class Workload:
     """What the user will run on a plan: the prompt, images per prompt, the traffic."""
 
@@ -37,7 +38,7 @@ class Workload:
     mmproj: Path | None = None  # a multimodal projector GGUF loaded beside the model (llama.cpp --mmproj)
 
 
-@dataclass(frozen=True)
+@record
 class Unmodelled:
     """Bytes a published file holds beyond what its tensor plan places (an Ollama blob's towers), kept free."""
 
@@ -45,7 +46,7 @@ class Unmodelled:
     note: str
 
 
-@dataclass(frozen=True)
+@record
 class CheckRequest:
     """One model, quant, settings and hardware, as every engine is asked them."""
 
@@ -65,7 +66,7 @@ class CheckRequest:
 D = TypeVar("D")
 
 
-@dataclass(frozen=True)
+@record
 class CheckResult(Generic[D]):
     """Every engine's answer: will it run, why, how far the context goes, how fast, and the command.
     `detail` is the engine's own: llama.cpp's plan (engines.llamacpp.LlamaCppPlan) or an engine's
@@ -182,7 +183,7 @@ def hf_kv_dtype(cache_type_k: str) -> str:
     return "fp8" if t.startswith("q8") else t
 
 
-@dataclass(frozen=True)
+@record
 class EngineSettings(Generic[Opts]):
     """Settings of one engine run beyond llama.cpp: what every engine takes, and `options`, its own."""
 
@@ -214,7 +215,7 @@ def engine_settings(engine: str, quant: str, settings: RunSettings, workload: Wo
                           engine_version=settings.engine_version, **common)
 
 
-@dataclass(frozen=True)
+@record
 class EngineDevice:
     """Memory of one device as the engine sees it. `kv_cache_bytes` for vLLM is the pool it allocates."""
 
@@ -238,7 +239,7 @@ class EngineDevice:
         return self.capacity_bytes - self.total_bytes
 
 
-@dataclass(frozen=True)
+@record
 class EnginePlan:
     """An engine's own accounting of a check (Ollama, vLLM, transformers): `CheckResult.detail`."""
 

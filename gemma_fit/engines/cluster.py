@@ -15,10 +15,11 @@ With an ideal network (infinite bandwidth, no latency) either plan equals the on
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from gemma_fit.base.errors import BadInput
+from gemma_fit.base.record import record
 from gemma_fit.base.text import printable
 from gemma_fit.base.verdict import Verdict
 from gemma_fit.db.catalog import BUILTIN, Catalog
@@ -42,7 +43,7 @@ RPC_PORT = 50052  # ggml-rpc-server's default port (tools/rpc/rpc-server.cpp)
 RAY_PORT = 6379  # ray start --head's default GCS port
 
 
-@dataclass(frozen=True)
+@record
 class ClusterDevice:
     """One GPU of a cluster plan: where it is, and its memory as the engine counts it."""
 
@@ -76,7 +77,7 @@ def _ipv4_only(cluster: Cluster) -> None:
                            "over IPv4 only (ggml-rpc's transport); give the worker's IPv4 address or host name")
 
 
-@dataclass(frozen=True)
+@record
 class ClusterPlan:
     engine: str
     verdict: Verdict

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from gemma_fit.base.errors import BadInput
+from gemma_fit.base.record import record
 from gemma_fit.base.verdict import Verdict
 from gemma_fit.db.catalog import BUILTIN, Catalog
 from gemma_fit.engines.base import CheckResult, EnginePlan, EngineSettings
@@ -46,7 +47,7 @@ def stage_spec(spec: ModelSpec, start: int, count: int) -> ModelSpec:
     return replace(spec, layers=layers)
 
 
-@dataclass(frozen=True)
+@record
 class Rank:
     node: Node
     gpu: GPUSpec

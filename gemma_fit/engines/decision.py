@@ -16,9 +16,9 @@ Pure: plain figures in, ranked figures with their reasons out.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from gemma_fit.base.record import record
 from gemma_fit.gguf.quality import Quality
 
 # Quality points the data cannot tell apart: one standard error of the benchmarks behind it (MMLU-Pro's 12,032
@@ -30,7 +30,7 @@ PREFERENCES = ("quality", "speed", "context")
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
+@record
 class Option(Generic[T]):
     """One plan as the rule sees it; `item` is the caller's own object (a candidate, a report cell)."""
 
@@ -59,7 +59,7 @@ class Option(Generic[T]):
         return self.quality.score if self.quality.score is not None else -1.0
 
 
-@dataclass(frozen=True)
+@record
 class Ranked(Generic[T]):
     option: Option[T]
     why: str  # a few words: why it stands where it stands

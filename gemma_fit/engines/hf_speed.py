@@ -16,9 +16,9 @@ benchmarks/fit_serving.py; the runs and their sources in benchmarks/data/).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 
+from gemma_fit.base.record import record
 from gemma_fit.engines.hf_weights import LINEAR_BYTES_PER_PARAM, kv_layers, param_breakdown
 from gemma_fit.hardware.spec import GPUSpec
 from gemma_fit.model.spec import ModelSpec
@@ -35,7 +35,7 @@ def speed_terms() -> dict:
     return dict(read_packaged_yaml("engines/speed.yaml"))
 
 
-@dataclass(frozen=True)
+@record
 class HFModelWork:
     """What a decode step of an HF checkpoint reads and computes, per token, before any split."""
 
@@ -157,7 +157,7 @@ def hf_prefill_tps(w: HFModelWork, g: GPUSpec, quant: str, engine: str, prompt: 
     return prompt / seconds if seconds else 0.0
 
 
-@dataclass(frozen=True)
+@record
 class HFLayout:
     """How an HF engine spreads the model: tp ranks per stage, pp stages, and the links between them."""
 
@@ -172,7 +172,7 @@ class HFLayout:
     hop_gbps: float = 0.0
 
 
-@dataclass(frozen=True)
+@record
 class Requests:
     """The requests the speed is for: their lengths, how many at once, the batch cap and what the KV holds."""
 

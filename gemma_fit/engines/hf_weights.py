@@ -3,10 +3,10 @@ bytes per format, the vision towers, and the published pre-quantized checkpoints
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 
 from gemma_fit.base.errors import BadInput
+from gemma_fit.base.record import record
 from gemma_fit.gguf.tensors import raw_tensors
 from gemma_fit.model.catalog import ResolvedModel
 from gemma_fit.model.spec import LayerSpec, ModelSpec
@@ -49,7 +49,7 @@ def _is_gguf_quant(quant: str) -> bool:
     return quant.strip().upper() in file_types()
 
 
-@dataclass(frozen=True)
+@record
 class ParamBreakdown:
     embedding: int  # token embeddings, per-layer embeddings (kept in bf16 by every HF quantizer)
     linear: int  # dense matrices that quantizers convert (attention, MLP, projections)

@@ -6,10 +6,11 @@ advice, Ollama); engines.llamacpp_engine wraps it as the `llama.cpp` engine.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gemma_fit.base.record import record
 from gemma_fit.base.units import MIB
 from gemma_fit.base.verdict import Verdict
 from gemma_fit.base.version import LLAMA_CPP_LABEL
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 NAME = "llama.cpp"
 
 
-@dataclass(frozen=True)
+@record
 class Advice:
     """One move that changes a plan (engines.advice), checked with the whole pipeline."""
 
@@ -46,7 +47,7 @@ class Advice:
     bits: float = 16.0  # bits per weight of the changed plan's file type (the decision rule's 2-3-bit class)
 
 
-@dataclass(frozen=True)
+@record
 class LlamaCppPlan:
     """llama.cpp's own part of a check: the tensors, the settings as llama.cpp runs them, its plan (`fit`), and
     what a single check adds (advice, what llama.cpp's own fit would choose)."""
@@ -164,7 +165,7 @@ def speed_of(plan: TensorPlan, est: MemoryEstimate, hardware: Hardware, prompt_t
                                                   output_tokens, request_rate))
 
 
-@dataclass(frozen=True)
+@record
 class InspectResult:
     path: Path  # as the user gave it
     header: GGUFHeader

@@ -6,10 +6,11 @@ and the slots (4 sharing one unified KV cache). `check` answers for that when th
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import cache
 
 from gemma_fit.base.errors import BadInput
+from gemma_fit.base.record import record
 from gemma_fit.base.text import printable
 from gemma_fit.base.version import LLAMA_CPP_COMMIT
 from gemma_fit.db.rules import read_packaged_yaml
@@ -20,7 +21,7 @@ from gemma_fit.memory.search import max_ctx_fit
 from gemma_fit.memory.settings import RunSettings
 
 
-@dataclass(frozen=True)
+@record
 class ServerDefaults:
     since: int  # the first release (bNNNN) with these defaults
     label: str

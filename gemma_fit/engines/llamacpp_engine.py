@@ -3,9 +3,10 @@ vision projector counted, and, for a single check, the advice and what llama.cpp
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
+from gemma_fit.base.record import record
 from gemma_fit.base.verdict import Verdict
 from gemma_fit.engines.advice import advise, drafter_move
 from gemma_fit.engines.base import CheckRequest, CheckResult, engine_options
@@ -20,7 +21,7 @@ from gemma_fit.memory.settings import RunSettings, validate
 from gemma_fit.model.catalog import ResolvedModel
 
 
-@dataclass(frozen=True)
+@record
 class LlamaCppOptions:
     """llama.cpp takes no options beyond its own flags (RunSettings)."""
 

@@ -15,11 +15,11 @@ mask over the shared cache, and the logits of one output per slot.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 from gemma_fit.base.errors import BadInput
+from gemma_fit.base.record import record
 from gemma_fit.db.rules import read_packaged_yaml
 from gemma_fit.hardware.spec import Hardware
 from gemma_fit.memory.settings import RunSettings
@@ -33,7 +33,7 @@ F32 = 4
 KERNELS_PER_LAYER = 16  # Gemma layers after ggml-cuda's fusions (speed.graph), the assistant's as the target's
 
 
-@dataclass(frozen=True)
+@record
 class Drafter:
     id: str
     target: str

@@ -36,10 +36,11 @@ both, i.e. the new-engine behaviour; the legacy heuristic is not modelled.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from gemma_fit.base.errors import BadInput
+from gemma_fit.base.record import record
 from gemma_fit.base.units import GIB, MIB, fmt_bytes
 from gemma_fit.base.verdict import Verdict
 from gemma_fit.base.version import LLAMA_CPP_COMMIT
@@ -78,7 +79,7 @@ KV_TYPES = ("f16", "q8_0", "q4_0")
 AUTO_CTX_TIERS = (262144, 32768, 4096)  # server/routes.go @00188139 (by VRAM); sched.go steps down these
 
 
-@dataclass(frozen=True)
+@record
 class OllamaOptions:
     """Ollama's own settings (environment variables of `ollama serve`) beyond llama.cpp's."""
 

@@ -16,8 +16,7 @@ GET_TENSOR request 321 bytes and its reply 8.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from gemma_fit.base.record import record
 from gemma_fit.memory.estimate import MemoryEstimate
 from gemma_fit.model.spec import ModelSpec
 
@@ -28,7 +27,7 @@ GRAPH_RECOMPUTE = 13
 CELL_PAD = 256  # n_kv is padded to a multiple of 256 cells (llama-kv-cache.cpp)
 
 
-@dataclass(frozen=True)
+@record
 class RpcTraffic:
     """Per decoded token: the round trips of one step, and the bytes each sequence adds each way."""
 

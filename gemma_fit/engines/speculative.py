@@ -15,11 +15,12 @@ or the user's --acceptance.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import cache
 from typing import Any
 
 from gemma_fit.base.errors import BadInput
+from gemma_fit.base.record import record
 from gemma_fit.db.rules import read_packaged_yaml
 from gemma_fit.engines.mtp import drafter_by_id
 from gemma_fit.gguf.tensors import build_plan
@@ -146,7 +147,7 @@ def _check_pair(target: ResolvedModel, draft: ResolvedModel) -> None:
         raise BadInput(f"--draft {draft.spec.id} is not smaller than {target.spec.id}: it would slow decoding down")
 
 
-@dataclass(frozen=True)
+@record
 class DraftMemory:
     weights_bytes: int
     kv_cache_bytes: int

@@ -31,9 +31,10 @@ model (then accelerate runs the rest from CPU RAM, slowly): the verdict here is 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from gemma_fit.base.errors import BadInput
+from gemma_fit.base.record import record
 from gemma_fit.base.units import GIB
 from gemma_fit.base.verdict import Verdict
 from gemma_fit.engines.base import (
@@ -74,7 +75,7 @@ LOGIT_COPIES = 3  # bf16 logits of the last position, their fp32 copy, the softm
 UNSUPPORTED = {"nvfp4": "transformers has no NVFP4 loader for Gemma; use bf16, fp8, bnb-8bit or bnb-4bit"}
 
 
-@dataclass(frozen=True)
+@record
 class TransformersOptions:
     """transformers' own options: `generate`'s batch, length and cache, and the KV cache type."""
 

@@ -1,15 +1,14 @@
 """vLLM: the KV cache pool left after weights, activations and CUDA graphs, and what it holds.
 
 Rules read from the vLLM 0.33.0 sdist (PyPI), file by file:
-- vllm/v1/worker/gpu_worker.py determine_available_memory: available KV memory =
-  requested_memory - non_kv_cache_memory - cudagraph_memory_estimate, where
-  vllm/v1/worker/utils.py request_memory: requested_memory = ceil(total_memory x gpu_memory_utilization)
-  and vllm/utils/mem_utils.py memory_profiling: non_kv_cache_memory = total_consumed + transient_peak_headroom,
-  total_consumed = free memory at the start-up snapshot - free memory after the profile run (weights, other
-  persistent torch tensors, and non-torch memory allocated AFTER the snapshot), transient_peak_headroom =
-  torch peak - torch allocated after the profile run. The snapshot (gpu_worker.py init_device) is taken
-  after the CUDA context, NCCL and the cuBLAS/cuBLASLt handles exist, so those sit in the
-  (1 - gpu_memory_utilization) slack, not in the KV budget; request_memory refuses to start when the free
+- vllm/v1/worker/gpu_worker.py determine_available_memory: available KV memory = requested_memory -
+  non_kv_cache_memory - cudagraph_memory_estimate, where vllm/v1/worker/utils.py request_memory: requested_memory =
+  ceil(total_memory x gpu_memory_utilization) and vllm/utils/mem_utils.py memory_profiling: non_kv_cache_memory =
+  total_consumed + transient_peak_headroom, total_consumed = free memory at the start-up snapshot - free memory
+  after the profile run (weights, other persistent torch tensors, and non-torch memory allocated AFTER the
+  snapshot), transient_peak_headroom = torch peak - torch allocated after the profile run. The snapshot
+  (gpu_worker.py init_device) is taken after the CUDA context, NCCL and the cuBLAS/cuBLASLt handles exist, so those
+  sit in the (1 - gpu_memory_utilization) slack, not in the KV budget; request_memory refuses to start when the free
   memory at the snapshot is below ceil(total x gpu_memory_utilization).
 - CUDA graphs: gpu_model_runner.py profile_cudagraph_memory captures the first two graphs of each mode
   and estimates first_capture + (n_graphs - 1) x max(second_capture, 1 MiB), the max over modes (FULL and
@@ -49,9 +48,10 @@ from __future__ import annotations
 
 import math
 import shlex
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from gemma_fit.base.errors import BadInput
+from gemma_fit.base.record import record
 from gemma_fit.base.units import GIB, MIB
 from gemma_fit.base.verdict import Verdict
 from gemma_fit.engines.base import (
@@ -115,7 +115,7 @@ UNSUPPORTED = {"bnb-8bit": "vLLM 0.33.0 has no bitsandbytes quantization; use aw
 QUANT_FLAG = {"fp8": "fp8", "awq-int4": "awq_marlin", "gptq-int4": "gptq_marlin", "nvfp4": "modelopt_fp4"}
 
 
-@dataclass(frozen=True)
+@record
 class VllmOptions:
     """vLLM's own options (`vllm serve` flags), with vLLM 0.33.0's defaults."""
 

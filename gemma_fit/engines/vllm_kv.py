@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass
 
 from gemma_fit.base.errors import BadInput
+from gemma_fit.base.record import record
 from gemma_fit.engines.hf_weights import kv_layers
 from gemma_fit.model.spec import ModelSpec
 
 ASYNC_CONCURRENT_BATCHES = 2  # vllm/config/vllm.py max_concurrent_batches with async scheduling
 
 
-@dataclass(frozen=True)
+@record
 class KVGroupType:
     sliding: bool
     n_layers: int
@@ -63,7 +63,7 @@ def blocks_per_request(t: KVGroupType, max_model_len: int, window: int, in_fligh
     return math.ceil(max_model_len / t.block_size)
 
 
-@dataclass(frozen=True)
+@record
 class KVPlan:
     bytes_per_block: int
     num_blocks: int

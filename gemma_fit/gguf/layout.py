@@ -7,10 +7,10 @@ llama-quantize writes the tensors in llama.cpp's weight order, which is the plan
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from gemma_fit.base.record import record
 from gemma_fit.gguf.tensors import TensorPlan
 from gemma_fit.gguf.value_types import SCALAR_FORMATS, GGUFValueType
 from gemma_fit.model.spec import ModelSpec
@@ -28,7 +28,7 @@ def pad(n: int, align: int = GGUF_ALIGNMENT) -> int:
     return (n + align - 1) // align * align
 
 
-@dataclass(frozen=True)
+@record
 class KV:
     key: str
     value: Any

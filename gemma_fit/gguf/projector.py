@@ -9,16 +9,16 @@ embedder.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from gemma_fit.base.record import record
 from gemma_fit.db.rules import read_packaged_yaml
 from gemma_fit.gguf.projector_towers import LAYOUTS
 from gemma_fit.gguf.tensors import TensorSpec
 
 
-@dataclass(frozen=True)
+@record
 class ProjectorPlan:
     tower: str  # projectors.yaml id
     n_embd_text: int  # the text model's width the projection writes into

@@ -5,10 +5,10 @@ Gemma 3 27B per quant; for types they did not measure, placed by llama.cpp's own
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from gemma_fit.base.record import record
 from gemma_fit.db.rules import read_packaged_yaml
 from gemma_fit.gguf.types import FileType
 
@@ -16,7 +16,7 @@ RANKING_BENCHMARK = "mmlu_pro_it"  # published for Gemma 2, 3 (1B-27B), 3n and 4
 UNQUANTIZED = ("F32", "F16", "BF16")
 
 
-@dataclass(frozen=True)
+@record
 class Benchmark:
     name: str  # e.g. mmlu_pro_it
     value: float
@@ -25,7 +25,7 @@ class Benchmark:
     scale: str  # figures on one scale compare (same benchmark, same setup); else a ranking says it mixes them
 
 
-@dataclass(frozen=True)
+@record
 class Quality:
     score: float | None  # benchmark x retention, in the benchmark's unit; None without a published benchmark
     benchmark: Benchmark | None

@@ -26,12 +26,13 @@ import re
 import stat
 import struct
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cache
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from gemma_fit.base.record import record
 from gemma_fit.base.text import printable
 from gemma_fit.gguf import limits
 from gemma_fit.gguf.limits import Budget
@@ -50,7 +51,7 @@ _INT64_MAX = 2**63 - 1
 _SPLIT_NAME = re.compile(r"^(?P<prefix>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
 
 
-@dataclass(frozen=True)
+@record
 class GGUFTensorInfo:
     name: str
     shape: tuple[int, ...]  # ggml order, ne0 (the row length) first
@@ -67,7 +68,7 @@ class GGUFTensorInfo:
         return n
 
 
-@dataclass(frozen=True)
+@record
 class GGUFShard:
     path: Path
     version: int
@@ -77,7 +78,7 @@ class GGUFShard:
     tensor_data_bytes: int  # the data section as the tensor infos lay it out (padded)
 
 
-@dataclass(frozen=True)
+@record
 class GGUFHeader:
     path: Path
     version: int
@@ -202,7 +203,7 @@ def _version(r: Reader) -> int:
     return version
 
 
-@dataclass(frozen=True)
+@record
 class _One:
     shard: GGUFShard
     metadata: dict[str, Any]

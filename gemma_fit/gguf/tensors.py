@@ -11,16 +11,16 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import cache, cached_property, wraps
 from typing import Any, TypeVar
 
+from gemma_fit.base.record import record
 from gemma_fit.gguf.quantize import choose_types
 from gemma_fit.gguf.types import FileType, GGMLType, file_type, ggml_type
 from gemma_fit.model.spec import LayerSpec, ModelSpec
 
 
-@dataclass(frozen=True)
+@record
 class TensorSpec:
     name: str
     shape: tuple[int, ...]  # ggml order, ne0 first
@@ -40,7 +40,7 @@ class TensorSpec:
         return self.type.tensor_bytes(self.shape)
 
 
-@dataclass(frozen=True)
+@record
 class TensorPlan:
     model: ModelSpec
     ftype: FileType
@@ -76,7 +76,7 @@ class TensorPlan:
         return self._by_name
 
 
-@dataclass(frozen=True)
+@record
 class _Raw:
     name: str
     shape: tuple[int, ...]

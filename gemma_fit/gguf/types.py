@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 
 from gemma_fit.base.errors import BadInput
+from gemma_fit.base.record import record
 from gemma_fit.base.text import has_unsafe, printable
 from gemma_fit.db.rules import read_packaged_yaml
 
 
-@dataclass(frozen=True)
+@record
 class GGMLType:
     name: str
     id: int
@@ -38,7 +38,7 @@ class GGMLType:
         return self.bytes * 8 / self.block
 
 
-@dataclass(frozen=True)
+@record
 class FileType:
     """A llama.cpp file type (llama_ftype), e.g. Q4_K_M."""
 

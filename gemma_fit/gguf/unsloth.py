@@ -5,15 +5,15 @@ llama-quantize mix and carries, as extra margin, what the published UD files wei
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from functools import cache
 
+from gemma_fit.base.record import record
 from gemma_fit.gguf.layout import estimated_file_bytes
 from gemma_fit.gguf.tensors import TensorPlan, build_plan
 from gemma_fit.gguf.types import unsloth_ud
 
 
-@dataclass(frozen=True)
+@record
 class UnpublishedMix:
     recipe: str  # e.g. UD-Q4_K_XL
     mix_of: str  # the llama-quantize type modelled, e.g. Q4_K_M

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import field, fields, replace
 from functools import cache
 from itertools import combinations
 from pathlib import Path
@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from gemma_fit.base.errors import BadInput, DatabaseError
+from gemma_fit.base.record import record
 from gemma_fit.base.text import printable
 from gemma_fit.db.files import packaged_dir
 from gemma_fit.db.yaml_files import read_yaml
@@ -89,7 +90,7 @@ def storage_spec(entry: StorageEntry) -> StorageSpec:
                        entry.link_ceiling_gbps, entry.source)
 
 
-@dataclass(frozen=True)
+@record
 class HardwareDB:
     """Every hardware entry, keyed by id; entries in later (extra) folders replace earlier ones."""
 

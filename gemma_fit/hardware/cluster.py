@@ -5,14 +5,14 @@ run ggml-rpc-server) or the Ray head (the others join it)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
+from gemma_fit.base.record import record
 from gemma_fit.hardware.spec import GPUSpec
 
 MAX_NODES = 64  # vLLM pipeline stages / llama.cpp RPC servers past any published deployment of one model
 
 
-@dataclass(frozen=True)
+@record
 class Network:
     bytes_per_s: float  # per direction (math.inf: an ideal network)
     latency_s: float  # one way
@@ -24,7 +24,7 @@ class Network:
 IDEAL = Network(math.inf, 0.0)
 
 
-@dataclass(frozen=True)
+@record
 class Node:
     name: str
     host: str
@@ -32,7 +32,7 @@ class Node:
     ram_bytes: int | None
 
 
-@dataclass(frozen=True)
+@record
 class Cluster:
     name: str
     nodes: tuple[Node, ...]

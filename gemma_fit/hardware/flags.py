@@ -9,11 +9,12 @@ answer shows. Bad values are one line of BadInput.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from gemma_fit.base.errors import BadInput
 from gemma_fit.base.ranges import check_optional
+from gemma_fit.base.record import record
 from gemma_fit.hardware.power import PowerModes, with_power_mode
 from gemma_fit.hardware.snapshot import known_hardware
 from gemma_fit.hardware.spec import GIB, NUMA_MODES, CPUSpec, Hardware
@@ -22,7 +23,7 @@ DEFAULT_CHANNELS = 2  # a desktop or laptop: two 64-bit channels
 THIS_CPU = "CPU: this machine's"  # how the notes name a probed CPU
 
 
-@dataclass(frozen=True)
+@record
 class MachineFlags:
     ram_gb: float | None = None  # GiB, as a machine file's ram_gb
     ram_type: str | None = None  # "ddr5-6000", "lpddr5x-8000"

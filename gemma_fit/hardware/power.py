@@ -13,14 +13,15 @@ module boots in: `nvpmodel -q` prints the mode a machine is in.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from gemma_fit.base.errors import BadInput
+from gemma_fit.base.record import record
 from gemma_fit.base.text import printable
 from gemma_fit.hardware.spec import GPUSpec, Hardware
 
 
-@dataclass(frozen=True)
+@record
 class PowerMode:
     name: str
     nvpmodel_id: int
@@ -30,7 +31,7 @@ class PowerMode:
     emc_max_mhz: float | None
 
 
-@dataclass(frozen=True)
+@record
 class PowerModes:
     """One module's modes and the clocks its GPU entry's figures are for."""
 

@@ -3,13 +3,13 @@ buyer pays for a card or a unified-memory machine, with its date and source."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from gemma_fit.base.errors import BadInput, DatabaseError
+from gemma_fit.base.record import record
 from gemma_fit.base.suggest import did_you_mean
 from gemma_fit.db.files import read_text, shown
 from gemma_fit.db.yaml_files import parse_yaml
@@ -21,7 +21,7 @@ from gemma_fit.hardware.price_schema import PowerFigure, PriceEntry, PriceFile, 
 MSRP_MAX_AGE_YEARS = 3
 
 
-@dataclass(frozen=True)
+@record
 class Price:
     usd: float
     date: str  # as its source dates it: YYYY, YYYY-Qn, YYYY-MM or YYYY-MM-DD

@@ -7,14 +7,13 @@ or when the user adds databases of their own.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from gemma_fit.base.record import record
 from gemma_fit.db.snapshot import snapshot
 from gemma_fit.hardware.power import PowerModes
 from gemma_fit.hardware.spec import CPUSpec, GPUSpec, PcieRate, StorageSpec, cpu_key, ids_named_by_prefix, name_key
 
 
-@dataclass(frozen=True)
+@record
 class HardwareSnapshot:
     gpus: dict[str, GPUSpec]  # id -> spec
     gpu_names: dict[str, str]  # name_key of an id or alias -> id

@@ -6,8 +6,10 @@ llama.cpp can drive live here too.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
+
+from gemma_fit.base.record import record
 
 GIB = 1024**3
 TIB = 1024**4
@@ -56,7 +58,7 @@ def ids_named_by_prefix(key: str, ids: list[str]) -> list[str]:
     return sorted(found, key=lambda i: [int(t) if t.isdigit() else t for t in name_key(i).split("-")])
 
 
-@dataclass(frozen=True)
+@record
 class GPUSpec:
     """What the estimator needs about one GPU. Bytes are integers; bandwidth is decimal GB/s."""
 
@@ -87,7 +89,7 @@ class GPUSpec:
     bf16_supported: bool = True  # bfloat16 arithmetic (CUDA: compute capability 8.0 and up); vLLM's dtype follows it
 
 
-@dataclass(frozen=True)
+@record
 class StorageSpec:
     id: str
     name: str
@@ -97,7 +99,7 @@ class StorageSpec:
     source: str
 
 
-@dataclass(frozen=True)
+@record
 class GPUAttachment:
     """How one GPU of a machine is attached. Bandwidths per direction, decimal GB/s."""
 
@@ -116,7 +118,7 @@ CPU_ISAS = ("avx2", "avx512", "amx", "neon", "sve")
 NUMA_MODES = ("distribute", "isolate", "numactl")
 
 
-@dataclass(frozen=True)
+@record
 class CPUSpec:
     """The CPU that runs llama.cpp's CPU layers: its instruction set (which kernels run), its cores
     (llama.cpp's default thread count) and the memory system it was sold with."""
@@ -141,7 +143,7 @@ class CPUSpec:
         return self.performance_cores or self.cores
 
 
-@dataclass(frozen=True)
+@record
 class SpeedCalibration:
     """What `gemma-fit bench` (or `smoke --record`) measured on this very machine, as factors on the speed model:
     measured / predicted per metric, the median over the saved runs (hardware.calibration_store)."""
@@ -157,7 +159,7 @@ class SpeedCalibration:
         return one + self.batched_factors
 
 
-@dataclass(frozen=True)
+@record
 class Hardware:
     """The machine an answer is for: its GPUs as software sees them, the host's memory, CPU and drive, how the GPUs
     are attached, and notes on what was probed, given or assumed. From --gpu names (hardware.select), a machine
@@ -201,7 +203,7 @@ def cpu_key(name: str) -> str:
     return "-".join(words)
 
 
-@dataclass(frozen=True)
+@record
 class PcieRate:
     """One PCIe generation and width: its theoretical rate and what copies reached in a measurement."""
 

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from gemma_fit.base.errors import BadInput
 from gemma_fit.base.ranges import check_range
+from gemma_fit.base.record import record
 from gemma_fit.db.catalog import BUILTIN, Catalog
 from gemma_fit.db.files import read_text
 from gemma_fit.engines.llamacpp import run_check
@@ -46,7 +47,7 @@ MAX_PARALLEL = 64  # llama-batched-bench sequences: more is a serving test, not 
 MAX_REPETITIONS = 100
 
 
-@dataclass(frozen=True)
+@record
 class BenchRun:
     """What to run: llama-bench's -p, -n and -r, the threads, and llama-batched-bench up to `parallel` sequences."""
 
@@ -60,7 +61,7 @@ class BenchRun:
     paste: Path | None = None  # a file with llama-bench's table: read instead of running
 
 
-@dataclass(frozen=True)
+@record
 class BenchRow:
     measurement: Measurement
     predicted: float  # tokens/s the speed model gives for this test, uncalibrated
@@ -71,7 +72,7 @@ class BenchRow:
         return round(100.0 * (self.predicted - self.measurement.tokens_per_s) / self.measurement.tokens_per_s, 2)
 
 
-@dataclass(frozen=True)
+@record
 class BenchResult:
     model: str
     quant: str

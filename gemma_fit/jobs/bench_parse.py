@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from gemma_fit.base.errors import BadInput
+from gemma_fit.base.record import record
 
 Kind = Literal["prefill", "decode", "batched"]
 MAX_PASTE_BYTES = 1024 * 1024
@@ -22,7 +22,7 @@ MAX_TESTS = 1000
 MAX_TOKENS = 1 << 20  # a test longer than a million tokens is not a benchmark anyone ran
 
 
-@dataclass(frozen=True)
+@record
 class Measurement:
     """One test llama.cpp ran: what it was and the tokens per second it printed."""
 

@@ -13,7 +13,7 @@ budget only drops options above it, so raising it never removes one. Pure: no pr
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import date
 from itertools import combinations
 from pathlib import Path
@@ -21,6 +21,7 @@ from typing import Any
 
 from gemma_fit.base.errors import BadInput, GemmaFitError
 from gemma_fit.base.ranges import check_optional, check_range
+from gemma_fit.base.record import record
 from gemma_fit.base.suggest import did_you_mean
 from gemma_fit.base.text import has_unsafe, printable
 from gemma_fit.base.verdict import Verdict
@@ -52,7 +53,7 @@ MAX_GPUS = 4  # llama.cpp splits a model over at most this many here (more is a 
 AUTO_QUANTS = QUANT_LADDER[: QUANT_LADDER.index("Q4_K_M") + 1]
 
 
-@dataclass(frozen=True)
+@record
 class HardwareOption:
     gpus: tuple[GPUSpec, ...]
     price_usd: float
@@ -68,7 +69,7 @@ class HardwareOption:
         return "+".join(g.id for g in self.gpus)
 
 
-@dataclass(frozen=True)
+@record
 class BuyOption:
     hardware: HardwareOption
     plan: Candidate | None  # None: nothing fits with the margin
@@ -78,7 +79,7 @@ class BuyOption:
         return self.plan.decode if self.plan else 0.0
 
 
-@dataclass(frozen=True)
+@record
 class Purchase:
     needs: BuyNeeds
     models: tuple[str, ...]

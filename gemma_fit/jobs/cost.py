@@ -13,12 +13,13 @@ source (hardware_db/prices/: gpus.yaml, machines.yaml, rent.yaml, api.yaml, elec
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from gemma_fit.base.errors import BadInput
 from gemma_fit.base.ranges import check_range
+from gemma_fit.base.record import record
 from gemma_fit.db.catalog import BUILTIN, Catalog
 from gemma_fit.hardware.catalog import load_hardware_db
 from gemma_fit.hardware.prices import current_price, price_table, prices_as_of
@@ -31,14 +32,14 @@ MAX_TOKENS_PER_DAY = 10**13
 VOLUMES = tuple(round(10 ** (e / 4)) for e in range(12, 45))  # 1,000 to 10^11 tokens a day, four steps a decade
 
 
-@dataclass(frozen=True)
+@record
 class Source:
     what: str
     date: str
     url: str
 
 
-@dataclass(frozen=True)
+@record
 class CostOption:
     """One way to get the volume: its cost per day at a volume (a function of it), and what it is made of."""
 
@@ -69,7 +70,7 @@ class CostOption:
         return n * self.fixed_usd_per_day + tokens_per_day * self.usd_per_token
 
 
-@dataclass(frozen=True)
+@record
 class CostResult:
     model: str
     quant: str
@@ -229,7 +230,7 @@ def cost_document(r: CostResult, kwh_used: float) -> dict[str, Any]:
             "changes": changes(r.options) if r.options else [], "chart": chart, "notes": list(r.notes)}
 
 
-@dataclass(frozen=True)
+@record
 class CostAsk:
     """What `cost` is asked: the volume and the local prices that replace the database's defaults."""
 

@@ -6,10 +6,10 @@ backend, a generation, a search text.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from gemma_fit.base.errors import BadInput
+from gemma_fit.base.record import record
 from gemma_fit.base.units import GIB
 from gemma_fit.db.catalog import BUILTIN, Catalog
 
@@ -17,7 +17,7 @@ VENDORS = ("nvidia", "amd", "intel", "apple")
 _VENDOR_ORDER = {v: i for i, v in enumerate(VENDORS)}
 
 
-@dataclass(frozen=True)
+@record
 class GpuFilter:
     vendor: str | None = None  # nvidia, amd, intel, apple
     min_memory_gib: float | None = None

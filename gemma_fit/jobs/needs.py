@@ -3,15 +3,14 @@ cheap to import, so that the command line shows the defaults the jobs use."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from gemma_fit.base.record import record
 from gemma_fit.memory.fit import SAFETY_MARGIN_BYTES
 
 PREFERENCES = ("quality", "speed", "context")
 SEGMENTS = ("consumer", "workstation", "datacenter", "apple", "embedded")
 
 
-@dataclass(frozen=True)
+@record
 class Needs:
     """recommend: the context, the least speed, and what to rank by."""
 
@@ -24,7 +23,7 @@ class Needs:
     margin_bytes: int | None = None  # kept free on each GPU; None: llama.cpp's fit target (1 GiB)
 
 
-@dataclass(frozen=True)
+@record
 class BuyNeeds:
     """buy: the context and speed the hardware must give, and what may be bought."""
 

@@ -12,11 +12,12 @@ Quality is published data only (gemma_fit.gguf.quality). Pure: no printing, no f
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from gemma_fit.base.errors import BadInput, GemmaFitError
 from gemma_fit.base.ranges import check_optional, check_range
+from gemma_fit.base.record import record
 from gemma_fit.base.suggest import did_you_mean
 from gemma_fit.base.text import printable
 from gemma_fit.base.verdict import Verdict
@@ -41,7 +42,7 @@ QUANT_LADDER = ("BF16", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "QAT_Q4_0", "IQ4_XS"
 KV_CACHE_TYPES = ("f16", "q8_0")  # q8_0: near-lossless (llama.cpp PR #7412); q4_0 is not recommended unasked
 
 
-@dataclass(frozen=True)
+@record
 class Candidate:
     result: LlamaCppResult
     quality: Quality
@@ -72,7 +73,7 @@ class Candidate:
                       min(rooms, default=0), "the GPU" if rooms else "system memory")
 
 
-@dataclass(frozen=True)
+@record
 class Recommendation:
     hardware: Hardware
     needs: Needs

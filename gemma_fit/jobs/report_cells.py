@@ -13,10 +13,10 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from gemma_fit.base.errors import BadInput
+from gemma_fit.base.record import record
 from gemma_fit.base.verdict import CELL_ERROR
 from gemma_fit.engines.base import CheckRequest, CheckResult, Engine
 from gemma_fit.hardware.spec import Hardware
@@ -31,13 +31,13 @@ ProgressFn = Callable[[int, int], None]
 Cell = dict[str, Any]
 
 
-@dataclass(frozen=True)
+@record
 class HardwareConfig:
     key: str  # what the user typed, normalised: ids joined by '+', or 'file:<machine name>'
     hardware: Hardware
 
 
-@dataclass(frozen=True)
+@record
 class Matrix:
     """Everything a cell depends on; cells are kept in the report's order: hardware, model, quant, context."""
 

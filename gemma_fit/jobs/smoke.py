@@ -14,12 +14,12 @@ import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gemma_fit.base.errors import BadInput
 from gemma_fit.base.ranges import check_range
+from gemma_fit.base.record import record
 from gemma_fit.db.catalog import BUILTIN, Catalog
 from gemma_fit.engines.llamacpp import LlamaCppResult, run_check
 from gemma_fit.gguf.tensors import build_plan
@@ -121,7 +121,7 @@ def error_pct(estimate: dict[str, Any], measured: dict[str, Any]) -> dict[str, f
             "compute": pct("compute_bytes")}
 
 
-@dataclass(frozen=True)
+@record
 class SmokeRun:
     """How to run llama.cpp: what smoke adds to check's settings."""
 
@@ -132,7 +132,7 @@ class SmokeRun:
     llama_bin: Path | None = None  # a folder with llama.cpp's binaries; None: the cached build, else PATH
 
 
-@dataclass(frozen=True)
+@record
 class SmokeResult:
     """llama.cpp's measurement beside gemma-fit's estimate of the same run."""
 

@@ -7,9 +7,9 @@ measured from llama.cpp itself (benchmarks/fit_compute.py prints the error distr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 
+from gemma_fit.base.record import record
 from gemma_fit.db.rules import read_packaged_yaml
 from gemma_fit.memory.kv_cache import KVCacheLayout
 from gemma_fit.memory.settings import RunSettings
@@ -18,7 +18,7 @@ from gemma_fit.model.spec import ModelSpec
 F32 = 4
 
 
-@dataclass(frozen=True)
+@record
 class Coefficients:
     e_ffn: float
     q_ffn: float
@@ -37,7 +37,7 @@ def coefficients(arch: str) -> Coefficients:
     return Coefficients(**merged)
 
 
-@dataclass(frozen=True)
+@record
 class ComputePhases:
     """Bytes of each phase; the buffer is the largest."""
 

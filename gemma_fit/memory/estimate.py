@@ -8,9 +8,9 @@ the estimate (layers, context, quant that fit) are in gemma_fit.memory.search.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 
+from gemma_fit.base.record import record
 from gemma_fit.db.rules import read_packaged_yaml
 from gemma_fit.gguf.tensors import TensorPlan
 from gemma_fit.hardware.spec import GPUSpec
@@ -40,7 +40,7 @@ MIB = 1024**2
 F32 = 4
 
 
-@dataclass(frozen=True)
+@record
 class DeviceMemory:
     id: str
     name: str
@@ -62,7 +62,7 @@ class DeviceMemory:
         return self.capacity_bytes - self.total_bytes
 
 
-@dataclass(frozen=True)
+@record
 class HostMemory:
     weights_bytes: int  # mapped (mmap) span of the weights left on the host
     kv_cache_bytes: int
@@ -79,7 +79,7 @@ class HostMemory:
         return None if self.capacity_bytes is None else self.capacity_bytes - self.total_bytes
 
 
-@dataclass(frozen=True)
+@record
 class MemoryEstimate:
     settings: RunSettings
     n_ctx: int  # as llama.cpp resolves it
@@ -98,7 +98,7 @@ class MemoryEstimate:
         return self.host.headroom_bytes is None or self.host.headroom_bytes >= 0
 
 
-@dataclass(frozen=True)
+@record
 class Overhead:
     bytes: int
     measured: bool
@@ -168,7 +168,7 @@ def cpu_only_weights_bytes(plan: TensorPlan) -> int:
     return plan.tensor_data_bytes + (names["token_embd.weight"].n_bytes if own_output else 0)
 
 
-@dataclass(frozen=True)
+@record
 class ContextTerms:
     """What depends on the settings but not on the placement: computed once per settings."""
 
@@ -183,7 +183,7 @@ def context_terms(model: ModelSpec, s: RunSettings) -> ContextTerms:
     return ContextTerms(kv, compute_phases(model, s, kv))
 
 
-@dataclass(frozen=True)
+@record
 class _Core:
     """What an estimate is on any devices of these backends, before their capacities: the placement, the KV
     cache and compute buffer, the bytes per device (weights, KV, compute, overhead, projector) and on the host."""

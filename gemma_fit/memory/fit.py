@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from gemma_fit.base.record import record
 from gemma_fit.base.units import fmt_bytes
 from gemma_fit.base.verdict import Verdict
 from gemma_fit.gguf.tensors import TensorPlan
@@ -21,7 +22,7 @@ from gemma_fit.model.spec import ModelSpec
 SAFETY_MARGIN_BYTES = 1024 * 1024**2
 
 
-@dataclass(frozen=True)
+@record
 class Fit:
     """llama.cpp's plan for one model, settings and hardware: the estimate, the layers on the GPU(s), the largest
     context, the answer and why, and the llama-server command that runs it."""

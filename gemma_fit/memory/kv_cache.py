@@ -7,15 +7,15 @@ src/llama-kv-cache-iswa.cpp (the sliding-window cache size).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 
+from gemma_fit.base.record import record
 from gemma_fit.gguf.types import ggml_type
 from gemma_fit.memory.settings import RunSettings, pad_to
 from gemma_fit.model.spec import LayerSpec, ModelSpec
 
 
-@dataclass(frozen=True)
+@record
 class KVCacheLayout:
     base_cells: int  # cells per stream of the full-attention (non-SWA) cache
     swa_cells: int  # cells per stream of the sliding-window cache (0 if none)

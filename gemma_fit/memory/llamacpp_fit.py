@@ -16,8 +16,9 @@ Explicit -ngl, -ot, --cpu-moe or --n-cpu-moe switch step 3 off; an explicit -c s
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from gemma_fit.base.record import record
 from gemma_fit.gguf.tensors import TensorPlan
 from gemma_fit.hardware.spec import GPUSpec
 from gemma_fit.memory.estimate import MemoryEstimate, estimate_memory
@@ -29,7 +30,7 @@ FIT_TARGET_BYTES = 1024 * 1024**2  # --fit-target default (common/common.h)
 FIT_MIN_CTX = 4096  # --fit-ctx default
 
 
-@dataclass(frozen=True)
+@record
 class FitChoice:
     n_ctx: int
     n_gpu_layers: int

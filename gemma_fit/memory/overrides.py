@@ -16,11 +16,11 @@ llama.cpp keeps the command line's order; gemma-fit takes -ot first, then --cpu-
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING
 
 from gemma_fit.base.errors import BadInput
+from gemma_fit.base.record import record
 from gemma_fit.base.text import printable
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ MAX_OVERRIDES = 4096  # llama_max_tensor_buft_overrides()
 _GPU_BUFFER = re.compile(r"^(CUDA|ROCm|Vulkan|SYCL|MTL|Metal|OpenCL|CANN|MUSA)(\d*)$")
 
 
-@dataclass(frozen=True)
+@record
 class TensorOverride:
     pattern: str
     device: int  # GPU index, or placement.CPU (-1)

@@ -16,16 +16,17 @@ from __future__ import annotations
 
 import struct
 from bisect import bisect_right
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import cache
 
+from gemma_fit.base.record import record
 from gemma_fit.gguf.tensors import TensorPlan, TensorSpec, per_plan
 from gemma_fit.memory.overrides import TensorOverride, override_device
 
 CPU = -1  # device index of the host
 
 
-@dataclass(frozen=True)
+@record
 class Placement:
     n_gpu_layers: int
     layer_device: tuple[int, ...]  # per repeating layer: GPU index or CPU
@@ -113,21 +114,21 @@ def _place_layers(n_layer: int, n_gpu_layers: int, free_bytes: tuple[int, ...]) 
     return Placement(min(n_gpu_layers, n_layer + 1), layers, device(n_layer), n_devices)
 
 
-@dataclass(frozen=True)
+@record
 class WeightsByDevice:
     device_bytes: tuple[int, ...]  # per GPU: model buffer bytes
     host_bytes: int  # weights left on the host (tensor bytes)
     host_mapped_span_bytes: int  # with mmap: first to last byte of the host tensors in the file
 
 
-@dataclass(frozen=True)
+@record
 class _Group:
     n_bytes: int
     start: int  # first byte in the file's data section
     end: int  # last byte + 1
 
 
-@dataclass(frozen=True)
+@record
 class PlanLayout:
     """A plan's weights grouped the way placement moves them: input, output, each layer."""
 

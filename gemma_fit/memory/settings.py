@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
 from functools import cached_property
 from typing import Literal
 
 from gemma_fit.base.errors import BadInput
 from gemma_fit.base.ranges import check_range
+from gemma_fit.base.record import record
 from gemma_fit.gguf.types import GGMLType, ggml_type
 from gemma_fit.model.spec import ModelSpec
 
@@ -23,7 +24,7 @@ def pad_to(n: int, multiple: int) -> int:
     return (n + multiple - 1) // multiple * multiple
 
 
-@dataclass(frozen=True)
+@record
 class Speculative:
     """Speculative decoding as asked (--mtp, --draft MODEL[:QUANT], --draft-max, --acceptance) and as resolved by
     engines.speculative: the drafter, its file for the printed command, and the acceptance with its source."""
@@ -42,7 +43,7 @@ class Speculative:
         return bool(self.draft_file)
 
 
-@dataclass(frozen=True)
+@record
 class RunSettings:
     n_ctx: int = 4096  # 0 = the model's trained context
     n_batch: int = 2048

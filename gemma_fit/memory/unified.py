@@ -11,9 +11,9 @@ usable_memory_bytes holds it. Both are checked; the verdict follows whichever bi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 
+from gemma_fit.base.record import record
 from gemma_fit.db.rules import read_packaged_yaml
 from gemma_fit.hardware.spec import GPUSpec
 
@@ -21,7 +21,7 @@ GIB = 1024**3
 GENERIC = "generic"  # a unified device whose platform is not named (a spec in a machine file)
 
 
-@dataclass(frozen=True)
+@record
 class Platform:
     """What a unified-memory platform keeps for itself and how its GPU ceiling is raised."""
 
@@ -43,7 +43,7 @@ class Platform:
         return self.lever.format(mib=mib, pages=-(-need_bytes // 4096))
 
 
-@dataclass(frozen=True)
+@record
 class UnifiedPool:
     """Everything the process needs from the one memory, against what it may have."""
 

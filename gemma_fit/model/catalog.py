@@ -12,12 +12,12 @@ from __future__ import annotations
 import re
 import stat
 from collections.abc import Mapping
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from gemma_fit.base.errors import BadInput
+from gemma_fit.base.record import record
 from gemma_fit.db.files import packaged_dir, stat_path
 from gemma_fit.db.files import shown as _shown
 from gemma_fit.db.snapshot import snapshot
@@ -53,7 +53,7 @@ def load_model_db(extra_dirs: tuple[Path, ...] = ()) -> dict[str, ModelEntry]:
     return entries
 
 
-@dataclass(frozen=True)
+@record
 class ResolvedModel:
     spec: ModelSpec
     entry_id: str | None  # the model_db entry it came from; None for a user's config.json or a GGUF
@@ -91,7 +91,7 @@ def entry_spec(entry: ModelEntry) -> ModelSpec:
     return _SPECS[key]
 
 
-@dataclass(frozen=True)
+@record
 class ModelCard:
     """What resolving a name and estimating need of one built-in model_db entry."""
 

@@ -4,16 +4,16 @@ size of its blob, which holds the vision tower beside the text weights."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import cache
 
+from gemma_fit.base.record import record
 from gemma_fit.db.rules import read_packaged_yaml
 from gemma_fit.model.catalog import ResolvedModel
 
 _UNITS = {"MB": 10**6, "GB": 10**9}
 
 
-@dataclass(frozen=True)
+@record
 class OllamaTag:
     tag: str
     model: str  # model_db id

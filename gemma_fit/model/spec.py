@@ -6,11 +6,11 @@ reads (src/models/gemma*.cpp), so one function serves model_db entries and users
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
 
 from gemma_fit.base.errors import BadInput
+from gemma_fit.base.record import record
 
 if TYPE_CHECKING:  # the schema is only needed when a config is read (model_files), not to use a spec
     from gemma_fit.model.schema import HFTextConfig
@@ -45,7 +45,7 @@ SWA_PERIOD = {"gemma2": 2, "gemma3": 6, "gemma3n": 5}
 GEMMA3N_KV_LAYERS = 20
 
 
-@dataclass(frozen=True)
+@record
 class LayerSpec:
     index: int
     is_swa: bool
@@ -66,7 +66,7 @@ class LayerSpec:
         return self.n_head_kv * self.head_dim
 
 
-@dataclass(frozen=True, eq=True)
+@record
 class ModelSpec:
     """Everything about a model that decides tensors, memory and speed. Immutable."""
 

@@ -5,8 +5,9 @@ command. Text columns (names, notes) fold onto more lines instead of being cut."
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from gemma_fit.base.record import record
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
 _GAP = 3  # between two columns: a cell's padding on each side and the box's (blank) divider
 
 
-@dataclass(frozen=True)
+@record
 class Col:
     header: str
     drop: int = 0  # 0: always shown; otherwise the higher, the sooner a narrow terminal drops it

@@ -19,10 +19,11 @@ Aggregate throughput = B / step seconds; each user sees 1 / step seconds. The en
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+
+from gemma_fit.base.record import record
 
 
-@dataclass(frozen=True)
+@record
 class StageWork:
     """One device's share of a decode step (a tensor-parallel rank's share when tp > 1), in bytes and FLOPs,
     and the rates that device reaches with this engine."""
@@ -106,7 +107,7 @@ def factor_at(points: tuple[tuple[int, float], ...], batch: int) -> float:
     return points[-1][1]
 
 
-@dataclass(frozen=True)
+@record
 class Pipeline:
     """The devices one request's token passes through. Without pipeline parallelism (pp = 1) the stages take
     turns (llama.cpp's layer split, a hybrid GPU + CPU run, llama.cpp RPC) and their times add. With pp > 1

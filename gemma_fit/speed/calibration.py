@@ -5,9 +5,9 @@ benchmarks/calibrate_speed.py from published llama-bench runs and measurements k
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 
+from gemma_fit.base.record import record
 from gemma_fit.db.rules import read_packaged_yaml
 from gemma_fit.hardware.spec import GPUSpec
 
@@ -49,7 +49,7 @@ def prefill_group(gpu: GPUSpec, quantized: bool = True) -> str:
     return f"cuda-{'consumer' if 'GeForce' in gpu.name else 'pro'}"
 
 
-@dataclass(frozen=True)
+@record
 class DecodeModel:
     efficiency: float  # achieved fraction of datasheet memory bandwidth
     seconds_per_node: float  # fixed cost per graph node per token, at this GPU's clock

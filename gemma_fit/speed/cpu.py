@@ -9,9 +9,9 @@ prefill multiplies at a per-thread rate of its instruction-set group (AVX2, AVX-
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 
+from gemma_fit.base.record import record
 from gemma_fit.db.rules import read_packaged_yaml
 from gemma_fit.hardware.spec import CPUSpec, Hardware
 
@@ -29,7 +29,7 @@ def _terms() -> dict:
     return read_packaged_yaml("llamacpp/cpu_decode.yaml")
 
 
-@dataclass(frozen=True)
+@record
 class CPURates:
     """What the CPU layers run at on this hardware."""
 

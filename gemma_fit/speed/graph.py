@@ -11,14 +11,14 @@ layer structure (experts, per-layer embeddings); other architectures take the ll
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 
+from gemma_fit.base.record import record
 from gemma_fit.db.rules import read_packaged_yaml
 from gemma_fit.model.spec import ModelSpec
 
 
-@dataclass(frozen=True)
+@record
 class GraphNodes:
     nodes: int  # compute nodes of a one-token decode graph (views and reshapes excluded)
     matmul_nodes: int  # of which MUL_MAT / MUL_MAT_ID

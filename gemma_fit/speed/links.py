@@ -7,9 +7,9 @@ llama-bench runs (model_db/llamacpp/speed_calibration.yaml `links`, benchmarks/c
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 
+from gemma_fit.base.record import record
 from gemma_fit.hardware.snapshot import known_hardware
 from gemma_fit.hardware.spec import GPUAttachment, GPUSpec, PcieRate
 from gemma_fit.speed.calibration import split_terms
@@ -18,7 +18,7 @@ from gemma_fit.speed.calibration import split_terms
 DEFAULT_PCIE = (4, 16)
 
 
-@dataclass(frozen=True)
+@record
 class Link:
     name: str
     per_direction_gbps: float

@@ -12,9 +12,9 @@ hidden state across each boundary (gemma_fit/links.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from gemma_fit.base.record import record
 from gemma_fit.gguf.tensors import TensorPlan
 from gemma_fit.hardware.spec import GPUAttachment, GPUSpec, Hardware
 from gemma_fit.memory.estimate import MemoryEstimate
@@ -53,7 +53,7 @@ MATVEC_MAX_TOKENS = 8
 ACTIVATION_BYTES_PER_ELEMENT = 12
 
 
-@dataclass(frozen=True)
+@record
 class Performance:
     decode_tokens_per_s: float
     prefill_tokens_per_s: float
@@ -266,7 +266,7 @@ def _split_modes(gpus: tuple[GPUSpec, ...], work: DeviceWork, layer_s: float,
 
 # --- prefill -----------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@record
 class _PrefillRates:
     """What one GPU reaches in prefill, looked up once per prediction."""
 

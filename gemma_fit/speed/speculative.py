@@ -15,8 +15,7 @@ the loss it is.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from gemma_fit.base.record import record
 from gemma_fit.speed.batch import Pipeline
 
 
@@ -29,7 +28,7 @@ def tokens_per_step(acceptance: float, draft_max: int) -> float:
     return (1.0 - acceptance ** (draft_max + 1)) / (1.0 - acceptance)
 
 
-@dataclass(frozen=True)
+@record
 class SpeculativeStep:
     """One speculative step of `batch` sequences, and what plain decoding does in the same time."""
 

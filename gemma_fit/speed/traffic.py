@@ -19,14 +19,14 @@ so that share is the margin. Past it, replicas = ceil(rate / (HEADROOM x capacit
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
+from gemma_fit.base.record import record
 from gemma_fit.speed.batch import Pipeline
 
 HEADROOM = 0.85  # the most of its capacity a server is planned to run at (the margin the answer keeps)
 
 
-@dataclass(frozen=True)
+@record
 class Traffic:
     """What a user asks of a server beyond one chat: output tokens per request and a request rate."""
 
@@ -34,7 +34,7 @@ class Traffic:
     rate_per_s: float | None = None  # None: closed loop at --parallel N
 
 
-@dataclass(frozen=True)
+@record
 class LoadPoint:
     prompt_tokens: int
     output_tokens: int
@@ -42,7 +42,7 @@ class LoadPoint:
     rate_per_s: float | None = None  # open loop: requests per second (None: closed loop)
 
 
-@dataclass(frozen=True)
+@record
 class ClosedLoop:
     concurrency: int
     aggregate_tokens_per_s: float  # output tokens/s of all requests together, prefill included
@@ -66,7 +66,7 @@ def closed_loop(pipe: Pipeline, prefill_tps: float, w: LoadPoint) -> ClosedLoop:
                       pipe.bound(n))
 
 
-@dataclass(frozen=True)
+@record
 class OpenLoop:
     rate_per_s: float
     capacity_per_s: float  # the most requests/s one server completes (at its largest batch)
@@ -141,7 +141,7 @@ def _settled_batch(pipe: Pipeline, token_rate: float, prefill_share: float, max_
     return max(1, math.ceil(b))
 
 
-@dataclass(frozen=True)
+@record
 class Serving:
     """Many requests at once on one server: what `performance.aggregate_tokens_per_s` and `serving` report."""
 

@@ -5,9 +5,9 @@ KV cache read, and llama.cpp graph nodes, grouped by the device that holds each 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 
+from gemma_fit.base.record import record
 from gemma_fit.gguf.tensors import TensorPlan, TensorSpec
 from gemma_fit.memory.estimate import MemoryEstimate
 from gemma_fit.memory.placement import CPU, Placement, moved_to_host
@@ -15,7 +15,7 @@ from gemma_fit.model.spec import ModelSpec
 from gemma_fit.speed.graph import graph_nodes
 
 
-@dataclass(frozen=True)
+@record
 class LayerWork:
     """One layer's (or the output's) per-token work."""
 
@@ -46,7 +46,7 @@ def _tensor_work(t: TensorSpec, plan: TensorPlan) -> LayerWork:
     return LayerWork(read, flops, 0.0, float(t.n_bytes) if matrix else 0.0, 0.0)
 
 
-@dataclass(frozen=True)
+@record
 class TokenWork:
     layers: tuple[LayerWork, ...]
     output: LayerWork
@@ -120,7 +120,7 @@ def kv_read_per_token(model: ModelSpec, est: MemoryEstimate, position: int) -> d
     return out
 
 
-@dataclass(frozen=True)
+@record
 class DeviceWork:
     """Per device (GPU index, or CPU): per-token work, prompt attention FLOPs, layers and graph nodes."""
 

@@ -13,10 +13,11 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from gemma_fit.base.record import record
 from gemma_fit.db.yaml_lines import Loc, line_of, validation_items
 
 
-@dataclass(frozen=True)
+@record
 class Problem:
     file: Path
     line: int | None
