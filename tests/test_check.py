@@ -296,3 +296,10 @@ def test_sixteen_gpus_are_more_than_one_llama_cpp_process_runs() -> None:
     assert sixteen["verdict"] == "no-go" and "at most 15 GPUs" in sixteen["reasons"][0]
     assert sixteen["suggestion"] is None
     assert check("9b", ["t4"] * 15)["verdict"] == "go"
+
+
+@given(st.lists(st.text(alphabet=st.sampled_from(list("ab -_./:=@%+,'\"$é\n*\t")), max_size=6), max_size=6))
+def test_the_printed_command_is_quoted_as_shlex_quotes_it(args: list[str]) -> None:
+    from gemma_fit.memory.fit import _shell_join
+
+    assert _shell_join(args) == shlex.join(args)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import replace
 
@@ -110,6 +111,17 @@ def _fa_args(s: RunSettings) -> list[str]:
 DEVICE_PREFIX = {"cuda": "CUDA", "rocm": "ROCm", "vulkan": "Vulkan", "metal": "MTL", "sycl": "SYCL"}
 
 
+_SHELL_SAFE = re.compile(r"[\w@%+=:,./ -]*", re.ASCII)  # shlex.quote's safe characters, and the separating space
+
+
+def _shell_join(args: list[str]) -> str:
+    """shlex.join: the same string, without quoting word by word when no word needs it (a report prints ~400k)."""
+    line = " ".join(args)
+    if all(args) and line.count(" ") == len(args) - 1 and _SHELL_SAFE.fullmatch(line):
+        return line
+    return shlex.join(args)
+
+
 def server_command(model: ModelSpec, quant: str, s: RunSettings, n_gpu_layers: int, n_ctx: int,
                    gguf_name: str | None = None, draft_device: str | None = None) -> str:
     """The llama-server command line for these settings (llama.cpp's own flag names)."""
@@ -133,7 +145,7 @@ def server_command(model: ModelSpec, quant: str, s: RunSettings, n_gpu_layers: i
                  "--spec-draft-n-max", str(sp.draft_max or LLAMA_DRAFT_MAX)]
         if draft_device:  # several GPUs: the drafter on the main one, as the estimate counts it
             args += ["--spec-draft-device", draft_device]
-    return shlex.join(args)
+    return _shell_join(args)
 
 
 def _suggest(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...], host_capacity: int | None,

@@ -138,9 +138,8 @@ def quant_that_fits(model: ModelSpec, s: RunSettings, devices: tuple[GPUSpec, ..
                     host_capacity: int | None) -> str | None:
     """The largest (best quality) file type whose model fits entirely at these settings."""
     plans = sorted((build_plan(model, q) for q in CONTRACT_QUANTS), key=lambda p: -p.tensor_data_bytes)
-    terms = context_terms(model, s)  # the KV cache and compute buffer do not depend on the quant
     n_all = model.n_layer + 1 if devices else 0
     for plan in plans:
-        if estimate_memory(plan, s, devices, n_all, host_capacity, terms).fits():
+        if fits_on(plan, s, devices, n_all, host_capacity):  # the estimate's answer, without building it
             return plan.ftype.name
     return None
