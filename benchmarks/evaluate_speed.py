@@ -106,7 +106,7 @@ def rows() -> list[dict[str, Any]]:
                 out.append({"machine": r["machine_id"], "machine_name": r["machine"], "backend": r["backend"],
                             "model": r["model"],
                             "quant": r["quant"], "threads": _int(r["threads"]) or None, "m": m,
-                            "source": r["source_url"], "file": "backend_published_runs.csv"})
+                            "source": r["source_url"], "driver": r["driver"], "file": "backend_published_runs.csv"})
     with (DATA / "more_published_runs.csv").open() as f:  # CPU-only runs of Gemma models on CPUs cpus.yaml knows
         for r in csv.DictReader(f):
             if r["backend"] != "CPU" or not r["machine_id"] or "gemma" not in r["model"].lower():
@@ -186,7 +186,13 @@ def predict_row(r: dict[str, Any]) -> float | None:
 
 def backend_label(r: dict[str, Any]) -> str:
     """The backend as grouped: AMD's discontinued AMDVLK Vulkan driver apart from Mesa's RADV."""
-    return "Vulkan/AMDVLK" if "amdvlk" in r["source"].lower() else r["backend"]
+    return "Vulkan/AMDVLK" if amdvlk(r) else r["backend"]
+
+
+def amdvlk(r: dict[str, Any]) -> bool:
+    """A run on AMDVLK, as its row's `driver` says (from the source's file names, or its README where the
+    files do not say: lhl/strix-halo-testing's 'llama.cpp-vulkan' variant)."""
+    return r.get("driver") == "AMDVLK"
 
 
 def group_key(r: dict[str, Any]) -> str:

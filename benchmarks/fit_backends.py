@@ -52,7 +52,7 @@ KINDS = {"prefill": "prefill", "decode": "decode", "batched": "decode"}
 
 
 def excluded(r: dict[str, Any]) -> bool:
-    return "amdvlk" in r["source"].lower()
+    return ev.amdvlk(r)
 
 
 def _gpu(r: dict[str, Any]) -> Any:
