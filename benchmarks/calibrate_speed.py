@@ -42,7 +42,7 @@ from gemma_fit.speed.calibration import (  # noqa: E402
 from gemma_fit.speed.graph import llama_graph_nodes  # noqa: E402
 from gemma_fit.speed.links import default_attachment, host_link  # noqa: E402
 from gemma_fit.speed.mmq import padded_columns  # noqa: E402
-from gemma_fit.speed.predict import elementwise_bytes  # noqa: E402
+from gemma_fit.speed.prefill import elementwise_bytes  # noqa: E402
 from gemma_fit.speed.rates import attention_tflops, matmul_tops  # noqa: E402
 
 DATA = REPO / "benchmarks" / "data" / "llamabench_calibration.csv"

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from gemma_fit.cli.hardware import probe_command
 from gemma_fit.hardware import probe as probe_mod
+from gemma_fit.hardware.catalog import load_gpus
 from gemma_fit.hardware.probe import SCHEMA, local_gpus, probe, probe_gpus
 
 MIB = 1024**2
@@ -167,6 +168,17 @@ def test_local_gpus_use_free_memory() -> None:
     assert [s.usable_memory_bytes for s in specs] == [20000 * MIB, 16000 * MIB]
     assert specs[0].memory_bandwidth_gbps == 1008 and specs[1].memory_bandwidth_gbps == 448
     assert specs[1].pcie_gen is None
+
+
+def test_local_gpus_keep_the_rated_throughput_of_their_model() -> None:
+    """A probed card answers as its database entry does: INT8 rate (quantized prompts), shader rate, clock."""
+    known = load_gpus(())
+    for spec, gid in zip(local_gpus(nvml=fake_nvml(TWO_GPUS)), ("rtx-4090", "a4000"), strict=True):
+        rated = known[gid]
+        assert spec.int8_tensor_tops == rated.int8_tensor_tops and spec.int8_tensor_tops
+        assert (spec.fp16_tensor_tflops, spec.fp32_tflops, spec.boost_clock_mhz, spec.arch) == (
+            rated.fp16_tensor_tflops, rated.fp32_tflops, rated.boost_clock_mhz, rated.arch)
+        assert spec.fp32_accumulate_half_rate == (gid == "rtx-4090")  # GeForce only
 
 
 def _app() -> typer.Typer:

@@ -20,6 +20,7 @@ import psutil
 
 from gemma_fit.hardware.catalog import GPUSpec, load_gpus, match_device
 from gemma_fit.hardware.probe_other import Sysctl, _sysctl, apple_gpu, sysfs_gpus
+from gemma_fit.hardware.spec import with_rated_figures
 
 SCHEMA = "gemma-fit.probe/1"
 
@@ -302,14 +303,12 @@ def local_gpus(nvml: ModuleType | None = None, extra_dirs: tuple[Path, ...] = ()
         if gpu["total_bytes"] is None or gpu["free_bytes"] is None:
             continue
         base = known.get(gpu["matched_id"] or "")
-        specs.append(GPUSpec(
+        specs.append(with_rated_figures(GPUSpec(
             id=f"local{gpu['index']}", name=gpu["name"], vendor="nvidia", backend="cuda",
             memory_bytes=gpu["total_bytes"], usable_memory_bytes=gpu["free_bytes"], unified_memory=False,
-            memory_bandwidth_gbps=base.memory_bandwidth_gbps if base else None,
-            fp16_tensor_tflops=base.fp16_tensor_tflops if base else None,
-            arch=base.arch if base else "unknown", compute_capability=gpu["compute_capability"],
-            pcie_gen=gpu["pcie_gen"], pcie_lanes=gpu["pcie_width"],
+            memory_bandwidth_gbps=None, fp16_tensor_tflops=None, arch="unknown",
+            compute_capability=gpu["compute_capability"], pcie_gen=gpu["pcie_gen"], pcie_lanes=gpu["pcie_width"],
             nvlink_gbps=base.nvlink_gbps if base else None, tdp_w=gpu["power_limit_w"],
             source="NVML (this machine)", bf16_supported=_has_bf16(gpu["compute_capability"]),
-        ))
+        ), base))
     return tuple(specs)

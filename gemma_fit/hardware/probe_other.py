@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from gemma_fit.hardware.spec import GIB, GPUSpec
+from gemma_fit.hardware.spec import GIB, GPUSpec, with_rated_figures
 
 Sysctl = Callable[[str], str | None]
 AMD, INTEL = "0x1002", "0x8086"
@@ -85,14 +85,12 @@ def sysfs_gpus(known_by_name: Callable[[str, int | None], GPUSpec | None], ram_t
             id=f"local{len(gpus)}", name=name, vendor="amd" if vendor == AMD else "intel",
             backend="vulkan", memory_bytes=ram_total if unified else total,
             usable_memory_bytes=max(0, free), unified_memory=unified,
-            memory_bandwidth_gbps=base.memory_bandwidth_gbps if base else None,
-            fp16_tensor_tflops=base.fp16_tensor_tflops if base else None, arch=base.arch if base else "unknown",
+            memory_bandwidth_gbps=None, fp16_tensor_tflops=None, arch="unknown",
             compute_capability=None, pcie_gen=None, pcie_lanes=None, nvlink_gbps=None, tdp_w=None,
             source="sysfs (this machine)", unified_platform="amd-uma" if unified else None,
         )
         if base is not None:
-            spec = replace(spec, backend=base.backend, boost_clock_mhz=base.boost_clock_mhz,
-                           fp32_tflops=base.fp32_tflops)
+            spec = replace(with_rated_figures(spec, base), backend=base.backend)
         gpus.append(spec)
         kind = f"unified, GTT {gtt / GIB:.1f} GiB" if unified and gtt else f"{total / GIB:.1f} GiB VRAM"
         notes.append(f"{name} ({card.name}): {kind}, {used / GIB:.1f} GiB in use (sysfs)")

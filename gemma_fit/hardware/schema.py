@@ -128,6 +128,9 @@ class GPUEntry(Strict):
     fp32_tflops: Fp32Tflops | None = None  # non-tensor FP32, shaders x 2 x boost clock, dense
     gpu_cores: int | None = Field(default=None, ge=1, le=1024)  # Apple GPU cores (the largest bin the entry covers)
     bf16_supported: bool
+    # GeForce cards: FP16/BF16 tensor math with FP32 accumulation at half the FP16-accumulate rate (NVIDIA's
+    # architecture whitepapers list both rates); llama.cpp's BF16 GEMMs accumulate in FP32
+    fp32_accumulate_half_rate: bool = False
     tdp_w: TdpW | None = None
     pcie_gen: int | None = Field(default=None, ge=1, le=6)
     pcie_lanes: PcieLanes | None = None

@@ -87,6 +87,21 @@ class GPUSpec:
     gpu_cores: int | None = None  # Apple GPU cores
     unified_platform: str | None = None  # unified memory: macos | l4t | dgx-os | amd-uma (memory.unified)
     bf16_supported: bool = True  # bfloat16 arithmetic (CUDA: compute capability 8.0 and up); vLLM's dtype follows it
+    # GeForce: tensor math with FP32 accumulation (every BF16 GEMM) runs at half fp16_tensor_tflops, the FP16-accumulate
+    # rate; data-centre and workstation cards run both at full rate
+    fp32_accumulate_half_rate: bool = False
+
+
+def with_rated_figures(probed: GPUSpec, rated: GPUSpec | None) -> GPUSpec:
+    """A GPU a probe found (its memory, clocks and links as they are now) with the database entry's rated throughput
+    for its model: a probe reads no tensor or shader rates, and an estimate without them would fall back to slower
+    paths (quantized prompts at the FP16 rate instead of INT8's)."""
+    if rated is None:
+        return probed
+    return replace(probed, memory_bandwidth_gbps=rated.memory_bandwidth_gbps,
+                   fp16_tensor_tflops=rated.fp16_tensor_tflops, int8_tensor_tops=rated.int8_tensor_tops,
+                   boost_clock_mhz=rated.boost_clock_mhz, fp32_tflops=rated.fp32_tflops, gpu_cores=rated.gpu_cores,
+                   fp32_accumulate_half_rate=rated.fp32_accumulate_half_rate, arch=rated.arch)
 
 
 @record

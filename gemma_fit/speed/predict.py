@@ -20,18 +20,14 @@ from gemma_fit.hardware.spec import GPUAttachment, GPUSpec, Hardware
 from gemma_fit.memory.estimate import MemoryEstimate
 from gemma_fit.memory.placement import CPU
 from gemma_fit.model.spec import ModelSpec
-from gemma_fit.speed.batch import experts_touched
 from gemma_fit.speed.calibration import (
-    attention_efficiency,
     decode_model,
-    prefill_efficiency,
     split_terms,
 )
 from gemma_fit.speed.cpu import (
     CPURates,
     cpu_decode_s,
     cpu_of,
-    cpu_prefill_s,
     decode_bandwidth_gbps,
     hybrid_split_s,
     system_bandwidth_gbps,
@@ -40,17 +36,9 @@ from gemma_fit.speed.cpu import (
 from gemma_fit.speed.graph import graph_nodes
 from gemma_fit.speed.links import Link, default_attachment, host_link, peer_link
 from gemma_fit.speed.load import load_bottleneck, load_seconds
-from gemma_fit.speed.mmq import expert_padding, padded_columns
-from gemma_fit.speed.rates import attention_tflops, matmul_tops
+from gemma_fit.speed.prefill import handovers, prefill_seconds
 from gemma_fit.speed.traffic import Serving
-from gemma_fit.speed.work import DeviceWork, LayerWork, device_work, kv_read_per_token, token_work
-
-# Up to 8 tokens a matrix product runs as matrix-vector kernels (ggml-cuda/mmvq.cuh MMVQ_MAX_BATCH_SIZE, mmvf.cuh
-# likewise; Metal's and Vulkan's mul_mat_vec paths do the same): each weight is read once and barely reused, so a
-# ubatch that small costs its weight reads, as a decoded token does (llama-bench -ub 1 runs at decode's speed).
-MATVEC_MAX_TOKENS = 8
-# Bytes an element-wise node moves per token: float32 activations read twice and written once.
-ACTIVATION_BYTES_PER_ELEMENT = 12
+from gemma_fit.speed.work import DeviceWork, device_work, kv_read_per_token, token_work
 
 
 @record
@@ -155,7 +143,7 @@ def _predict(plan: TensorPlan, est: MemoryEstimate, hardware: Hardware, prompt_t
         times["links"] = transfer_s
     decode_s = sum(times.values())
     host = host_link(attachments[0]) if gpus else None
-    prefill_s = _prefill_seconds(plan, est, gpus, work, prompt_tokens, host, peer, rates, notes)
+    prefill_s = prefill_seconds(plan, est, gpus, work, prompt_tokens, host, peer, rates, notes)
     load_cold, load_warm = load_seconds(plan, est, host, disk_read_gbps, ram_bw, ram_bytes, notes)
     modes = _split_modes(gpus, work, decode_s, times) if peer else {}
     decode_s, prefill_s = _calibrated(hardware, decode_s, prefill_s, notes)
@@ -241,18 +229,13 @@ def _decode_transfer_s(model: ModelSpec, est: MemoryEstimate, gpus: tuple[GPUSpe
         return 0.0
     hidden = 4.0 * model.n_embd
     total = 0.0
-    for a, b in _handovers(list(est.placement.layer_device)):
+    for a, b in handovers(list(est.placement.layer_device)):
         link = host_link(attachments[0]) if CPU in (a, b) or peer is None else peer
         total += link.seconds(hidden)
     out = est.placement.output_device
     if out != CPU and not gpus[out].unified_memory:
         total += host_link(attachments[out]).seconds(4.0 * model.n_vocab)
     return total
-
-
-def _handovers(layer_device: list[int]) -> list[tuple[int, int]]:
-    """(from, to) devices wherever consecutive layers sit on different devices."""
-    return [(a, b) for a, b in zip(layer_device, layer_device[1:], strict=False) if a != b]
 
 
 def _per_offloaded_layer_s(plan: TensorPlan, gpus: tuple[GPUSpec, ...], ram_bw: float, rates: CPURates) -> float:
@@ -279,96 +262,6 @@ def _split_modes(gpus: tuple[GPUSpec, ...], work: DeviceWork, layer_s: float,
     return {"layer": 1.0 / layer_s,
             "row": 1.0 / (gpu_s / n + matmuls * terms["row_gather_s"] + rest),
             "tensor": 1.0 / (gpu_s / n + 2 * layers * terms["tensor_allreduce_s"] + rest)}
-
-
-# --- prefill -----------------------------------------------------------------------------------
-
-@record
-class _PrefillRates:
-    """What one GPU reaches in prefill, looked up once per prediction."""
-
-    matmul_flops_s: float  # matrix FLOP/s (rated x calibrated efficiency)
-    attention_flops_s: float
-    bytes_s: float  # memory bandwidth at the decode efficiency
-    seconds_per_kernel: float
-    quantized: bool  # llama.cpp's MMQ kernels (else cuBLAS-style GEMMs for F16/BF16 weights)
-
-
-def _prefill_rates(g: GPUSpec, quantized: bool) -> _PrefillRates:
-    eff, _ = prefill_efficiency(g, quantized)
-    dm = decode_model(g)
-    attn = attention_tflops(g) * 1e12 * attention_efficiency(g, quantized)
-    return _PrefillRates(matmul_tops(g, quantized) * 1e12 * eff, attn,
-                         (g.memory_bandwidth_gbps or 0) * 1e9 * dm.efficiency, dm.seconds_per_node,
-                         quantized)
-
-
-def _gpu_ubatch_s(r: _PrefillRates, w: LayerWork, nodes: float, matmul_nodes: float, ffn_elements: float, u: int,
-                  model: ModelSpec) -> float:
-    """Seconds for one ubatch of u tokens through this GPU's share of the layers. A quantized dense matrix costs its
-    weight read plus its tile-padded columns at the matrix rate: in MMQ the two add (a published -ub sweep of Llama 3
-    8B Q4_0 on an RTX 4090, ggml-org/llama.cpp#7676's build, takes u + 84 tokens' time at every u from 16 to 512
-    within 6%, the 84 being the read and the kernels); an F16/BF16 GEMM overlaps them. An expert costs the larger of
-    its read and its padded columns (speed.mmq)."""
-    if not r.matmul_flops_s or not r.bytes_s:
-        return float("inf")
-    expert_read = w.expert_bytes * experts_touched(model.n_expert_used / model.n_expert, u) / r.bytes_s \
-        if model.n_expert else 0.0
-    if u <= MATVEC_MAX_TOKENS:  # matrix-vector kernels: the weight reads are the cost
-        dense, experts = w.dense_bytes / r.bytes_s, expert_read
-    else:
-        compute, read = w.dense_flops * padded_columns(u) / r.matmul_flops_s, w.dense_bytes / r.bytes_s
-        dense = compute + read if r.quantized else max(compute, read)
-        # quantized experts take the whole ubatch's tile, F16/BF16 GEMMs their own tokens' (speed.mmq)
-        padding = expert_padding(u, model.n_expert_used, model.n_expert, batch_sized_tiles=r.quantized) \
-            if model.n_expert else 1.0
-        experts = max(w.expert_flops * u * padding / r.matmul_flops_s, expert_read) if w.expert_flops else 0.0
-    elementwise = elementwise_bytes(nodes, matmul_nodes, ffn_elements, model.n_embd, u) / r.bytes_s
-    return dense + experts + elementwise + nodes * r.seconds_per_kernel
-
-
-def elementwise_bytes(kernels: float, matmul_nodes: float, ffn_elements: float, n_embd: int, u: int) -> float:
-    """Activation traffic of one ubatch through the non-matmul kernels: each streams the hidden state
-    (n_embd wide), and the gated feed-forward activation streams its own, wider, width."""
-    return ACTIVATION_BYTES_PER_ELEMENT * u * (max(0.0, kernels - matmul_nodes) * n_embd + ffn_elements)
-
-
-def _ubatches(prompt_tokens: int, n_ubatch: int) -> list[tuple[int, int]]:
-    """(tokens, how many ubatches of that size) for a prompt: full ubatches and the rest."""
-    full, rest = divmod(prompt_tokens, n_ubatch)
-    return [(u, n) for u, n in ((n_ubatch, full), (rest, 1)) if u and n]
-
-
-def _prefill_seconds(plan: TensorPlan, est: MemoryEstimate, gpus: tuple[GPUSpec, ...], work: DeviceWork,
-                     prompt_tokens: int, host: Link | None, peer: Link | None, cpu_rates: CPURates,
-                     notes: list[str]) -> float:
-    """With a GPU, llama.cpp also runs the CPU-resident layers on the (main) GPU for large batches,
-    shipping their weights across PCIe once per ubatch."""
-    ubatches = _ubatches(prompt_tokens, est.settings.ubatch)
-    n_ubatches = sum(n for _, n in ubatches)
-    if not gpus:
-        w = work.work[CPU]
-        flops = (w.dense_flops + w.expert_flops) * prompt_tokens + work.attn_flops[CPU]
-        return cpu_prefill_s(flops, cpu_rates, notes)
-    quantized = plan.ftype.default_type.is_quantized
-    total = 0.0
-    for i, g in enumerate(gpus):
-        w, nodes, mm, ffn = work.work[i], work.nodes[i], work.matmul_nodes[i], work.ffn_elements[i]
-        attn = work.attn_flops[i]
-        if i == 0:  # the main GPU also computes the CPU layers
-            w, nodes, mm = w + work.work[CPU], nodes + work.nodes[CPU], mm + work.matmul_nodes[CPU]
-            attn, ffn = attn + work.attn_flops[CPU], ffn + work.ffn_elements[CPU]
-        rates = _prefill_rates(g, quantized)
-        total += sum(n * _gpu_ubatch_s(rates, w, nodes, mm, ffn, u, plan.model) for u, n in ubatches)
-        total += attn / rates.attention_flops_s if rates.attention_flops_s else float("inf")
-    if work.read(CPU) and host is not None:
-        cpu_w = work.work[CPU]  # op offload copies whole matrices (every expert: a ubatch routes to most)
-        total += n_ubatches * host.seconds(cpu_w.dense_bytes + cpu_w.expert_bytes)
-    if peer is not None:
-        hidden = 4.0 * plan.model.n_embd * est.settings.ubatch
-        boundaries = len(_handovers([d for d in est.placement.layer_device if d != CPU]))
-        total += n_ubatches * boundaries * peer.seconds(hidden)
-    return total
 
 
 # --- bottleneck --------------------------------------------------------------------------------

@@ -8,16 +8,18 @@ from gemma_fit.hardware.snapshot import known_hardware
 from gemma_fit.hardware.spec import GPUSpec
 
 
-def matmul_tops(g: GPUSpec, quantized: bool) -> float:
+def matmul_tops(g: GPUSpec, quantized: bool, fp32_accumulate: bool = False) -> float:
     """Dense throughput llama.cpp's prompt matmuls run at: INT8 tensor cores for quantized weights
-    (MMQ), FP16 tensor cores otherwise. Without tensor cores, from the shader FP32 rate: x4 for
-    quantized weights where a 4-way int8 dot product exists (CUDA DP4A from compute capability 6.1,
+    (MMQ), FP16 tensor cores otherwise; with `fp32_accumulate` (BF16 weights on CUDA: cuBLAS accumulates their
+    GEMMs in FP32, `ggml_cuda_mul_mat_cublas`), half that on a GeForce card. Without tensor cores, from the shader
+    FP32 rate: x4 for quantized weights where a 4-way int8 dot product exists (CUDA DP4A from compute capability 6.1,
     AMD's dot4 on RDNA), which MMQ uses; x2 on GP100 (compute capability 6.0), which has no DP4A and
     runs FP16 at twice its FP32 rate through cuBLAS."""
     if quantized and g.int8_tensor_tops:
         return g.int8_tensor_tops
     if g.fp16_tensor_tflops:
-        return g.fp16_tensor_tflops
+        half = fp32_accumulate and g.fp32_accumulate_half_rate
+        return g.fp16_tensor_tflops / 2 if half else g.fp16_tensor_tflops
     fp32 = g.fp32_tflops or _apple_fp32_from_cores(g)
     if g.backend == "cuda" and g.compute_capability == "6.0":
         return 2 * fp32
@@ -43,3 +45,9 @@ def _apple_fp32_from_cores(g: GPUSpec) -> float:
 def attention_tflops(g: GPUSpec) -> float:
     """Attention runs in FP16 on the tensor cores (flash attention's MMA kernels or cuBLAS)."""
     return g.fp16_tensor_tflops or g.fp32_tflops or _apple_fp32_from_cores(g)
+
+
+def accumulates_fp32(g: GPUSpec, weight_type: str) -> bool:
+    """Whether this GPU's prompt GEMMs over weights of this type accumulate in FP32: BF16 on CUDA (cuBLAS with
+    CUBLAS_COMPUTE_32F; F16 weights accumulate in FP16)."""
+    return g.backend == "cuda" and weight_type == "BF16"
