@@ -137,7 +137,7 @@ def main() -> None:
     ap.add_argument("--extrapolate", type=int, default=442_000, help="with --large: cells to extrapolate to")
     ap.add_argument("--whole", metavar="CTXS", nargs="?", const=WHOLE_CONTEXTS,
                     help="time the CLI on every GPU x model x quant at these contexts (comma-separated, default "
-                         f"{WHOLE_CONTEXTS}: 413,712 cells with 156 GPUs) as JSON to /dev/null")
+                         f"{WHOLE_CONTEXTS}: 416,364 cells with 157 GPUs) as JSON to /dev/null")
     opts = ap.parse_args()
     if opts.whole:
         whole(opts.whole)

@@ -45,7 +45,9 @@ def main() -> None:
     import gemma_fit
 
     compileall.compile_dir(os.path.dirname(gemma_fit.__file__), quiet=1)
-    exe = shutil.which("gemma-fit")
+    # the console script of this interpreter's environment (as a user runs it), else one on PATH, else -m
+    beside = os.path.join(os.path.dirname(sys.executable), "gemma-fit")
+    exe = beside if os.access(beside, os.X_OK) else shutil.which("gemma-fit")
     gemma_fit = [exe] if exe else [sys.executable, "-m", "gemma_fit"]
     bare = median_cpu([sys.executable, "-c", "pass"], args.runs)
     imports = median_cpu([sys.executable, "-c", "import gemma_fit.cli.app"], args.runs)
