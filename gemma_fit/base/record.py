@@ -3,10 +3,12 @@
 `dataclasses.dataclass(frozen=True)` compiles six functions per class from source (`__init__`, `__repr__`,
 `__eq__`, `__hash__`, `__setattr__`, `__delattr__`): ~0.7 ms a class on Python 3.11, and a cold `check` defines
 ~80 of them before it computes anything, 40% of its CPU time. A record lets `dataclasses` collect the fields
-(so `fields`, `replace`, `asdict` and type checkers see a dataclass), compiles only `__init__`, and shares one
-generic function for each of the other five, written over `operator.attrgetter` (C code, as fast as the
-generated ones). Its `__init__` writes the instance dict directly where the class has one, which is what
-makes creating a record cheaper than creating a frozen dataclass (the report creates millions).
+(so `fields`, `replace`, `asdict` and type checkers see a dataclass), compiles only `__init__`, at the class's first
+use, and shares one generic function for each of the other five, written over `operator.attrgetter`: a comparison
+or hash costs about 0.3-0.5 us against the generated ones' 0.2 us, which the caches' keys barely notice (the records
+hashed most often cache their hash in their own body, and that is kept). Its `__init__` writes the instance dict
+directly where the class has one: creating a record takes about half the time of creating a frozen dataclass, and a
+report creates millions.
 """
 
 from __future__ import annotations
@@ -124,7 +126,7 @@ def _compiled_init(cls: type) -> Callable[..., None]:
 
 def _first_init(cls: type) -> Callable[..., None]:
     """An `__init__` that compiles the record's own at its first use and puts it in its place: half the records
-    a command defines are never created by it (a cold `check` compiles ~40 of ~85)."""
+    a command defines are never created by it (a cold `check` compiles 61 of ~85)."""
 
     def __init__(self: object, *args: Any, **kwargs: Any) -> None:
         init = _compiled_init(cls)
