@@ -146,13 +146,13 @@ def test_the_speed_cache_answers_as_the_prediction_does(monkeypatch) -> None:  #
 def test_bf16_prompts_on_geforce_run_at_the_fp32_accumulate_rate() -> None:
     """cuBLAS accumulates BF16 GEMMs in FP32 (ggml_cuda_mul_mat_cublas), which GeForce cards run at half their
     FP16-accumulate rate; F16 weights keep it, and a data-centre card runs both at full rate."""
-    from gemma_fit.speed.rates import accumulates_fp32, matmul_tops
+    from gemma_fit.speed.rates import matmul_tops
 
     known = load_gpus(())
     geforce, h100 = known["rtx-4090"], known["h100-sxm"]
-    assert matmul_tops(geforce, False, accumulates_fp32(geforce, "BF16")) == geforce.fp16_tensor_tflops / 2
-    assert matmul_tops(geforce, False, accumulates_fp32(geforce, "F16")) == geforce.fp16_tensor_tflops
-    assert matmul_tops(h100, False, accumulates_fp32(h100, "BF16")) == h100.fp16_tensor_tflops
+    assert matmul_tops(geforce, False, "BF16") == geforce.fp16_tensor_tflops / 2
+    assert matmul_tops(geforce, False, "F16") == geforce.fp16_tensor_tflops
+    assert matmul_tops(h100, False, "BF16") == h100.fp16_tensor_tflops
     rates = {q: check("gemma-3-12b", "rtx-4090", quant=q).performance for q in ("BF16", "F16")}
     assert rates["BF16"] is not None and rates["F16"] is not None
     assert rates["BF16"].prefill_tokens_per_s < 0.7 * rates["F16"].prefill_tokens_per_s

@@ -1,16 +1,15 @@
 """How many token columns llama.cpp's quantized matrix kernels compute for a ubatch, padding included.
 
-MMQ (ggml-cuda/mmq.cuh, mul_mat_q_switch_J) multiplies tiles of J tokens, J a multiple of 8 up to 128. It picks
-the smallest J that covers the columns in the fewest tiles: 20 tokens run as one tile of 24, 300 as three of 104.
-A mixture of experts multiplies each expert's own tokens, but on NVIDIA GPUs J is chosen against the whole
-ubatch (ggml-cuda/mmq.cu: `ncols_opt = ne12`), so with 512 tokens each expert's ~32 run in a tile of 128, a
-quarter of it used. RDNA 3 and 4 (the same line's other branch) and Vulkan (ggml-vulkan.cpp: the tile chosen
-against `n_per_expert`) size the tile to an expert's tokens, but a narrow tile runs at a fraction of a wide one's
-rate, and the published MoE prompts on those backends are told better by the whole-ubatch tile: Strix Halo's
-Vulkan prompt runs median 31% off with it against 45% with per-expert tiles, its ROCm ones 16% against 16%
-(benchmarks/evaluate_speed.py, 2026-12-02). So every backend's quantized experts are counted at the whole ubatch's
-tile; F16/BF16 experts go through GEMMs sized to each expert's tokens.
-"""
+MMQ (ggml-cuda/mmq.cuh, mul_mat_q_switch_J) multiplies tiles of J tokens, J a multiple of 8 up to 128. It picks the
+smallest J that covers the columns in the fewest tiles: 20 tokens run as one tile of 24, 300 as three of 104. A
+mixture of experts multiplies each expert's own tokens, but on NVIDIA GPUs J is chosen against the whole ubatch
+(ggml-cuda/mmq.cu: `ncols_opt = ne12`), so with 512 tokens each expert's ~32 run in a tile of 128, a quarter of it
+used. RDNA 3 and 4 (the same line's other branch) and Vulkan (ggml-vulkan.cpp: the tile chosen against
+`n_per_expert`) size the tile to an expert's tokens, but a narrow tile runs at a fraction of a wide one's rate, and
+the published MoE prompts on those backends are told better by the whole-ubatch tile: Strix Halo's Vulkan prompt
+runs median 14% off with it against 18% with per-expert tiles (its RADV runs, after the AMDVLK ones were told
+apart), its ROCm ones 16% against 16% (benchmarks/evaluate_speed.py, 2026-12-02). So every backend's quantized
+experts are counted at the whole ubatch's tile; F16/BF16 experts go through GEMMs sized to each expert's tokens."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from gemma_fit.speed.calibration import attention_efficiency, decode_model, pref
 from gemma_fit.speed.cpu import CPURates, cpu_prefill_s
 from gemma_fit.speed.links import Link
 from gemma_fit.speed.mmq import expert_padding, padded_columns
-from gemma_fit.speed.rates import accumulates_fp32, attention_tflops, matmul_tops
+from gemma_fit.speed.rates import attention_tflops, matmul_tops
 from gemma_fit.speed.work import DeviceWork, LayerWork
 
 # Up to 8 tokens a matrix product runs as matrix-vector kernels (ggml-cuda/mmvq.cuh MMVQ_MAX_BATCH_SIZE, mmvf.cuh
@@ -46,7 +46,7 @@ def _prefill_rates(g: GPUSpec, weight_type: GGMLType) -> _PrefillRates:
     eff, _ = prefill_efficiency(g, quantized)
     dm = decode_model(g)
     attn = attention_tflops(g) * 1e12 * attention_efficiency(g, quantized)
-    return _PrefillRates(matmul_tops(g, quantized, accumulates_fp32(g, weight_type.name)) * 1e12 * eff, attn,
+    return _PrefillRates(matmul_tops(g, quantized, weight_type.name) * 1e12 * eff, attn,
                          (g.memory_bandwidth_gbps or 0) * 1e9 * dm.efficiency, dm.seconds_per_node,
                          quantized)
 

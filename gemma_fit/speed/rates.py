@@ -8,17 +8,17 @@ from gemma_fit.hardware.snapshot import known_hardware
 from gemma_fit.hardware.spec import GPUSpec
 
 
-def matmul_tops(g: GPUSpec, quantized: bool, fp32_accumulate: bool = False) -> float:
+def matmul_tops(g: GPUSpec, quantized: bool, weight_type: str = "") -> float:
     """Dense throughput llama.cpp's prompt matmuls run at: INT8 tensor cores for quantized weights
-    (MMQ), FP16 tensor cores otherwise; with `fp32_accumulate` (BF16 weights on CUDA: cuBLAS accumulates their
-    GEMMs in FP32, `ggml_cuda_mul_mat_cublas`), half that on a GeForce card. Without tensor cores, from the shader
+    (MMQ), FP16 tensor cores otherwise; half that on a GeForce card where the GEMMs over weights of `weight_type`
+    accumulate in FP32 (accumulates_fp32). Without tensor cores, from the shader
     FP32 rate: x4 for quantized weights where a 4-way int8 dot product exists (CUDA DP4A from compute capability 6.1,
     AMD's dot4 on RDNA), which MMQ uses; x2 on GP100 (compute capability 6.0), which has no DP4A and
     runs FP16 at twice its FP32 rate through cuBLAS."""
     if quantized and g.int8_tensor_tops:
         return g.int8_tensor_tops
     if g.fp16_tensor_tflops:
-        half = fp32_accumulate and g.fp32_accumulate_half_rate
+        half = g.fp32_accumulate_half_rate and accumulates_fp32(g, weight_type)
         return g.fp16_tensor_tflops / 2 if half else g.fp16_tensor_tflops
     fp32 = g.fp32_tflops or _apple_fp32_from_cores(g)
     if g.backend == "cuda" and g.compute_capability == "6.0":

@@ -28,7 +28,7 @@ from gemma_fit.speed.cpu import (
     system_bandwidth_gbps,
 )
 from gemma_fit.speed.links import default_attachment, host_link, peer_link
-from gemma_fit.speed.rates import accumulates_fp32, matmul_tops
+from gemma_fit.speed.rates import matmul_tops
 from gemma_fit.speed.traffic import Serving, serve
 from gemma_fit.speed.work import DeviceWork, LayerWork, device_work
 
@@ -60,7 +60,7 @@ def _gpu_stage(g: GPUSpec, i: int, work: DeviceWork, plan: TensorPlan, est: Memo
     w = work.work[i]
     flops = w.dense_flops + w.expert_flops + (_output_flops(plan) if est.placement.output_device == i else 0.0)
     return _stage(g.id, w, work.kv_read[i], flops, (g.memory_bandwidth_gbps or 0) * 1e9 * m.efficiency,
-                  matmul_tops(g, weights.is_quantized, accumulates_fp32(g, weights.name)) * 1e12 * eff,
+                  matmul_tops(g, weights.is_quantized, weights.name) * 1e12 * eff,
                   work.nodes[i] * m.seconds_per_node, share, reread)
 
 
