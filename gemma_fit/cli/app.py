@@ -6,17 +6,16 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
 from gemma_fit import api
-from gemma_fit.base.files import write_text
 from gemma_fit.base.units import fmt_bytes
 from gemma_fit.base.version import __version__
 from gemma_fit.cli import state
+from gemma_fit.cli.answer import answer, console, run_check
 from gemma_fit.cli.bench import bench_command
 from gemma_fit.cli.cost import cost_command
 from gemma_fit.cli.hardware import db_app, list_app, probe_command
@@ -75,18 +74,12 @@ from gemma_fit.cli.options import (
     ThreadsOpt,
     UbatchOpt,
     UnifiedOpt,
-    machine_flags,
     run_settings,
-    speculative_ask,
-    workload,
 )
 from gemma_fit.cli.recommend import buy_command, recommend_command
 from gemma_fit.cli.report import report_command
 from gemma_fit.cli.serve import serve_plan_command
 from gemma_fit.cli.smoke import smoke_command
-
-if TYPE_CHECKING:
-    from rich.console import Console
 
 app = typer.Typer(
     add_completion=False,
@@ -147,12 +140,6 @@ def app_for(args: Sequence[str]) -> typer.Typer:
     return one
 
 
-def _out() -> Console:
-    from gemma_fit.present.terminal import console  # rich only when something is drawn: --json never imports it
-
-    return console()
-
-
 @app.callback()
 def _global(
     model_db: Annotated[
@@ -167,25 +154,6 @@ def _global(
         print(f"gemma-fit {__version__}")
         raise typer.Exit(0)
     state.set_extra_dirs(tuple(model_db or ()), tuple(hardware_db or ()))
-
-
-def answer(result: api.CheckResult[Any], as_json: bool, html: Path | None, extra: dict[str, Any] | None = None,
-           ) -> None:
-    """Print a check's answer (the terminal view, or --json), write --html, exit with the verdict's status."""
-    doc = {**api.to_json(result), **(extra or {})}
-    if doc.get("speed_error"):
-        from gemma_fit.base.text import printable
-
-        print(f"gemma-fit: speed not predicted: {printable(doc['speed_error'], 2000)}", file=sys.stderr)
-    if html is not None:
-        write_text(html, api.check_page(result, state.catalog(), extra))
-    if as_json:
-        print(json.dumps(doc, indent=2, allow_nan=False))
-    else:
-        from gemma_fit.present.terminal import render_answer
-
-        render_answer(_out(), doc)
-    raise typer.Exit(result.verdict.exit_code)
 
 
 @app.command()
@@ -265,25 +233,7 @@ def check(
     acceptance: AcceptanceOpt = None,
 ) -> None:
     """The go/no-go answer for one model, quant, context and hardware."""
-    settings = run_settings(ctx=ctx if ctx is not None else 0, batch=batch, ubatch=ubatch,
-                            parallel=parallel if parallel is not None else PARALLEL,
-                            kv_unified=kv_unified, flash_attn=flash_attn, cache_type_k=cache_type_k,
-                            cache_type_v=cache_type_v, n_gpu_layers=n_gpu_layers, swa_full=swa_full,
-                            override_tensor=override_tensor, cpu_moe=cpu_moe, n_cpu_moe=n_cpu_moe)
-    settings = replace(settings, speculative=speculative_ask(mtp, draft, draft_max, acceptance))
-    options = {"gpu_memory_utilization": gpu_memory_utilization, "max_num_batched_tokens": max_num_batched_tokens,
-               "tensor_parallel_size": tensor_parallel_size, "enforce_eager": enforce_eager or None,
-               "kv_cache_dtype": kv_cache_dtype, "batch_size": batch_size, "max_new_tokens": max_new_tokens,
-               "cache_implementation": cache_implementation}
-    result = api.check(model, hardware if hardware is not None else list(gpu or []), quant=quant, gguf=gguf,
-                       settings=settings, engine=engine, default_ctx=ctx is None,
-                       default_parallel=parallel is None, engine_version=engine_version,
-                       workload=workload(prompt_tokens, output_tokens, rate, images, mmproj), backend=backend,
-                       machine=machine_flags(ram=ram, ram_type=ram_type, ram_channels=ram_channels, cores=cores,
-                                             threads=threads, sockets=sockets, numa=numa, disk=disk,
-                                             reserve=reserve, cpu=cpu, power_mode=power_mode),
-                       margin_gib=margin, options=options, catalog=state.catalog())
-    answer(result, as_json, html)
+    raise typer.Exit(run_check(**locals()))  # every parameter, by name (cli.quick runs it before typer loads)
 
 
 @app.command()
@@ -321,9 +271,9 @@ def inspect(
         else:
             from gemma_fit.present.terminal import render_inspect
 
-            render_inspect(_out(), header)
+            render_inspect(console(), header)
         return
-    answer(info.check, as_json, html, extra=header)  # the check's document, with the header's figures
+    raise typer.Exit(answer(info.check, as_json, html, extra=header))  # the check's document, with the header's figures
 
 
 @app.command()

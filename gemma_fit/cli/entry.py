@@ -1,7 +1,8 @@
 """The `gemma-fit` program: one-line errors and the contract's exit statuses, never a traceback.
 
 `gemma-fit --version` is answered here, before the command line's machinery loads (as pip and llama.cpp answer
-it: at once); everything else goes to cli.app. `run` is the program itself (the script and `python -m
+it: at once), and so is a plain `check` line (cli.quick: typer is a third of a cold check's time); everything
+else goes to cli.app. `run` is the program itself (the script and `python -m
 gemma_fit`); `main` is the same without the fast exit, for callers that go on afterwards (tests, fork servers).
 """
 
@@ -31,6 +32,8 @@ def main() -> None:
     # `gemma-fit ... | head`: die of SIGPIPE (status 141 in the shell) like cat and grep, instead of
     # click's "exit 1" or Python's BrokenPipeError at the first write after head has gone.
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    if sys.argv[1:2] == ["check"] and _quick_check(sys.argv[2:]):
+        return
     try:
         import typer
 
@@ -59,6 +62,27 @@ def main() -> None:
             _fail(message, EXIT_BAD_INPUT)
         print(f"gemma-fit: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         sys.exit(1)
+
+
+def _quick_check(args: list[str]) -> bool:
+    """A plain `check` line answered without typer (cli.quick); False when typer must read it."""
+    from gemma_fit.cli.quick import run_quick_check
+
+    try:
+        rc = run_quick_check(args)
+    except GemmaFitError as exc:
+        _fail(str(exc), exc.exit_code)
+    except KeyboardInterrupt:  # as click turns Ctrl-C into its Abort on typer's path
+        print("gemma-fit: aborted", file=sys.stderr)
+        sys.exit(130)
+    except Exception as exc:  # as main's own last resort: one line, no traceback
+        print(f"gemma-fit: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        sys.exit(1)
+    if rc is None:
+        return False
+    if rc:
+        sys.exit(rc)
+    return True
 
 
 def run() -> None:

@@ -9,30 +9,41 @@ short flags, help and llama.cpp defaults (RunSettings' own) are defined here onl
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from gemma_fit.api import MachineFlags, RunSettings, Traffic, Workload
+from gemma_fit.cli.values import (  # noqa: F401  (the defaults and conversions every command takes from here)
+    BATCH,
+    CACHE_TYPE_K,
+    CACHE_TYPE_V,
+    CTX,
+    DEFAULT,
+    FLASH_ATTN,
+    N_GPU_LAYERS,
+    PARALLEL,
+    PROMPT_TOKENS,
+    UBATCH,
+    machine_flags,
+    run_settings,
+    speculative_ask,
+    token_count,
+    workload,
+)
 
-DEFAULT = RunSettings()  # llama.cpp's defaults, as RunSettings holds them
 LLAMA = "llama.cpp options"  # help panels: what a reader looks for together
 MACHINE = "The machine (instead of probing or assuming it)"
 SERVING = "Many requests (serving)"
 ENGINES = "Other engines (--engine vllm, ollama, transformers)"
 OUTPUT = "Output"
 
-_TOKENS = re.compile(r"^\s*([+-]?\d+)\s*([kK]?)\s*$")
-
-
 def tokens(value: str) -> int:
-    """A token count as typed: 4096, or with k/K for x 1024 (8k = 8192), as llama.cpp's docs write them."""
-    m = _TOKENS.match(str(value))
-    if m is None:
-        raise typer.BadParameter(f"'{value}' is not a token count (a whole number, or with k: 8k = 8192)")
-    return int(m.group(1)) * (1024 if m.group(2) else 1)
+    """A token count as typed (cli.values.token_count), as typer's parser: a bad one is typer's usage error."""
+    try:
+        return token_count(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
 
 
 def _tokens_opt(*names: str, help: str, panel: str | None = None) -> typer.models.OptionInfo:
@@ -106,31 +117,6 @@ EngineOpt = Annotated[str, typer.Option("--engine", help="The engine to plan for
 BackendOpt = Annotated[str | None, typer.Option(
     "--backend", help="llama.cpp built for another backend than the GPU's own: vulkan, sycl, rocm, cuda.")]
 
-# The defaults, as the signatures spell them.
-CTX, UBATCH, BATCH, PARALLEL = DEFAULT.n_ctx, DEFAULT.n_ubatch, DEFAULT.n_batch, DEFAULT.n_parallel
-FLASH_ATTN, CACHE_TYPE_K, CACHE_TYPE_V = DEFAULT.flash_attn, DEFAULT.cache_type_k, DEFAULT.cache_type_v
-N_GPU_LAYERS = "auto"
-PROMPT_TOKENS = Workload().prompt_tokens
-
-
-def run_settings(*, ctx: int = CTX, batch: int = BATCH, ubatch: int = UBATCH, parallel: int = PARALLEL,
-                 flash_attn: str = FLASH_ATTN, cache_type_k: str = CACHE_TYPE_K, cache_type_v: str = CACHE_TYPE_V,
-                 n_gpu_layers: str = N_GPU_LAYERS, swa_full: bool = False, kv_unified: bool = False,
-                 n_outputs_max: int = 0, override_tensor: list[str] | None = None, cpu_moe: bool = False,
-                 n_cpu_moe: int = 0) -> RunSettings:
-    """The llama.cpp options of any command, as RunSettings (-ngl and -fa parsed as llama.cpp parses them)."""
-    return RunSettings.from_flags(
-        n_ctx=ctx, n_batch=batch, n_ubatch=ubatch, n_parallel=parallel, kv_unified=kv_unified,
-        flash_attn=flash_attn, cache_type_k=cache_type_k, cache_type_v=cache_type_v, n_gpu_layers=n_gpu_layers,
-        swa_full=swa_full, n_outputs_max=n_outputs_max, override_tensor=tuple(override_tensor or ()),
-        cpu_moe=cpu_moe, n_cpu_moe=n_cpu_moe)
-
-
-def workload(prompt_tokens: int = PROMPT_TOKENS, output_tokens: int | None = None, rate: float | None = None,
-             images: int | None = None, mmproj: Path | None = None) -> Workload:
-    return Workload(prompt_tokens, Traffic(output_tokens, rate), images, mmproj)
-
-
 # The machine, said without a file (check, report, recommend): each replaces what would be probed or assumed.
 RamOpt = Annotated[float | None, typer.Option("--ram", help="System memory in GiB (instead of the machine file's "
                                               "or this machine's).", rich_help_panel=MACHINE)]
@@ -159,13 +145,6 @@ ReserveOpt = Annotated[float | None, typer.Option("--reserve", help="GiB kept fr
                                                   "other programs.", rich_help_panel=MACHINE)]
 
 
-def machine_flags(*, ram: float | None = None, ram_type: str | None = None, ram_channels: int | None = None,
-                  cores: int | None = None, threads: int | None = None, disk: str | None = None,
-                  reserve: float | None = None, cpu: str | None = None, sockets: int | None = None,
-                  numa: str | None = None, power_mode: str | None = None) -> MachineFlags:
-    return MachineFlags(ram, ram_type, ram_channels, cores, threads, disk, reserve, cpu, sockets, numa, power_mode)
-
-
 # Speculative decoding (check, report, recommend, serve-plan): llama.cpp's -md / --spec-type / --spec-draft-n-max.
 SPECULATIVE = "Speculative decoding"
 MtpOpt = Annotated[bool, typer.Option("--mtp", help="Draft with the model's own Gemma 4 assistant drafter (MTP, "
@@ -179,17 +158,6 @@ DraftMaxOpt = Annotated[int | None, typer.Option("--draft-max", help="Tokens dra
 AcceptanceOpt = Annotated[float | None, typer.Option("--acceptance", help="Share of drafted tokens the target "
                                                      "keeps, 0-1. \\[default: the published figure for the pair]",
                                                      rich_help_panel=SPECULATIVE)]
-
-
-def speculative_ask(mtp: bool, draft: str | None, draft_max: int | None, acceptance: float | None) -> Any:
-    """--mtp / --draft as the settings carry them until the model is known (engines.speculative resolves them)."""
-    from gemma_fit.api import Speculative
-
-    if not (mtp or draft is not None or draft_max is not None or acceptance is not None):
-        return None
-    name, _, quant = (draft or "").partition(":")
-    return Speculative("mtp" if mtp else "draft", name.strip(), quant.strip(), draft_max, acceptance,
-                       asked_both=mtp and draft is not None)
 
 
 # Running llama.cpp here (smoke, bench): the threads and the binaries it runs.

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 
 TIMEOUT_S = 5  # --version answers at once; a binary that hangs is not waited for
 _BUILD = re.compile(r"^version:\s*(\d+)\s*\(", re.MULTILINE)
@@ -24,6 +23,8 @@ def installed_llama_server() -> str | None:
     path = shutil.which("llama-server")
     if path is None:
         return None
+    import subprocess  # only where there is a llama-server to ask: a check without one never loads it
+
     try:
         done = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=TIMEOUT_S, check=False,
                               stdin=subprocess.DEVNULL)
