@@ -19,6 +19,7 @@ AMDVLK runs (AMD's discontinued Vulkan driver; distributions ship Mesa's RADV) a
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import sys
 from collections import defaultdict
@@ -70,12 +71,19 @@ def group_of(r: dict[str, Any]) -> tuple[str, str, str | None] | None:
         kind, group = "attention", f"{g.backend}-{g.vendor}"
     else:
         group = cal.decode_group(g) if kind == "decode" else cal.prefill_group(g, _quantized(r))
-    # a chip of its own only where the chip is one product (an APU, a SoC): a discrete card's compute capability
-    # spans a whole generation, which the llama-bench fit already covers card by card
+    # a chip of its own where the chip is one product (an APU, a SoC), or where the llama-bench fit has no card of its
+    # architecture (RDNA 4's R9700: its INT8 matrix rate is twice its FP16 one, the RDNA 3 cards' equal); otherwise a
+    # discrete card's compute capability spans a whole generation, which the llama-bench fit covers card by card
     # (an Apple GPU's decode is fitted per architecture by the llama-bench fit already: its prompts are not)
     name = g.compute_capability if kind == "decode" else cal.chip_of(g)
-    chip = f"{group}@{name}" if name and g.unified_memory else None
+    chip = f"{group}@{name}" if name and (g.unified_memory or not _arch_measured(g)) else None
     return kind, group, chip
+
+
+def _arch_measured(g: Any) -> bool:
+    """Whether the llama-bench fit has runs of this GPU's architecture on its backend (its decode groups say)."""
+    fits = cal.calibration()["decode"].get("fits") or {}
+    return cal.decode_group(g) in (fits.get(g.backend) or {}).get("groups", {})
 
 
 def _set(kind: str, key: str, e: float | None) -> None:
@@ -194,6 +202,57 @@ def install(table: dict[str, dict[str, dict[str, Any]]]) -> None:
         live[kind] = dict(table.get(kind, {}))
 
 
+# Seconds per graph node at the reference clock tried for a chip whose backend's llama-bench fit borrowed CUDA's.
+NODE_COST_GRID = [i * 1e-6 for i in range(2, 21)]
+MIN_NODE_COST_MODELS = 2  # the per-node cost is told from the efficiency by models of different sizes
+
+
+def borrowed_node_cost(backend: str) -> bool:
+    fit = (cal.calibration()["decode"].get("fits") or {}).get(backend) or {}
+    return fit.get("seconds_per_node_from") is not None
+
+
+def node_cost_key(r: dict[str, Any]) -> str | None:
+    """`backend@chip` of a row's GPU, where its backend's per-node cost was borrowed."""
+    g = _gpu(r)
+    chip = cal.chip_of(g) if g is not None else None
+    return f"{g.backend}@{chip}" if chip and borrowed_node_cost(g.backend) else None
+
+
+def _set_node_cost(key: str, entry: dict[str, Any] | None) -> None:
+    clear_speed_cache()
+    table = cal.published_groups().setdefault("node_cost", {})
+    if entry is None:
+        table.pop(key, None)
+    else:
+        table[key] = entry
+
+
+def fit_node_costs(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The per-node cost of each chip whose backend's llama-bench fit borrowed CUDA's (ROCm: Llama 7B only, which
+    cannot tell a fixed cost per kernel from the efficiency) and whose published single-stream decode runs cover
+    several models: the grid value whose fit (efficiencies refitted at each value) makes those runs' squared log
+    error smallest. Other chips of the backend keep the borrowed figure."""
+    out: dict[str, dict[str, Any]] = {}
+    decode = [r for r in rows if r["m"].kind == "decode" and r["m"].concurrency == 1 and not excluded(r)]
+    for key in sorted({k for r in decode if (k := node_cost_key(r))}):
+        mine = [r for r in decode if node_cost_key(r) == key]
+        if len({r["model"] for r in mine}) < MIN_NODE_COST_MODELS:
+            continue
+        best: tuple[float, float] | None = None
+        for tau in NODE_COST_GRID:
+            _set_node_cost(key, {"seconds_per_node": tau})
+            install(fit_in_turn(rows))
+            err = sum(math.log(p / r["m"].tokens_per_s) ** 2 for r in mine if (p := ev.predict_row(r)))
+            if best is None or err < best[0]:
+                best = (err, tau)
+        assert best is not None
+        out[key] = {"seconds_per_node": round(best[1], 10), "runs": len(mine),
+                    "machines": len({r["machine"] for r in mine})}
+        _set_node_cost(key, out[key])
+    return out
+
+
 def cpu_figures(fitted: dict[str, Any], without: str | None = None) -> None:
     """The per-CPU decode figures (fit_cpu_decode.py) in force: all of `fitted` but machine `without`'s."""
     clear_speed_cache()
@@ -216,13 +275,19 @@ def left_out(rows: list[dict[str, Any]], own_cpus: dict[str, Any], by: str) -> d
     decode figure goes too where its runs are the ones left out."""
     key = (lambda r: r["machine"]) if by == "machine" else source_of
     out: dict[str, list[float]] = defaultdict(list)
+    fitted = dict(cal.published_groups().get("node_cost") or {})
     for value in sorted({key(r) for r in rows}):
         group = [r for r in rows if key(r) == value]
+        gone = {node_cost_key(r) for r in group}  # a chip's per-node cost leaves with its runs
+        for k, entry in fitted.items():
+            _set_node_cost(k, None if k in gone else entry)
         install(fit_in_turn(rows, without=lambda r, v=value: key(r) == v))
         cpus = {r["machine"] for r in group}
         cpu_figures({k: v for k, v in own_cpus.items() if k not in cpus})
         for k, errs in errors(group).items():
             out[k].extend(errs)
+    for k, entry in fitted.items():
+        _set_node_cost(k, entry)
     return out
 
 
@@ -232,6 +297,7 @@ def main() -> None:
     ap.add_argument("--markdown", action="store_true", help="the table docs/speed.md shows")
     args = ap.parse_args()
     install({})
+    cal.published_groups().pop("node_cost", None)  # "before" is the llama-bench fit's own per-node costs
     own_cpus = dict(cpu_speed.published_cpus())  # "before" is without them too; each machine left out loses its own
     cpu_figures({})
     rows = [r for r in ev.rows() if ev.predict_row(r)]
@@ -239,6 +305,7 @@ def main() -> None:
         r["group"] = group_of(r)
     before = errors(rows)
     cpu_figures(own_cpus)
+    node_costs = fit_node_costs(rows)
     table = fit_in_turn(rows)
     install(table)
     after = errors(rows)
@@ -267,10 +334,13 @@ def main() -> None:
     for kind, entries in table.items():
         for key, e in sorted(entries.items()):
             print(f"  {kind:8s} {key:32s} {e['efficiency']:.4f}  ({e['runs']} runs, {e['machines']} machines)")
+    for key, e in sorted(node_costs.items()):
+        print(f"  node cost {key:27s} {1e6 * e['seconds_per_node']:.1f} us at {cal.REFERENCE_CLOCK_MHZ:.0f} MHz "
+              f"({e['runs']} runs, {e['machines']} machines)")
     if args.write:
         doc = {"source": "benchmarks/fit_backends.py over benchmarks/data/backend_published_runs.csv and "
                          "gemma_llamabench.csv (published Gemma llama.cpp runs, one source URL per row)",
-               **table}
+               **table, "node_cost": node_costs}
         OUT.write_text("# Written by benchmarks/fit_backends.py --write; read by gemma_fit/speed/calibration.py.\n"
                        + yaml.safe_dump(doc, sort_keys=True, width=110))
         print(f"wrote {OUT.relative_to(REPO)}")

@@ -110,7 +110,7 @@ def decode_model(gpu: GPUSpec) -> DecodeModel:
     if fit:
         clock = gpu.boost_clock_mhz
         ref = float(fit.get("reference_clock_mhz", REFERENCE_CLOCK_MHZ))
-        per_node = float(fit["seconds_per_node"]) * (ref / clock if clock else 1.0)
+        per_node = node_cost(gpu, fit) * (ref / clock if clock else 1.0)
         own = published_efficiency("decode", group, gpu)
         if own is not None:
             return DecodeModel(own[0], per_node, own[1])
@@ -120,6 +120,15 @@ def decode_model(gpu: GPUSpec) -> DecodeModel:
     own = published_efficiency("decode", group, gpu)  # a backend without llama-bench runs (SYCL): no kernel cost fit
     eff, src = own if own is not None else efficiency_for_group("decode", group)
     return DecodeModel(eff, 0.0, src)
+
+
+def node_cost(gpu: GPUSpec, fit: dict) -> float:
+    """Seconds per graph node at the reference clock: the chip's own where its published Gemma runs of several model
+    sizes tell it from the efficiency and the backend's llama-bench fit borrowed CUDA's (ROCm's table is Llama 7B on
+    four cards: benchmarks/fit_backends.py), else the backend's from the llama-bench fit."""
+    chip = chip_of(gpu)
+    own = (published_groups().get("node_cost") or {}).get(f"{gpu.backend}@{chip}") if chip else None
+    return float(own["seconds_per_node"]) if own else float(fit["seconds_per_node"])
 
 
 # A group without runs of its own borrows its nearest relative's before the backend-wide median.
