@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import pickle
 from dataclasses import field
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -119,3 +120,26 @@ def test_equality_and_hash_follow_dataclasses(x: int, y: int, tags: list[str], n
     assert repr(a) == repr(da).replace("DataPoint", "Point")
     if a == b:
         assert hash(a) == hash(b)
+
+
+def test_generated_code_is_kept_between_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """base.code_cache: a run that compiles new code writes it at exit; the next run reads it instead of compiling,
+    and a cache file that is not marshal data is ignored."""
+    from gemma_fit.base import code_cache
+
+    monkeypatch.setenv("GEMMA_FIT_CACHE", str(tmp_path))
+    for name, value in (("_codes", None), ("_added", False), ("_used", set())):
+        monkeypatch.setattr(code_cache, name, value)
+    source = "def f(x):\n  return x + 1\n"
+    first = code_cache.compiled(source, "<test f>")
+    code_cache._write()
+    monkeypatch.setattr(code_cache, "_codes", None)
+    monkeypatch.setattr(code_cache, "_added", False)
+    second = code_cache.compiled(source, "<test f>")
+    assert second == first and not code_cache._added  # read back, not compiled again
+    namespace: dict[str, object] = {}
+    exec(second, {}, namespace)  # noqa: S102
+    assert namespace["f"](1) == 2  # type: ignore[operator]
+    Path(code_cache._path()).write_bytes(b"not marshal data")
+    monkeypatch.setattr(code_cache, "_codes", None)
+    assert code_cache.compiled(source, "<test f>") == first  # compiled again, no error

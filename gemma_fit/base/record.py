@@ -4,8 +4,9 @@
 `__eq__`, `__hash__`, `__setattr__`, `__delattr__`): ~0.7 ms a class on Python 3.11, and a cold `check` defines
 ~80 of them before it computes anything, 40% of its CPU time. A record lets `dataclasses` collect the fields
 (so `fields`, `replace`, `asdict` and type checkers see a dataclass), compiles only `__init__`, at the class's first
-use, and shares one generic function for each of the other five, written over `operator.attrgetter`: a comparison
-or hash costs about 0.3-0.5 us against the generated ones' 0.2 us, which the caches' keys barely notice (the records
+use (its code kept between runs by base.code_cache), and shares one generic function for each of the other five,
+written over `operator.attrgetter`: a comparison or hash costs about 0.3-0.5 us against the generated ones' 0.2 us,
+which the caches' keys barely notice (the records
 hashed most often cache their hash in their own body, and that is kept). Its `__init__` writes the instance dict
 directly where the class has one: creating a record takes about half the time of creating a frozen dataclass, and a
 report creates millions.
@@ -17,6 +18,8 @@ import dataclasses
 import operator
 from collections.abc import Callable
 from typing import Any, TypeVar, dataclass_transform, overload
+
+from gemma_fit.base.code_cache import compiled
 
 T = TypeVar("T", bound=type)
 
@@ -118,7 +121,7 @@ def _init_source(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> tuple
 def _compiled_init(cls: type) -> Callable[..., None]:
     source, env = _init_source(cls, dataclasses.fields(cls))
     namespace: dict[str, Any] = {}
-    exec(compile(source, f"<record {cls.__module__}.{cls.__qualname__}>", "exec"), env, namespace)  # noqa: S102
+    exec(compiled(source, f"<record {cls.__module__}.{cls.__qualname__}>"), env, namespace)  # noqa: S102
     init: Callable[..., None] = namespace["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     return init
