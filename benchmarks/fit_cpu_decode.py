@@ -178,6 +178,46 @@ def cpu_decode_fits() -> dict[str, dict[str, object]]:
             for cid, v in sorted(per_cpu.items()) if len(v) >= MIN_CPU_RUNS}
 
 
+def cpu_prefill_fits() -> dict[str, dict[str, object]]:
+    """Per CPU of hardware_db/cpus.yaml with MIN_CPU_RUNS published Gemma prompt runs of its own (evaluate_speed's CPU
+    rows, mainline llama.cpp, no depth): published / predicted at its instruction-set group's rate, the median per
+    file type (`by_type`) and over all its runs (`all`, for a type it has no run of). CPU prefill time is linear in
+    1 / rate, so the ratio is the factor the rate needs."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import evaluate_speed as ev
+
+    from gemma_fit.gguf.tensors import build_plan
+    from gemma_fit.model.catalog import resolve_model
+    from gemma_fit.speed.cpu import published_cpus
+    from gemma_fit.speed.predict import clear_speed_cache
+
+    fitted = published_cpus()
+    kept = {cid: entry.pop("prefill") for cid, entry in fitted.items() if "prefill" in entry}  # the group rate alone
+    clear_speed_cache()
+    per_cpu: dict[str, list[tuple[str, float]]] = {}
+    for r in ev.rows():
+        m = r["m"]
+        if r["backend"] != "CPU" or m.kind != "prefill" or m.depth:
+            continue
+        p = ev.predict_row(r)
+        hw = r.get("hardware")
+        if p is None or hw is None or hw.cpu is None or not hw.cpu.id:
+            continue
+        plan = build_plan(resolve_model(ev._model_id(r["model"]), ()).spec, ev._quant(r["quant"], r["model"]))
+        per_cpu.setdefault(hw.cpu.id, []).append((plan.ftype.name, m.tokens_per_s / p))
+    for cid, entry in kept.items():
+        fitted[cid]["prefill"] = entry
+    clear_speed_cache()
+    out: dict[str, dict[str, object]] = {}
+    for cid, runs in sorted(per_cpu.items()):
+        if len(runs) < MIN_CPU_RUNS:
+            continue
+        types = sorted({t for t, _ in runs})
+        out[cid] = {"all": round(statistics.median(f for _, f in runs), 3), "n": len(runs),
+                    "by_type": {t: round(statistics.median(f for u, f in runs if u == t), 3) for t in types}}
+    return out
+
+
 def main() -> None:
     dec, pre = decode_rows(), prefill_rows()
     eff, per_thread = decode_terms(dec)
@@ -198,10 +238,14 @@ def main() -> None:
         print(f"{group}: prefill {rate:.1f} GFLOP/s per thread (median of {n} runs)")
     print(_summary("decode", decode_errors(dec)))
     print(_summary("prefill", prefill_errors(pre)))
-    cpus = cpu_decode_fits()
+    cpus: dict[str, dict[str, object]] = dict(cpu_decode_fits())
     for cid, fit in cpus.items():
         print(f"{cid}: decode efficiency {fit['efficiency']} of datasheet bandwidth (its own {fit['n']} Gemma runs, "
               "benchmarks/evaluate_speed.py's rows)")
+    for cid, pre_fit in cpu_prefill_fits().items():
+        cpus.setdefault(cid, {})["prefill"] = pre_fit
+        print(f"{cid}: prefill x{pre_fit['all']} of its group's rate over its own {pre_fit['n']} Gemma prompt runs; "
+              f"per file type {pre_fit['by_type']}")
     if "--write" in sys.argv:
         head = "".join(line for line in TABLE.read_text(encoding="utf-8").splitlines(keepends=True)
                        if line.startswith("#"))

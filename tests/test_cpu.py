@@ -211,6 +211,20 @@ def test_a_cpu_with_its_own_published_runs_decodes_at_its_own_figure() -> None:
     assert decode_efficiency(replace(pi4, id=""))[0] == family
 
 
+def test_a_cpu_with_its_own_prompt_runs_prefills_each_file_type_at_its_own_rate() -> None:
+    """The Pi 4's prompt runs (Gemma 3 270M and 1B in 17 file types) give a factor per type: a Cortex-A72 has no
+    FP16 arithmetic, so F16 prompts run well under Q8_0 ones; a type it has no run of takes its median over all; a
+    CPU without runs of its own keeps its group's one rate for every type."""
+    pi4 = CPURates(resolve_cpu("raspberry-pi-4"), "the database", 4)
+    q8, how = prefill_gflops_per_thread(pi4, "Q8_0")
+    f16, _ = prefill_gflops_per_thread(pi4, "F16")
+    other, other_how = prefill_gflops_per_thread(pi4, "Q2_K")
+    board = CPURates(replace(resolve_cpu("raspberry-pi-4"), id=""), "the database", 4)
+    group, _ = prefill_gflops_per_thread(board, "F16")
+    assert f16 < other < q8 <= group and "its Q8_0 runs" in how and "all its runs" in other_how
+    assert prefill_gflops_per_thread(board, "Q8_0")[0] == prefill_gflops_per_thread(board, "F16")[0] == group
+
+
 def _dual_socket_cpuinfo() -> str:
     """/proc/cpuinfo's shape on a two-package machine: 2 physical ids x 2 cores x 2 hardware threads."""
     blocks, n = [], 0

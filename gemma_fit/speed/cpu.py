@@ -83,7 +83,7 @@ def decode_efficiency(cpu: CPUSpec) -> tuple[float, str]:
     it were fitted (as a GPU chip's are: a Raspberry Pi 4's memory controller delivers less of its datasheet
     than the ARM median), else its family's (x86, arm)."""
     own = published_cpus().get(cpu.id) if cpu.id else None
-    if own is not None:
+    if own is not None and "efficiency" in own:
         return float(own["efficiency"]), f"fitted on {own['n']} published runs of the {cpu.name}"
     fitted = _terms()["families"]
     entry = fitted.get(cpu.family) or fitted["x86"]
@@ -121,12 +121,23 @@ def cpu_decode_s(read_bytes: float, ram_bw: float, rates: CPURates) -> float:
     return read_bytes / (bw * 1e9)
 
 
-def prefill_gflops_per_thread(rates: CPURates) -> tuple[float, str]:
-    """Matrix-product GFLOP/s one thread reaches in prefill, for the CPU's instruction-set group."""
+def prefill_gflops_per_thread(rates: CPURates, file_type: str = "") -> tuple[float, str]:
+    """Matrix-product GFLOP/s one thread reaches in prefill, for the CPU's instruction-set group; on a CPU with
+    published Gemma prompt runs of its own, scaled by what they show for this file type's kernels (or for all its
+    runs, a type it has none of): each type's dot product unpacks its blocks its own way (an Armv8.0 core, without
+    FP16 arithmetic or dot-product instructions, runs Q8_0 prompts 1.6x as fast as F16 ones)."""
     # Armv8.0 cores (a Raspberry Pi 4's Cortex-A72) lack the dot products the quantized NEON kernels are built on
     group = "arm-v8.0" if rates.cpu.family == "arm" and not rates.cpu.dotprod else PREFILL_GROUP[rates.cpu.isa]
     entry = _terms()["prefill"][group]
-    return float(entry["gflops_per_thread"]), f"{group} median of {entry['n']} published runs"
+    rate, where = float(entry["gflops_per_thread"]), f"{group} median of {entry['n']} published runs"
+    own = (published_cpus().get(rates.cpu.id) or {}).get("prefill") if rates.cpu.id else None
+    if own:
+        by_type = own.get("by_type") or {}
+        factor = by_type.get(file_type, own["all"])
+        which = f"its {file_type} runs" if file_type in by_type else "all its runs"
+        where = f"{where}, x{float(factor):.2f} from {which} ({own['n']} on the {rates.cpu.name})"
+        rate *= float(factor)
+    return rate, where
 
 
 DEFAULT_RAM_BANDWIDTH_GBPS = 89.6  # DDR5-5600, two 64-bit channels: a current desktop
@@ -152,10 +163,10 @@ def system_bandwidth_gbps(hardware: Hardware, rates: CPURates, notes: list[str])
     return DEFAULT_RAM_BANDWIDTH_GBPS
 
 
-def cpu_prefill_s(flops: float, rates: CPURates, notes: list[str]) -> float:
+def cpu_prefill_s(flops: float, rates: CPURates, notes: list[str], file_type: str = "") -> float:
     """Seconds the CPU takes for a prompt's matrix products (CPU only: with a GPU, llama.cpp computes
     large batches on the GPU)."""
-    per_thread, where = prefill_gflops_per_thread(rates)
+    per_thread, where = prefill_gflops_per_thread(rates, file_type)
     threads = rates.threads or ASSUMED_THREADS
     notes.append(f"CPU prefill at {per_thread:g} GFLOP/s per thread x {threads} threads ({where})"
                  + ("" if rates.threads else f"; {ASSUMED_THREADS} threads assumed (--threads)"))

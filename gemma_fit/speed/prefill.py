@@ -97,7 +97,7 @@ def prefill_seconds(plan: TensorPlan, est: MemoryEstimate, gpus: tuple[GPUSpec, 
     if not gpus:
         w = work.work[CPU]
         flops = (w.dense_flops + w.expert_flops) * prompt_tokens + work.attn_flops[CPU]
-        return cpu_prefill_s(flops, cpu_rates, notes)
+        return cpu_prefill_s(flops, cpu_rates, notes, plan.ftype.name)
     total = 0.0
     for i, g in enumerate(gpus):
         w, nodes, mm, ffn = work.work[i], work.nodes[i], work.matmul_nodes[i], work.ffn_elements[i]

@@ -78,7 +78,7 @@ def llamacpp_pipeline(plan: TensorPlan, est: MemoryEstimate, hardware: Hardware,
     if work.read(CPU) > 0 or not gpus:
         rates = cpu_of(hardware)
         bw, _ = decode_bandwidth_gbps(system_bandwidth_gbps(hardware, rates, notes), rates)
-        per_thread, _ = prefill_gflops_per_thread(rates)
+        per_thread, _ = prefill_gflops_per_thread(rates, plan.ftype.name)
         w = work.work[CPU]
         flops = w.dense_flops + w.expert_flops + (_output_flops(plan) if est.placement.output_device == CPU else 0.0)
         stages.append(_stage("cpu", w, work.kv_read[CPU], flops, bw * 1e9,  # the CPU runs prefill's kernels
