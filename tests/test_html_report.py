@@ -370,3 +370,21 @@ def test_json_and_exit_statuses(tmp_path: Path) -> None:
         assert proc.returncode == 2, (args, proc.stderr)
         assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
         assert "Traceback" not in proc.stderr
+
+
+def test_a_compact_cell_has_the_full_cells_figures() -> None:
+    """A compact cell (a large report) skips the serving answer and the suggestion of what would fit instead, which
+    it never shows; its figures, verdict and command are the full cell's, for a go and a no-go alike."""
+    from gemma_fit.engines.registry import engine_named
+    from gemma_fit.hardware.flags import MachineFlags
+    from gemma_fit.hardware.select import hardware_of
+    from gemma_fit.jobs.report_cells import HardwareConfig, cell
+
+    cfg = HardwareConfig("rtx-3060-12gb", hardware_of(["rtx-3060-12gb"], None, (), MachineFlags(ram_gb=16)))
+    for model, quant in (("9b", "Q4_K_M"), ("gemma-3-27b", "Q4_K_M"), ("gemma-3-27b", "BF16")):
+        resolved = resolve_model(model)
+        full = cell(cfg, resolved, quant, 8192, RunSettings(), engine_named("llama.cpp"), full=True)
+        compact = cell(cfg, resolved, quant, 8192, RunSettings(), engine_named("llama.cpp"), full=False)
+        assert {k: v for k, v in full.items() if k != "check"} == {k: v for k, v in compact.items() if k != "check"}
+        assert compact["check"]["llama_server_command"] == full["check"]["llama_server_command"]
+    assert full["verdict"] == "no-go" and "Q2_K" in full["check"]["suggestion"]  # the full cell says what would fit

@@ -61,6 +61,7 @@ class CheckRequest:
     gguf_path: Path | None = None  # that file as the user gave it, for the printed command
     unmodelled: Unmodelled | None = None
     serving: bool = True  # the serving answer (performance.serving); False where it is never shown (report cells)
+    explain: bool = True  # the suggestion of what would fit instead; False where it is never shown (compact cells)
 
 
 D = TypeVar("D")

@@ -90,12 +90,13 @@ def run_check(resolved: ResolvedModel, quant: str, settings: RunSettings, hardwa
               prompt_tokens: int = 512, with_speed: bool = True, plan: TensorPlan | None = None,
               gguf_path: Path | str | None = None, margin_bytes: int = SAFETY_MARGIN_BYTES,
               unmodelled: Unmodelled | None = None, output_tokens: int | None = None,
-              request_rate: float | None = None, with_serving: bool = True) -> LlamaCppResult:
+              request_rate: float | None = None, with_serving: bool = True, explain: bool = True) -> LlamaCppResult:
     """`plan` replaces the database plan when the tensors come from a real GGUF header; `gguf_path` is
     that file as the user gave it (the llama-server command then runs it, not a made-up file name).
     What the plan cannot place (an Unsloth UD file's unpublished mix, `unmodelled`) is kept free on top of
     `margin_bytes`, and the reasons say so. `with_serving` False leaves out the serving answer at the -np slots
-    (performance.serving None), for answers that never show it (a compact report cell)."""
+    (performance.serving None), for answers that never show it (a compact report cell); `explain` False, the
+    suggestion of what would fit instead (memory.fit.decide)."""
     s = with_parallel_outputs(validate(settings, resolved.spec))
     plan = plan or build_plan(resolved.spec, quant)
     ud = unpublished_mix(plan)
@@ -103,7 +104,7 @@ def run_check(resolved: ResolvedModel, quant: str, settings: RunSettings, hardwa
     extra += [(unmodelled.bytes, unmodelled.note)] if unmodelled else []
     fit = decide(plan, s, hardware.gpus, hardware.host_capacity_bytes,
                  gguf_name=str(gguf_path) if gguf_path is not None else None,
-                 margin_bytes=margin_bytes + sum(b for b, _ in extra))
+                 margin_bytes=margin_bytes + sum(b for b, _ in extra), explain=explain)
     if extra:
         fit = replace(fit, reasons=(*fit.reasons, *(note for _, note in extra)))
     s = fit.estimate.settings  # the plan's own: -ngl auto may move experts (--n-cpu-moe)

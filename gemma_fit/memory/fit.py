@@ -247,11 +247,12 @@ def _margin_warning(est: MemoryEstimate, margin_bytes: int) -> str | None:
 
 
 def decide(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...], host_capacity: int | None,
-           gguf_name: str | None = None, margin_bytes: int = SAFETY_MARGIN_BYTES) -> Fit:
+           gguf_name: str | None = None, margin_bytes: int = SAFETY_MARGIN_BYTES, explain: bool = True) -> Fit:
     """llama.cpp's plan and its answer. `host_capacity` None means the system RAM is unknown (--gpu ID without a machine
     file): it is then not checked, the answer says so (reasons, `unchecked`), and a host side larger
     than any machine has (MAX_HOST_RAM_BYTES) is no-go. `gguf_name`: the model file as the user gave it,
-    for the llama-server command."""
+    for the llama-server command. `explain` False leaves out the suggestion of what would fit instead (and the
+    unified-memory lever), for answers that never show it: the verdict, placement and command are the same."""
     model = plan.model
     n_all = model.n_layer + 1 if devices else 0
     auto = s.n_gpu_layers is None
@@ -320,9 +321,10 @@ def decide(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...], host_
         reasons.append(f"host RAM not checked: this plan needs {fmt_bytes(host_need)} of system memory "
                        "(give --hardware FILE with ram_gb)")
     suggestion = None
-    if not verdict.runs_on_gpu and len(devices) <= MAX_GPUS_PER_CONTEXT:  # too many GPUs: the reason says
+    # the suggestion searches other quants and contexts: a sixth of a report cell, which never shows it (`explain`)
+    if explain and not verdict.runs_on_gpu and len(devices) <= MAX_GPUS_PER_CONTEXT:  # too many GPUs: a reason says
         suggestion = _suggest(plan, s, devices, search_host, n_all, ctx_fit, ctx_capped)
-    unified = unified_device(devices)
+    unified = unified_device(devices) if explain else None
     lever = unified_lever(plan, s, unified, est) if unified is not None and ngl < n_all else None
     if lever:
         suggestion = f"{lever}; {suggestion}" if suggestion else lever
