@@ -24,7 +24,9 @@ import csv
 import re
 import statistics
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -151,6 +153,18 @@ def _summary(name: str, errors: list[float]) -> str:
 MIN_CPU_RUNS = 3  # a CPU gets its own decode figure from at least this many published decode runs of it
 
 
+def _cpu_runs(ev: Any, kind: str) -> Iterator[tuple[dict[str, Any], float, Any]]:
+    """(row, prediction, hardware) of evaluate_speed's CPU runs of this kind at depth 0 on a CPU of cpus.yaml."""
+    for r in ev.rows():
+        m = r["m"]
+        if r["backend"] != "CPU" or m.kind != kind or m.depth:
+            continue
+        p = ev.predict_row(r)
+        hw = r.get("hardware")
+        if p is not None and hw is not None and hw.cpu is not None and hw.cpu.id:
+            yield r, p, hw
+
+
 def cpu_decode_fits() -> dict[str, dict[str, object]]:
     """Per CPU of hardware_db/cpus.yaml: the decode efficiency that makes each of its published Gemma decode runs
     (evaluate_speed's CPU rows, mainline llama.cpp, no depth) come out as published; the median, where it has
@@ -162,14 +176,8 @@ def cpu_decode_fits() -> dict[str, dict[str, object]]:
     from gemma_fit.speed.cpu import cpu_of, decode_efficiency, system_bandwidth_gbps, thread_bound
 
     per_cpu: dict[str, list[float]] = {}
-    for r in ev.rows():
+    for r, p, hw in _cpu_runs(ev, "decode"):
         m = r["m"]
-        if r["backend"] != "CPU" or m.kind != "decode" or m.depth:
-            continue
-        p = ev.predict_row(r)
-        hw = r.get("hardware")
-        if p is None or hw is None or hw.cpu is None or not hw.cpu.id:
-            continue
         rates = cpu_of(hw)
         if thread_bound(system_bandwidth_gbps(hw, rates, []), rates):
             continue
@@ -195,14 +203,8 @@ def cpu_prefill_fits() -> dict[str, dict[str, object]]:
     kept = {cid: entry.pop("prefill") for cid, entry in fitted.items() if "prefill" in entry}  # the group rate alone
     clear_speed_cache()
     per_cpu: dict[str, list[tuple[str, float]]] = {}
-    for r in ev.rows():
+    for r, p, hw in _cpu_runs(ev, "prefill"):
         m = r["m"]
-        if r["backend"] != "CPU" or m.kind != "prefill" or m.depth:
-            continue
-        p = ev.predict_row(r)
-        hw = r.get("hardware")
-        if p is None or hw is None or hw.cpu is None or not hw.cpu.id:
-            continue
         plan = build_plan(resolve_model(ev._model_id(r["model"]), ()).spec, ev._quant(r["quant"], r["model"]))
         per_cpu.setdefault(hw.cpu.id, []).append((plan.ftype.name, m.tokens_per_s / p))
     for cid, entry in kept.items():
