@@ -20,16 +20,7 @@ from gemma_fit.cli.bench import bench_command
 from gemma_fit.cli.cost import cost_command
 from gemma_fit.cli.hardware import db_app, list_app, probe_command
 from gemma_fit.cli.options import (
-    BATCH,
-    CACHE_TYPE_K,
-    CACHE_TYPE_V,
-    CTX,
     ENGINES,
-    FLASH_ATTN,
-    N_GPU_LAYERS,
-    PARALLEL,
-    PROMPT_TOKENS,
-    UBATCH,
     AcceptanceOpt,
     BackendOpt,
     BatchOpt,
@@ -74,12 +65,23 @@ from gemma_fit.cli.options import (
     ThreadsOpt,
     UbatchOpt,
     UnifiedOpt,
-    run_settings,
 )
 from gemma_fit.cli.recommend import buy_command, recommend_command
 from gemma_fit.cli.report import report_command
 from gemma_fit.cli.serve import serve_plan_command
 from gemma_fit.cli.smoke import smoke_command
+from gemma_fit.cli.values import (
+    BATCH,
+    CACHE_TYPE_K,
+    CACHE_TYPE_V,
+    CTX,
+    FLASH_ATTN,
+    N_GPU_LAYERS,
+    PARALLEL,
+    PROMPT_TOKENS,
+    UBATCH,
+    run_settings,
+)
 
 app = typer.Typer(
     add_completion=False,

@@ -9,6 +9,7 @@ gemma_fit`); `main` is the same without the fast exit, for callers that go on af
 from __future__ import annotations
 
 import sys
+from typing import NoReturn
 
 from gemma_fit.base.errors import EXIT_BAD_INPUT, GemmaFitError
 from gemma_fit.base.version import __version__
@@ -51,8 +52,7 @@ def main() -> None:
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except typer.Abort:
-        print("gemma-fit: aborted", file=sys.stderr)
-        sys.exit(130)
+        _aborted()
     except Exception as exc:  # usage errors and anything unexpected: one line, no traceback
         format_message = getattr(exc, "format_message", None)
         if format_message is not None:  # typer/click usage errors (unknown option, bad value)
@@ -60,8 +60,18 @@ def main() -> None:
             if not message:  # no command given: click printed the help, there is nothing more to say
                 sys.exit(EXIT_BAD_INPUT)
             _fail(message, EXIT_BAD_INPUT)
-        print(f"gemma-fit: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        sys.exit(1)
+        _internal(exc)
+
+
+def _aborted() -> NoReturn:
+    print("gemma-fit: aborted", file=sys.stderr)
+    sys.exit(130)
+
+
+def _internal(exc: Exception) -> NoReturn:
+    """Anything unexpected: one line, no traceback."""
+    print(f"gemma-fit: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+    sys.exit(1)
 
 
 def _quick_check(args: list[str]) -> bool:
@@ -73,11 +83,9 @@ def _quick_check(args: list[str]) -> bool:
     except GemmaFitError as exc:
         _fail(str(exc), exc.exit_code)
     except KeyboardInterrupt:  # as click turns Ctrl-C into its Abort on typer's path
-        print("gemma-fit: aborted", file=sys.stderr)
-        sys.exit(130)
-    except Exception as exc:  # as main's own last resort: one line, no traceback
-        print(f"gemma-fit: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        sys.exit(1)
+        _aborted()
+    except Exception as exc:
+        _internal(exc)
     if rc is None:
         return False
     if rc:

@@ -1,9 +1,9 @@
-"""The command-line options, each declared once with a one-line help that gives its meaning and default, and the
-one place they become the API's types (RunSettings, MachineFlags, Workload).
+"""The command-line options, each declared once with a one-line help that gives its meaning and default; what
+their values become (the API's RunSettings, MachineFlags, Workload; the defaults the signatures spell) is
+cli.values, which the quick `check` path reads without typer.
 
 Typer reads a command's options from its signature, so every command lists the ones it takes; their spelling,
-short flags, help and llama.cpp defaults (RunSettings' own) are defined here only. Token counts take k/K
-(x 1024): --ctx 32k is 32768.
+short flags and help are defined here only. Token counts take k/K (x 1024): --ctx 32k is 32768.
 """
 
 from __future__ import annotations
@@ -14,23 +14,7 @@ from typing import Annotated
 
 import typer
 
-from gemma_fit.cli.values import (  # noqa: F401  (the defaults and conversions every command takes from here)
-    BATCH,
-    CACHE_TYPE_K,
-    CACHE_TYPE_V,
-    CTX,
-    DEFAULT,
-    FLASH_ATTN,
-    N_GPU_LAYERS,
-    PARALLEL,
-    PROMPT_TOKENS,
-    UBATCH,
-    machine_flags,
-    run_settings,
-    speculative_ask,
-    token_count,
-    workload,
-)
+from gemma_fit.cli.values import token_count
 
 LLAMA = "llama.cpp options"  # help panels: what a reader looks for together
 MACHINE = "The machine (instead of probing or assuming it)"

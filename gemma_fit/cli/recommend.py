@@ -13,10 +13,6 @@ from gemma_fit import api
 from gemma_fit.base.files import write_text
 from gemma_fit.cli import state
 from gemma_fit.cli.options import (
-    BATCH,
-    FLASH_ATTN,
-    PARALLEL,
-    UBATCH,
     AcceptanceOpt,
     BackendOpt,
     BatchOpt,
@@ -42,10 +38,16 @@ from gemma_fit.cli.options import (
     SocketsOpt,
     ThreadsOpt,
     UbatchOpt,
+    tokens,
+)
+from gemma_fit.cli.values import (
+    BATCH,
+    FLASH_ATTN,
+    PARALLEL,
+    UBATCH,
     machine_flags,
     run_settings,
     speculative_ask,
-    tokens,
 )
 
 NeedCtxOpt = Annotated[int, typer.Option("--ctx", "-c", parser=tokens, metavar="N[k]",

@@ -14,14 +14,7 @@ from gemma_fit import api
 from gemma_fit.base.files import write_text
 from gemma_fit.cli import state
 from gemma_fit.cli.options import (
-    BATCH,
-    CACHE_TYPE_K,
-    CACHE_TYPE_V,
-    FLASH_ATTN,
-    N_GPU_LAYERS,
     OUTPUT,
-    PARALLEL,
-    UBATCH,
     AcceptanceOpt,
     BatchOpt,
     CoresOpt,
@@ -50,10 +43,19 @@ from gemma_fit.cli.options import (
     ThreadsOpt,
     UbatchOpt,
     UnifiedOpt,
+    tokens,
+)
+from gemma_fit.cli.values import (
+    BATCH,
+    CACHE_TYPE_K,
+    CACHE_TYPE_V,
+    FLASH_ATTN,
+    N_GPU_LAYERS,
+    PARALLEL,
+    UBATCH,
     machine_flags,
     run_settings,
     speculative_ask,
-    tokens,
 )
 
 PROGRESS_MIN_CELLS = 200  # smaller matrices finish before a progress bar would be seen

@@ -11,8 +11,6 @@ import typer
 from gemma_fit import api
 from gemma_fit.cli import state
 from gemma_fit.cli.options import (
-    PARALLEL,
-    PROMPT_TOKENS,
     AcceptanceOpt,
     DraftMaxOpt,
     DraftOpt,
@@ -24,8 +22,12 @@ from gemma_fit.cli.options import (
     ParallelOpt,
     PromptOpt,
     RateOpt,
-    speculative_ask,
     tokens,
+)
+from gemma_fit.cli.values import (
+    PARALLEL,
+    PROMPT_TOKENS,
+    speculative_ask,
 )
 
 

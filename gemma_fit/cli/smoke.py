@@ -12,15 +12,7 @@ import typer
 from gemma_fit import api
 from gemma_fit.cli import state
 from gemma_fit.cli.options import (
-    BATCH,
-    CACHE_TYPE_K,
-    CACHE_TYPE_V,
-    CTX,
-    FLASH_ATTN,
-    N_GPU_LAYERS,
-    PARALLEL,
     THIS_MACHINE_THREADS,
-    UBATCH,
     BatchOpt,
     CpuMoeOpt,
     CtkOpt,
@@ -37,8 +29,18 @@ from gemma_fit.cli.options import (
     RunThreadsOpt,
     SwaOpt,
     UbatchOpt,
-    run_settings,
     tokens,
+)
+from gemma_fit.cli.values import (
+    BATCH,
+    CACHE_TYPE_K,
+    CACHE_TYPE_V,
+    CTX,
+    FLASH_ATTN,
+    N_GPU_LAYERS,
+    PARALLEL,
+    UBATCH,
+    run_settings,
 )
 
 

@@ -60,8 +60,9 @@ class CheckRequest:
     plan: TensorPlan | None = None  # the tensors of a real GGUF header, instead of the database's
     gguf_path: Path | None = None  # that file as the user gave it, for the printed command
     unmodelled: Unmodelled | None = None
-    serving: bool = True  # the serving answer (performance.serving); False where it is never shown (report cells)
-    explain: bool = True  # the suggestion of what would fit instead; False where it is never shown (compact cells)
+    # the answer a compact report cell shows: neither the serving answer at the -np slots (a tenth of the work) nor
+    # the reasons, so nor the suggestion of what would fit instead among them (a sixth); verdict and figures the same
+    compact: bool = False
 
 
 D = TypeVar("D")

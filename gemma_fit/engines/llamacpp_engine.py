@@ -73,7 +73,7 @@ class LlamaCppEngine:
                            prompt_tokens=r.workload.prompt_tokens, plan=r.plan, gguf_path=r.gguf_path,
                            margin_bytes=r.margin_bytes, unmodelled=r.unmodelled,
                            output_tokens=traffic.output_tokens, request_rate=traffic.rate_per_s,
-                           with_serving=r.serving, explain=r.explain)
+                           with_serving=not r.compact, explain=not r.compact)
         if not settings.defaults_from:
             return result
         note = defaults_note(settings, _version(settings))

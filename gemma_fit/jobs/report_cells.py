@@ -81,10 +81,7 @@ def cell(cfg: HardwareConfig, model: ResolvedModel, quant: str, ctx: int, settin
     """One cell: the summary figures and, in "check", the full check document (`full`) or a compact one."""
     base = {"hardware": cfg.key, "model": model.spec.id, "quant": quant, "ctx": ctx}
     try:
-        # a compact cell shows neither the serving answer (a tenth of a cell's work) nor the reasons, so nor the
-        # suggestion among them (a sixth)
-        result = engine.estimate(CheckRequest(model, quant, settings.with_ctx(ctx), cfg.hardware, serving=full,
-                                              explain=full))
+        result = engine.estimate(CheckRequest(model, quant, settings.with_ctx(ctx), cfg.hardware, compact=not full))
     except BadInput as exc:  # a setting this model refuses: the other cells still count
         return {**base, "n_ctx": None, "verdict": CELL_ERROR, "error": str(exc), "min_headroom_bytes": None,
                 "max_ctx_fit": None, "n_gpu_layers": None, "n_layers_total": None, "decode_tokens_per_s": None,
