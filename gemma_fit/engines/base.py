@@ -171,10 +171,11 @@ def option_names(kind: type) -> frozenset[str]:
 def engine_options(kind: type[Opts], given: Mapping[str, Any]) -> Opts:
     """The engine's own options from the ones given (None: unset); engines.registry has already refused the
     options of other engines, with whose they are."""
-    unknown = sorted(k for k, v in given.items() if v is not None and k not in option_names(kind))
+    set_ = {k: v for k, v in given.items() if v is not None}
+    unknown = sorted(k for k in set_ if k not in option_names(kind))
     if unknown:
         raise BadInput(f"unknown engine option(s): {', '.join(unknown)}")
-    return replace(kind(), **{k: v for k, v in given.items() if v is not None})  # type: ignore[type-var]
+    return replace(kind(), **set_) if set_ else kind()  # type: ignore[type-var]
 
 
 def hf_kv_dtype(cache_type_k: str) -> str:

@@ -7,6 +7,7 @@ advice, Ollama); engines.llamacpp_engine wraps it as the `llama.cpp` engine.
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -72,18 +73,22 @@ LlamaCppResult = CheckResult[LlamaCppPlan]
 
 def assumptions(r: LlamaCppResult) -> list[str]:
     """What a llama.cpp answer takes as given: the rules' version, the sizing, each backend's overhead."""
-    s = r.detail.settings
+    backends = tuple(sorted({g.backend for g in r.hardware.gpus}))
+    return [*_assumed(r.detail.settings.n_outputs_max, backends), *r.hardware.notes]
+
+
+@cache  # a report asks it for every cell: a few outputs counts and backends
+def _assumed(n_outputs_max: int, backends: tuple[str, ...]) -> tuple[str, ...]:
     out = [
         f"llama.cpp rules as of commit {LLAMA_CPP_LABEL}; compute buffer sized for llama-server "
-        f"(logits for {s.n_outputs_max} output(s) per ubatch)",
+        f"(logits for {n_outputs_max} output(s) per ubatch)",
         "weights are memory-mapped: host weights count the mapped span of the file",
     ]
-    for backend in sorted({g.backend for g in r.hardware.gpus}):
+    for backend in backends:
         o = runtime_overhead(backend)
         kind = "measured" if o.measured else "a budget, not yet measured"
         out.append(f"{backend} runtime overhead {o.bytes / MIB:.0f} MiB per device ({kind})")
-    out.extend(r.hardware.notes)
-    return out
+    return tuple(out)
 
 
 def run_check(resolved: ResolvedModel, quant: str, settings: RunSettings, hardware: Hardware,

@@ -41,8 +41,6 @@ def with_projector(resolved: ResolvedModel, settings: RunSettings, images: int |
                    mmproj: Path | None) -> RunSettings:
     """--images N and --mmproj for llama.cpp: the projector's weights and image-encoder buffer on the main GPU
     (from the file, or without one from the model's vision tower), and the context the images take."""
-    from gemma_fit.gguf.projector import image_compute_bytes, projector_plan, tower_for
-
     check_optional("--images", images)
     flash = settings.flash_attn != "off"
     if mmproj is not None:
@@ -50,6 +48,8 @@ def with_projector(resolved: ResolvedModel, settings: RunSettings, images: int |
                        mmproj_path=str(mmproj), images=images or 0, image_tokens=IMAGE_TOKENS_UNKNOWN)
     if not images:
         return settings
+    from gemma_fit.gguf.projector import image_compute_bytes, projector_plan, tower_for
+
     vision = vision_type(resolved)
     if vision is None:
         raise BadInput(f"--images {images}: {resolved.spec.id} has no vision tower (a text-only model)")

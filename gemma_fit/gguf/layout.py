@@ -11,7 +11,7 @@ from functools import cache
 from typing import Any
 
 from gemma_fit.base.record import record
-from gemma_fit.gguf.tensors import TensorPlan
+from gemma_fit.gguf.tensors import TensorPlan, per_plan
 from gemma_fit.gguf.value_types import SCALAR_FORMATS, GGUFValueType
 from gemma_fit.model.spec import ModelSpec
 
@@ -230,6 +230,7 @@ def real_metadata_bytes(arch: str, n_vocab: int) -> int:
     return int(gen["metadata_bytes"]) + max(0, n_vocab - int(gen["n_tokens"])) * int(data["extra_token_bytes"])
 
 
+@per_plan(256)  # a report asks it for every cell of a plan
 def estimated_file_bytes(plan: TensorPlan) -> int:
     """Size of the GGUF llama-quantize writes: exact tensor data and infos, estimated metadata."""
     meta = real_metadata_bytes(plan.model.arch, plan.model.n_vocab)

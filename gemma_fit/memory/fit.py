@@ -252,7 +252,8 @@ def decide(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...], host_
     file): it is then not checked, the answer says so (reasons, `unchecked`), and a host side larger
     than any machine has (MAX_HOST_RAM_BYTES) is no-go. `gguf_name`: the model file as the user gave it,
     for the llama-server command. `explain` False leaves out the suggestion of what would fit instead (and the
-    unified-memory lever), for answers that never show it: the verdict, placement and command are the same."""
+    unified-memory lever), the accounting lines and the context notes, for answers that never show them (a
+    compact report cell): the verdict, its headline reason, placement and command are the same."""
     model = plan.model
     n_all = model.n_layer + 1 if devices else 0
     auto = s.n_gpu_layers is None
@@ -265,7 +266,7 @@ def decide(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...], host_
     fit_ngl = n_all if experts else auto_gpu_layers(plan, s, devices, host_capacity, margin_bytes) if devices else 0
     ngl = fit_ngl if auto else min(s.n_gpu_layers or 0, n_all)
     est = estimate_memory(plan, s, devices, ngl, host_capacity)
-    reasons = _fit_reasons(est)
+    reasons = _fit_reasons(est) if explain else []  # the accounting, one line per device
     ctx_fit = max_ctx_fit(plan, s, devices, n_all, search_host)
     ctx_capped = ctx_fit > 0 and ctx_fit == _ctx_cap(model, s)
     room = _min_headroom(est)
@@ -316,7 +317,8 @@ def decide(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...], host_
     warning = _margin_warning(est, margin_bytes) if verdict in (Verdict.OFFLOAD, Verdict.GO) else None
     if warning:
         reasons.insert(1, warning)
-    reasons.extend(_context_notes(model, s, est.n_ctx, ctx_fit))
+    if explain:
+        reasons.extend(_context_notes(model, s, est.n_ctx, ctx_fit))
     if not host_known:
         reasons.append(f"host RAM not checked: this plan needs {fmt_bytes(host_need)} of system memory "
                        "(give --hardware FILE with ram_gb)")
