@@ -150,6 +150,7 @@ def _summary(name: str, errors: list[float]) -> str:
             f"max {max(errors):.0%} over {len(errors)} runs")
 
 
+MAX_RATE_PROMPT = 1024  # a CPU's own matrix rate is read from prompts up to this long
 MIN_CPU_RUNS = 3  # a CPU gets its own decode figure from at least this many published decode runs of it
 
 
@@ -205,6 +206,8 @@ def cpu_prefill_fits() -> dict[str, dict[str, object]]:
     per_cpu: dict[str, list[tuple[str, float]]] = {}
     for r, p, hw in _cpu_runs(ev, "prefill"):
         m = r["m"]
+        if m.n_prompt > MAX_RATE_PROMPT:  # a long prompt's time is mostly attention (cpu_attention_fit)
+            continue
         plan = build_plan(resolve_model(ev._model_id(r["model"]), ()).spec, ev._quant(r["quant"], r["model"]))
         per_cpu.setdefault(hw.cpu.id, []).append((plan.ftype.name, m.tokens_per_s / p))
     for cid, entry in kept.items():
@@ -218,6 +221,60 @@ def cpu_prefill_fits() -> dict[str, dict[str, object]]:
         out[cid] = {"all": round(statistics.median(f for _, f in runs), 3), "n": len(runs),
                     "by_type": {t: round(statistics.median(f for u, f in runs if u == t), 3) for t in types}}
     return out
+
+
+def _sweep_key(r: dict[str, Any]) -> tuple[Any, ...]:
+    return r["machine"], r["model"], r["quant"], r["source"], r["m"].n_prompt
+
+
+def cpu_attention_fit() -> dict[str, object] | None:
+    """`full_rate_tokens` of CPU prompt attention (gemma_fit.speed.cpu.attention_share): for each published prompt
+    run at depth (mainline llama.cpp, evaluate_speed's CPU rows), the value that makes the predicted slowdown from
+    the same sweep's run at depth 0 equal the published one (a ratio, so the machine's own matrix rate cancels out),
+    found by bisection on its logarithm; the median over machines of each machine's median."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import evaluate_speed as ev
+
+    from gemma_fit.speed.cpu import _terms
+    from gemma_fit.speed.predict import clear_speed_cache
+
+    rows = [r for r in ev.rows() if r["backend"] == "CPU" and r["m"].kind == "prefill"]
+    base = {_sweep_key(r): r for r in rows if not r["m"].depth}
+    table = _terms()
+    kept = table.pop("attention", None)
+
+    def slowdown(r: dict[str, Any], zero: dict[str, Any], tokens: float) -> float | None:
+        table["attention"] = {"full_rate_tokens": tokens, "n": 0}
+        clear_speed_cache()
+        p, p0 = ev.predict_row(r), ev.predict_row(zero)
+        return p0 / p if p and p0 else None
+
+    per_machine: dict[str, list[float]] = {}
+    for r in rows:
+        zero = base.get(_sweep_key(r))
+        if not r["m"].depth or zero is None:
+            continue
+        want = zero["m"].tokens_per_s / r["m"].tokens_per_s
+        lo, hi = 0.0, 7.0  # log10 of the tokens: the slowdown falls as attention gets faster
+        s_lo, s_hi = slowdown(r, zero, 10**lo), slowdown(r, zero, 10**hi)
+        if s_lo is None or s_hi is None or not s_hi <= want <= s_lo:
+            continue  # no value reproduces it (the matrix products alone slow it more, or attention cannot)
+        for _ in range(30):
+            mid = (lo + hi) / 2
+            s_mid = slowdown(r, zero, 10**mid)
+            if s_mid is None:
+                break
+            lo, hi = (mid, hi) if s_mid > want else (lo, mid)
+        per_machine.setdefault(r["machine"], []).append(10 ** ((lo + hi) / 2))
+    table.pop("attention", None)
+    if kept is not None:
+        table["attention"] = kept
+    clear_speed_cache()
+    if not per_machine:
+        return None
+    tokens = statistics.median(statistics.median(v) for v in per_machine.values())
+    return {"full_rate_tokens": round(tokens, 1), "n": sum(len(v) for v in per_machine.values()),
+            "machines": len(per_machine)}
 
 
 def main() -> None:
@@ -248,6 +305,10 @@ def main() -> None:
         cpus.setdefault(cid, {})["prefill"] = pre_fit
         print(f"{cid}: prefill x{pre_fit['all']} of its group's rate over its own {pre_fit['n']} Gemma prompt runs; "
               f"per file type {pre_fit['by_type']}")
+    attention = cpu_attention_fit()
+    if attention:
+        print(f"prompt attention: the matrix rate x sqrt({attention['full_rate_tokens']} / cached tokens per query) "
+              f"(median over {attention['machines']} machines, {attention['n']} published runs at depth)")
     if "--write" in sys.argv:
         head = "".join(line for line in TABLE.read_text(encoding="utf-8").splitlines(keepends=True)
                        if line.startswith("#"))
@@ -255,6 +316,7 @@ def main() -> None:
                 "families": {fam: {"efficiency": round(e, 3), "n": n_eff[fam]} for fam, e in eff.items()},
                 "per_thread": {"gbps": round(per_thread, 1), "n": n_thread, "max_threads": MAX_THREAD_LIMITED},
                 "prefill": {g: {"gflops_per_thread": rate, "n": n} for g, (rate, n) in prefill.items()},
+                **({"attention": attention} if attention else {}),
                 "cpus": cpus}
         TABLE.write_text(head + yaml.safe_dump(body, sort_keys=False), encoding="utf-8")
 

@@ -16,6 +16,7 @@ from gemma_fit.hardware.probe_cpu import cpu_from_cpuinfo, cpu_from_sysctl, isa_
 from gemma_fit.hardware.spec import CPUSpec, Hardware
 from gemma_fit.speed.cpu import (
     CPURates,
+    attention_share,
     cpu_of,
     decode_bandwidth_gbps,
     decode_efficiency,
@@ -221,7 +222,7 @@ def test_a_cpu_with_its_own_prompt_runs_prefills_each_file_type_at_its_own_rate(
     other, other_how = prefill_gflops_per_thread(pi4, "Q2_K")
     board = CPURates(replace(resolve_cpu("raspberry-pi-4"), id=""), "the database", 4)
     group, _ = prefill_gflops_per_thread(board, "F16")
-    assert f16 < other < q8 <= group and "its Q8_0 runs" in how and "all its runs" in other_how
+    assert f16 < other < q8 and "its Q8_0 runs" in how and "all its runs" in other_how
     assert prefill_gflops_per_thread(board, "Q8_0")[0] == prefill_gflops_per_thread(board, "F16")[0] == group
 
 
@@ -247,3 +248,14 @@ def test_the_probe_counts_sockets_and_the_answer_reads_one_nodes_memory() -> Non
     assert cpu_of(spread).memory_nodes == 2 and spread.cpu_cores == 4  # 2 per socket x 2: the probe's count
     other = with_machine_flags(probed, MachineFlags(cpu="7950x"))  # another machine's CPU: one socket
     assert other.cpu_sockets == 1
+
+
+def test_cpu_prompt_attention_falls_behind_the_matrix_rate_as_the_cache_grows() -> None:
+    """CPU flash attention takes one query row at a time over the whole cache: the published sweeps at depth
+    (Ryzen 9 7950X, Threadripper PRO 5975WX, Gemma 3 12B) slow 3-4x from depth 0 to 16k where the FLOPs alone
+    add an eighth; the share of the matrix rate falls with the square root of the tokens attended, never above 1."""
+    shallow, _ = attention_share(16)
+    mid, how = attention_share(2048)
+    deep, _ = attention_share(16384)
+    assert shallow == 1.0 and deep < mid < 1.0 and "published runs at depth" in how
+    assert abs(mid / deep - 8**0.5) < 0.01  # sqrt(16384 / 2048)

@@ -9,6 +9,7 @@ prefill multiplies at a per-thread rate of its instruction-set group (AVX2, AVX-
 
 from __future__ import annotations
 
+import math
 from functools import cache
 
 from gemma_fit.base.record import record
@@ -161,6 +162,31 @@ def system_bandwidth_gbps(hardware: Hardware, rates: CPURates, notes: list[str])
     notes.append(f"system memory assumed {DEFAULT_RAM_BANDWIDTH_GBPS} GB/s (DDR5-5600 dual channel); "
                  "give --ram-type (and --ram-channels) or --hardware with ram_type/speed for yours")
     return DEFAULT_RAM_BANDWIDTH_GBPS
+
+
+def attention_share(cells: float) -> tuple[float, str]:
+    """The share of a CPU's matrix-product rate its prompt attention reaches when each query attends `cells` cached
+    tokens on average: llama.cpp's CPU flash attention takes one query row at a time over the whole cache,
+    dequantizing K and V row by row, so it falls behind the blocked matrix products as the cache outgrows the CPU's
+    caches: sqrt(full_rate_tokens / cells) of the matrix rate (benchmarks/fit_cpu_decode.py: the published sweeps'
+    slowdown from depth 2k to 16k follows the square root), the matrix rate itself where no run measured it."""
+    entry = _terms().get("attention")
+    if not entry:
+        return 1.0, "the matrix products' rate (no published runs at depth)"
+    share = min(1.0, math.sqrt(float(entry["full_rate_tokens"]) / max(cells, 1.0)))
+    return share, (f"x{share:.2g} of the matrix rate over {cells:,.0f} cached tokens per query (fitted on "
+                   f"{entry['n']} published runs at depth)")
+
+
+def cpu_attention_s(flops: float, cells: float, rates: CPURates, notes: list[str]) -> float:
+    """Seconds the CPU takes for a prompt's attention (QK^T and the weighted sum over the cache), each query
+    attending `cells` cached tokens on average."""
+    if not flops:
+        return 0.0
+    per_thread, _ = prefill_gflops_per_thread(rates)
+    share, where = attention_share(cells)
+    notes.append(f"CPU prompt attention at {where}")
+    return flops / (per_thread * share * (rates.threads or ASSUMED_THREADS) * 1e9)
 
 
 def cpu_prefill_s(flops: float, rates: CPURates, notes: list[str], file_type: str = "") -> float:

@@ -16,7 +16,7 @@ from gemma_fit.memory.placement import CPU
 from gemma_fit.model.spec import ModelSpec
 from gemma_fit.speed.batch import experts_touched
 from gemma_fit.speed.calibration import attention_efficiency, decode_model, prefill_efficiency
-from gemma_fit.speed.cpu import CPURates, cpu_prefill_s
+from gemma_fit.speed.cpu import CPURates, cpu_attention_s, cpu_prefill_s
 from gemma_fit.speed.links import Link
 from gemma_fit.speed.mmq import expert_padding, padded_columns
 from gemma_fit.speed.rates import attention_tflops, matmul_tops
@@ -96,8 +96,11 @@ def prefill_seconds(plan: TensorPlan, est: MemoryEstimate, gpus: tuple[GPUSpec, 
     n_ubatches = sum(n for _, n in ubatches)
     if not gpus:
         w = work.work[CPU]
-        flops = (w.dense_flops + w.expert_flops) * prompt_tokens + work.attn_flops[CPU]
-        return cpu_prefill_s(flops, cpu_rates, notes, plan.ftype.name)
+        flops = (w.dense_flops + w.expert_flops) * prompt_tokens
+        per_cell = sum(4.0 * layer.n_head * layer.head_dim for layer in plan.model.layers) * prompt_tokens
+        cells = work.attn_flops[CPU] / per_cell if per_cell else 0.0  # cached tokens a query attends, on average
+        return (cpu_prefill_s(flops, cpu_rates, notes, plan.ftype.name)
+                + cpu_attention_s(work.attn_flops[CPU], cells, cpu_rates, notes))
     total = 0.0
     for i, g in enumerate(gpus):
         w, nodes, mm, ffn = work.work[i], work.nodes[i], work.matmul_nodes[i], work.ffn_elements[i]
