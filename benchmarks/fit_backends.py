@@ -202,8 +202,8 @@ def install(table: dict[str, dict[str, dict[str, Any]]]) -> None:
         live[kind] = dict(table.get(kind, {}))
 
 
-# Seconds per graph node at the reference clock tried for a chip whose backend's llama-bench fit borrowed CUDA's.
-NODE_COST_GRID = [i * 1e-6 for i in range(2, 21)]
+# Seconds per graph node at the reference clock tried for a chip of a backend whose llama-bench fit cannot tell it.
+NODE_COST_GRID = [i * 1e-6 for i in range(1, 21)]
 MIN_NODE_COST_MODELS = 2  # the per-node cost is told from the efficiency by models of different sizes
 
 
@@ -212,11 +212,18 @@ def borrowed_node_cost(backend: str) -> bool:
     return fit.get("seconds_per_node_from") is not None
 
 
+# Backends whose llama-bench per-node cost rests on one model size: Metal's table is 20 Llama 2 7B runs of 25, which
+# cannot tell a fixed cost per kernel from the efficiency (the M5 Max's published Gemma 4 runs, E2B to 31B, decode
+# E2B 43% faster than its 11 us per kernel allows and 31B 9% faster).
+ONE_SIZE_NODE_COST = ("metal",)
+
+
 def node_cost_key(r: dict[str, Any]) -> str | None:
-    """`backend@chip` of a row's GPU, where its backend's per-node cost was borrowed."""
+    """`backend@chip` of a row's GPU, where its backend's per-node cost was borrowed or rests on one model size."""
     g = _gpu(r)
     chip = cal.chip_of(g) if g is not None else None
-    return f"{g.backend}@{chip}" if chip and borrowed_node_cost(g.backend) else None
+    told = borrowed_node_cost(g.backend) or g.backend in ONE_SIZE_NODE_COST if g is not None else False
+    return f"{g.backend}@{chip}" if chip and told else None
 
 
 def _set_node_cost(key: str, entry: dict[str, Any] | None) -> None:
@@ -230,9 +237,10 @@ def _set_node_cost(key: str, entry: dict[str, Any] | None) -> None:
 
 def fit_node_costs(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """The per-node cost of each chip whose backend's llama-bench fit borrowed CUDA's (ROCm: Llama 7B only, which
-    cannot tell a fixed cost per kernel from the efficiency) and whose published single-stream decode runs cover
-    several models: the grid value whose fit (efficiencies refitted at each value) makes those runs' squared log
-    error smallest. Other chips of the backend keep the borrowed figure."""
+    cannot tell a fixed cost per kernel from the efficiency) or rests on one model size (ONE_SIZE_NODE_COST), and
+    whose published single-stream decode runs cover several models: the grid value (or the backend's own figure)
+    whose fit (efficiencies refitted at each value) makes those runs' squared log error smallest; where that is the
+    backend's figure, the chip keeps it without an entry of its own, as other chips of the backend do."""
     out: dict[str, dict[str, Any]] = {}
     decode = [r for r in rows if r["m"].kind == "decode" and r["m"].concurrency == 1 and not excluded(r)]
     for key in sorted({k for r in decode if (k := node_cost_key(r))}):
@@ -240,13 +248,17 @@ def fit_node_costs(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         if len({r["model"] for r in mine}) < MIN_NODE_COST_MODELS:
             continue
         best: tuple[float, float] | None = None
-        for tau in NODE_COST_GRID:
+        backend = float((cal.calibration()["decode"].get("fits") or {})[key.split("@")[0]]["seconds_per_node"])
+        for tau in sorted({*NODE_COST_GRID, backend}):
             _set_node_cost(key, {"seconds_per_node": tau})
             install(fit_in_turn(rows))
             err = sum(math.log(p / r["m"].tokens_per_s) ** 2 for r in mine if (p := ev.predict_row(r)))
             if best is None or err < best[0]:
                 best = (err, tau)
         assert best is not None
+        if best[1] == backend:
+            _set_node_cost(key, None)
+            continue
         out[key] = {"seconds_per_node": round(best[1], 10), "runs": len(mine),
                     "machines": len({r["machine"] for r in mine})}
         _set_node_cost(key, out[key])

@@ -125,7 +125,8 @@ def decode_model(gpu: GPUSpec) -> DecodeModel:
 def node_cost(gpu: GPUSpec, fit: dict) -> float:
     """Seconds per graph node at the reference clock: the chip's own where its published Gemma runs of several model
     sizes tell it from the efficiency and the backend's llama-bench fit borrowed CUDA's (ROCm's table is Llama 7B on
-    four cards: benchmarks/fit_backends.py), else the backend's from the llama-bench fit."""
+    four cards) or rests on one model size (Metal's, mostly Llama 2 7B: benchmarks/fit_backends.py), else the
+    backend's from the llama-bench fit."""
     chip = chip_of(gpu)
     own = (published_groups().get("node_cost") or {}).get(f"{gpu.backend}@{chip}") if chip else None
     return float(own["seconds_per_node"]) if own else float(fit["seconds_per_node"])
