@@ -50,6 +50,10 @@ MIN_CHIP_RUNS = 2
 # it gave 0.0005). Attention is a small share by nature and keeps every row.
 MIN_SHARE = 0.2
 KINDS = {"prefill": "prefill", "decode": "decode", "batched": "decode"}
+# A prompt longer than this tells attention's efficiency, not the matrix products': its time grows with the square of
+# its length (the Arc Pro B70's Gemma 4 31B prompts at 4,096 to 32,768 tokens, fitted as matrix products, halved the
+# SYCL figure its pp512 runs give).
+MAX_RATE_PROMPT = 2048
 
 
 def excluded(r: dict[str, Any]) -> bool:
@@ -67,7 +71,7 @@ def group_of(r: dict[str, Any]) -> tuple[str, str, str | None] | None:
     if g is None or r["m"].kind == "batched":
         return None
     kind = KINDS[r["m"].kind]
-    if kind == "prefill" and r["m"].depth:
+    if kind == "prefill" and (r["m"].depth or r["m"].n_prompt > MAX_RATE_PROMPT):
         kind, group = "attention", f"{g.backend}-{g.vendor}"
     else:
         group = cal.decode_group(g) if kind == "decode" else cal.prefill_group(g, _quantized(r))
