@@ -153,3 +153,16 @@ def test_ollama_defaults_by_release(version: str, num_ctx: int, fa: str | None, 
     doc = check_json("--gpu", "rtx-4090", "--model", "gemma-3-12b", "--engine", "ollama", "--engine-version", version)
     assert doc["ollama"]["num_ctx"] == num_ctx and doc["ollama"]["num_batch"] == num_batch
     assert (fa in doc["command"]) if fa else "OLLAMA_FLASH_ATTENTION" not in doc["command"]
+
+
+def test_vllm_before_the_hybrid_kv_cache_manager_plans_sliding_layers_at_full_length() -> None:
+    """Before the hybrid KV cache manager, vLLM's V1 planned a sliding-window layer's KV cache as a full-attention
+    one's: Gemma 3 12B's 40 sliding layers (of 48) then hold whole requests, so the pool holds several times fewer
+    32k-token requests; the answer says which rule it used."""
+    new = check_json("--gpu", "a40", "--model", "gemma-3-12b", "--engine", "vllm", "--ctx", "32768")
+    old = check_json("--gpu", "a40", "--model", "gemma-3-12b", "--engine", "vllm", "--ctx", "32768",
+                     "--engine-version", "0.9.0")
+    assert new["vllm"]["max_concurrency"] > 3 * old["vllm"]["max_concurrency"] > 0
+    assert any("hybrid KV cache manager)" in r for r in new["reasons"])
+    assert any(r.startswith("vLLM 0.9.0 plans the sliding-window layers' KV cache at the full request length")
+               for r in old["reasons"])

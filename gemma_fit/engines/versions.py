@@ -49,3 +49,10 @@ def defaults_of(engine: str, label: str) -> dict[str, Any]:
         if since is not None and since <= v:
             out[change["key"]] = change["value"]
     return out
+
+
+def changed_in(engine: str, key: str) -> str | None:
+    """The release from which a default took its present value (the last change of `key`); None if it never
+    changed."""
+    changes = [c for c in _table(engine)["changes"] if c["key"] == key]
+    return str(changes[-1]["since"]) if changes else None

@@ -77,7 +77,7 @@ from gemma_fit.engines.hf_weights import (
     tower_params,
     vision_activation_bytes,
 )
-from gemma_fit.engines.versions import defaults_of, release_label
+from gemma_fit.engines.versions import changed_in, defaults_of, release_label
 from gemma_fit.engines.vllm_dtype import model_dtype
 from gemma_fit.engines.vllm_kv import kv_dtype_bytes, kv_plan
 from gemma_fit.engines.vllm_mtp import (
@@ -225,14 +225,15 @@ def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSett
         return requested - weights - draft - act - NON_TORCH_BYTES - graphs
 
     budget = min(budget_for(d.usable_memory_bytes) for d in devices)
-    plan = kv_plan(spec, budget, max_model_len, o.block_size, dtype_bytes, tp, tokens)
+    hybrid = bool(defaults["hybrid_kv_cache"])
+    plan = kv_plan(spec, budget, max_model_len, o.block_size, dtype_bytes, tp, tokens, hybrid)
     pool = plan.num_blocks * plan.bytes_per_block
     out_devices = tuple(
         EngineDevice(d.id, d.name, weights, pool, act, graphs, NON_TORCH_BYTES, d.usable_memory_bytes, draft)
         for d in devices)
 
     def fits(n: int) -> bool:
-        return kv_plan(spec, budget, n, o.block_size, dtype_bytes, tp, tokens).concurrency >= 1
+        return kv_plan(spec, budget, n, o.block_size, dtype_bytes, tp, tokens, hybrid).concurrency >= 1
 
     max_fit = 0
     if budget > 0 and fits(o.block_size):
@@ -264,9 +265,13 @@ def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSett
     if verdict == Verdict.GO and plan.concurrency < seqs:
         reasons.append(f"max_num_seqs {seqs} is more than the {int(plan.concurrency)} full-length requests the pool "
                        f"holds; shorter requests share it")
-    if spec.has_swa:
+    if spec.has_swa and hybrid:
         reasons.append(f"sliding-window layers keep only window ({spec.n_swa}) + in-flight tokens of KV per request "
                        f"(hybrid KV cache manager)")
+    elif spec.has_swa:
+        reasons.append(f"{s.engine_version or release_label(NAME, 'vLLM', None)} plans the sliding-window layers' KV "
+                       f"cache at the full request length, as the full-attention layers' (the hybrid KV cache manager "
+                       f"that keeps only their window came in vLLM {changed_in(NAME, 'hybrid_kv_cache')})")
     shared = spec.n_layer - len(kv_layers(spec))
     if shared:
         reasons.append(f"{shared} KV-shared layers own no cache")
@@ -339,7 +344,8 @@ def _performance(spec: ModelSpec, s: EngineSettings[VllmOptions], quant: str, de
         return None
     tp = s.options.tensor_parallel_size
     need = min(max_model_len, s.prompt_tokens + (s.output_tokens or 0))
-    held = int(kv_plan(spec, budget, max(need, 1), s.options.block_size, dtype_bytes, tp, tokens).concurrency)
+    hybrid = bool(defaults_of(NAME, s.engine_version)["hybrid_kv_cache"])
+    held = int(kv_plan(spec, budget, max(need, 1), s.options.block_size, dtype_bytes, tp, tokens, hybrid).concurrency)
     n = s.max_num_seqs or 1
     link_gbps = link_latency = 0.0
     if tp > 1:

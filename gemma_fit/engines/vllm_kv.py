@@ -32,13 +32,15 @@ def kv_dtype_bytes(kv_cache_dtype: str, quant: str) -> int:
     return 4 if quant == "fp32" else 2  # auto = the model dtype (fp8/int4 checkpoints keep bf16 activations)
 
 
-def kv_group_types(spec: ModelSpec, block_size: int, dtype_bytes: int, tp: int) -> list[KVGroupType]:
-    """One entry per KV spec (sliding / full with their head sizes), page sizes unified."""
+def kv_group_types(spec: ModelSpec, block_size: int, dtype_bytes: int, tp: int,
+                   hybrid: bool = True) -> list[KVGroupType]:
+    """One entry per KV spec (sliding / full with their head sizes), page sizes unified. Without the hybrid KV cache
+    manager (`hybrid` False: releases before it), a sliding-window layer is planned as a full-attention one."""
     counts: Counter[tuple[bool, int]] = Counter()
     for layer in kv_layers(spec):
         heads = max(1, layer.n_head_kv // tp)  # KV heads are replicated when fewer than the TP ranks
         per_token = heads * 2 * layer.head_dim * dtype_bytes
-        counts[(layer.is_swa and spec.has_swa, per_token)] += 1
+        counts[(hybrid and layer.is_swa and spec.has_swa, per_token)] += 1
     max_page = max(block_size * per_token for (_, per_token) in counts)
     out = []
     for (sliding, per_token), n in counts.items():
@@ -74,8 +76,8 @@ class KVPlan:
 
 
 def kv_plan(spec: ModelSpec, budget: int, max_model_len: int, block_size: int, dtype_bytes: int, tp: int,
-            max_num_batched_tokens: int) -> KVPlan:
-    types = kv_group_types(spec, block_size, dtype_bytes, tp)
+            max_num_batched_tokens: int, hybrid: bool = True) -> KVPlan:
+    types = kv_group_types(spec, block_size, dtype_bytes, tp, hybrid)
     size, groups = group_layout(types)
     bytes_per_block = size * types[0].page_bytes
     num_blocks = max(0, budget) // bytes_per_block
