@@ -170,5 +170,5 @@ def _held(r: CheckResult[EnginePlan], spec: ModelSpec, tokens: int) -> int:
     x = r.detail.extras
     plan = kv_plan(spec, int(x["kv_cache_budget_bytes"]), max(1, tokens), int(x["block_size"]),
                    kv_dtype_bytes(str(x["kv_cache_dtype"]), r.quant), int(x["tensor_parallel_size"]),
-                   int(x["max_num_batched_tokens"]))
+                   int(x["max_num_batched_tokens"]), bool(x.get("hybrid_kv_cache", True)))
     return int(plan.concurrency)

@@ -310,6 +310,7 @@ def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSett
         "max_num_batched_tokens": tokens,
         "max_num_seqs": seqs,
         "block_size": o.block_size,
+        "hybrid_kv_cache": hybrid,  # sliding-window layers keep only their window (vLLM 0.9.1 and later)
         "tensor_parallel_size": tp,
         "kv_cache_dtype": s.kv_cache_dtype,
         "non_torch_bytes": NON_TORCH_BYTES,
