@@ -72,14 +72,13 @@ from gemma_fit.engines.hf_weights import (
     checkpoint,
     hf_repo,
     hf_weight_bytes,
-    kv_layers,
     param_breakdown,
     tower_params,
     vision_activation_bytes,
 )
 from gemma_fit.engines.versions import changed_in, defaults_of, release_label
 from gemma_fit.engines.vllm_dtype import model_dtype
-from gemma_fit.engines.vllm_kv import kv_dtype_bytes, kv_plan
+from gemma_fit.engines.vllm_kv import kv_dtype_bytes, kv_plan, layout_reasons
 from gemma_fit.engines.vllm_mtp import (
     drafter_bytes,
     drafter_reason,
@@ -265,16 +264,8 @@ def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSett
     if verdict == Verdict.GO and plan.concurrency < seqs:
         reasons.append(f"max_num_seqs {seqs} is more than the {int(plan.concurrency)} full-length requests the pool "
                        f"holds; shorter requests share it")
-    if spec.has_swa and hybrid:
-        reasons.append(f"sliding-window layers keep only window ({spec.n_swa}) + in-flight tokens of KV per request "
-                       f"(hybrid KV cache manager)")
-    elif spec.has_swa:
-        reasons.append(f"{s.engine_version or release_label(NAME, 'vLLM', None)} plans the sliding-window layers' KV "
-                       f"cache at the full request length, as the full-attention layers' (the hybrid KV cache manager "
-                       f"that keeps only their window came in vLLM {changed_in(NAME, 'hybrid_kv_cache')})")
-    shared = spec.n_layer - len(kv_layers(spec))
-    if shared:
-        reasons.append(f"{shared} KV-shared layers own no cache")
+    reasons.extend(layout_reasons(spec, hybrid, s.engine_version or release_label(NAME, 'vLLM', None),
+                                  changed_in(NAME, 'hybrid_kv_cache')))
     reasons.append(budgets)
     if quant == "fp32" and asked == "bf16":
         reasons.insert(1, f"{devices[0].name} has no bfloat16 and vLLM refuses float16 for {spec.arch}: it loads "

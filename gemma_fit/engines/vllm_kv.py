@@ -87,3 +87,19 @@ def kv_plan(spec: ModelSpec, budget: int, max_model_len: int, block_size: int, d
     conc = num_blocks / per_req if per_req else 0.0
     full = sum(t.n_layers * t.bytes_per_token for t in types)
     return KVPlan(bytes_per_block, num_blocks, per_req, conc, int(conc * max_model_len), full)
+
+
+def layout_reasons(spec: ModelSpec, hybrid: bool, release: str, hybrid_since: str | None) -> tuple[str, ...]:
+    """What the KV layout does to the pool: sliding-window layers (hybrid manager or not) and KV-shared layers."""
+    out = []
+    if spec.has_swa and hybrid:
+        out.append(f"sliding-window layers keep only window ({spec.n_swa}) + in-flight tokens of KV per request "
+                   f"(hybrid KV cache manager)")
+    elif spec.has_swa:
+        out.append(f"{release} plans the sliding-window layers' KV cache at the full request length, as the "
+                   f"full-attention layers' (the hybrid KV cache manager that keeps only their window came in "
+                   f"vLLM {hybrid_since})")
+    shared = spec.n_layer - len(kv_layers(spec))
+    if shared:
+        out.append(f"{shared} KV-shared layers own no cache")
+    return tuple(out)
