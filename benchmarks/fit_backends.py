@@ -10,7 +10,9 @@ prediction equal the published figure (the model is linear in 1 / efficiency: t 
 predictions); the fitted figure is the median over machines of each machine's median, per:
 - chip: `group@compute capability` (e.g. `rocm-quantized@gfx1151`), with at least MIN_RUNS runs;
 - group (e.g. `vulkan-amd`), where the llama-bench table has no runs of that group, from all its chips.
-AMDVLK runs (AMD's discontinued Vulkan driver; distributions ship Mesa's RADV) are not fitted on.
+A backend that multiplies a batch's experts one by one from the host (SYCL: calibration.HOST_EXPERT_LOOP) gets its
+seconds per expert product from its mixture-of-experts prompt runs (`expert_loop`), once its dense runs have set the
+matrix rate. AMDVLK runs (AMD's discontinued Vulkan driver; distributions ship Mesa's RADV) are not fitted on.
 
     python benchmarks/fit_backends.py           # fitted figures, errors before / in-sample / leave-one-machine-out
     python benchmarks/fit_backends.py --write   # model_db/llamacpp/speed_published.yaml
@@ -73,6 +75,8 @@ def group_of(r: dict[str, Any]) -> tuple[str, str, str | None] | None:
     kind = KINDS[r["m"].kind]
     if kind == "prefill" and (r["m"].depth or r["m"].n_prompt > MAX_RATE_PROMPT):
         kind, group = "attention", f"{g.backend}-{g.vendor}"
+    elif kind == "prefill" and g.backend in cal.HOST_EXPERT_LOOP and _moe(r):
+        return "expert_loop", g.backend, None  # its experts' host loop, not the matrix rate, sets it apart
     else:
         group = cal.decode_group(g) if kind == "decode" else cal.prefill_group(g, _quantized(r))
     # a chip of its own where the chip is one product (an APU, a SoC), or where the llama-bench fit has no card of its
@@ -104,6 +108,10 @@ def _base_efficiency(r: dict[str, Any], kind: str) -> float:
     if kind == "attention":
         return cal.attention_efficiency(g, _quantized(r))
     return cal.decode_model(g).efficiency if kind == "decode" else cal.prefill_efficiency(g, _quantized(r))[0]
+
+
+def _moe(r: dict[str, Any]) -> bool:
+    return bool(ev.resolve_model(ev._model_id(r["model"]), ()).spec.n_expert)
 
 
 def _quantized(r: dict[str, Any]) -> bool:
@@ -184,11 +192,14 @@ def fit_in_turn(rows: list[dict[str, Any]], without: LeaveOut | None = None) -> 
     install({})
     for r in rows:
         r.pop("implied", None)
-        if r["group"] is not None and r["group"][0] != "attention" and not excluded(r) and not (without and without(r)):
+        if r["group"] is not None and r["group"][0] in ("prefill", "decode") and not excluded(r) \
+                and not (without and without(r)):
             e = implied(r, r["group"][0], r["group"][2] or r["group"][1])
             if e is not None:
                 r["implied"] = e
     first = fit(rows, without)
+    install(first)
+    first["expert_loop"] = fit_expert_loop(rows, without)
     install(first)
     for r in rows:
         if r["group"] is not None and r["group"][0] == "attention" and not excluded(r) and not (without and without(r)):
@@ -199,10 +210,46 @@ def fit_in_turn(rows: list[dict[str, Any]], without: LeaveOut | None = None) -> 
     return {**first, "attention": second["attention"]}
 
 
+EXPERT_CALL_PROBE = 1e-5  # seconds per expert call the fit predicts at, besides none, to solve for it
+
+
+def fit_expert_loop(rows: list[dict[str, Any]], without: LeaveOut | None = None) -> dict[str, dict[str, Any]]:
+    """Seconds per expert matrix product of each host-loop backend (calibration.HOST_EXPERT_LOOP): per mixture-of-
+    experts prompt row, the figure that makes its prediction equal the published one (the time is linear in it),
+    the median over machines of each machine's median."""
+    points: dict[str, list[tuple[str, float]]] = defaultdict(list)
+    for r in rows:
+        if r["group"] is None or r["group"][0] != "expert_loop" or (without and without(r)):
+            continue
+        backend = r["group"][1]
+        _set_expert_call(backend, 0.0)
+        p0 = ev.predict_row(r)
+        _set_expert_call(backend, EXPERT_CALL_PROBE)
+        p1 = ev.predict_row(r)
+        _set_expert_call(backend, None)
+        if not p0 or not p1 or p1 >= p0:
+            continue
+        t0, slope = 1 / p0, (1 / p1 - 1 / p0) / EXPERT_CALL_PROBE
+        t = 1 / r["m"].tokens_per_s
+        if t > t0:
+            points[backend].append((r["machine"], (t - t0) / slope))
+    return {b: {"seconds_per_expert_call": round(machine_median(p), 8), "runs": len(p),
+                "machines": len({m for m, _ in p})} for b, p in points.items() if len(p) >= MIN_RUNS}
+
+
+def _set_expert_call(backend: str, seconds: float | None) -> None:
+    clear_speed_cache()
+    table = cal.published_groups().setdefault("expert_loop", {})
+    if seconds is None:
+        table.pop(backend, None)
+    else:
+        table[backend] = {"seconds_per_expert_call": seconds}
+
+
 def install(table: dict[str, dict[str, dict[str, Any]]]) -> None:
     clear_speed_cache()
     live = cal.published_groups()
-    for kind in ("decode", "prefill", "attention"):
+    for kind in ("decode", "prefill", "attention", "expert_loop"):
         live[kind] = dict(table.get(kind, {}))
 
 
@@ -349,7 +396,9 @@ def main() -> None:
         return
     for kind, entries in table.items():
         for key, e in sorted(entries.items()):
-            print(f"  {kind:8s} {key:32s} {e['efficiency']:.4f}  ({e['runs']} runs, {e['machines']} machines)")
+            figure = (f"{1e6 * e['seconds_per_expert_call']:.1f} us per expert" if kind == "expert_loop"
+                      else f"{e['efficiency']:.4f}")
+            print(f"  {kind:8s} {key:32s} {figure}  ({e['runs']} runs, {e['machines']} machines)")
     for key, e in sorted(node_costs.items()):
         print(f"  node cost {key:27s} {1e6 * e['seconds_per_node']:.1f} us at {cal.REFERENCE_CLOCK_MHZ:.0f} MHz "
               f"({e['runs']} runs, {e['machines']} machines)")

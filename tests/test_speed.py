@@ -156,3 +156,27 @@ def test_bf16_prompts_on_geforce_run_at_the_fp32_accumulate_rate() -> None:
     rates = {q: check("gemma-3-12b", "rtx-4090", quant=q).performance for q in ("BF16", "F16")}
     assert rates["BF16"] is not None and rates["F16"] is not None
     assert rates["BF16"].prefill_tokens_per_s < 0.7 * rates["F16"].prefill_tokens_per_s
+
+
+def test_sycl_multiplies_a_batchs_experts_one_by_one_from_the_host() -> None:
+    """ggml_sycl_mul_mat_id runs a MUL_MAT_ID of more than one token as one product per routed-to expert: each costs
+    the fitted per-call figure on SYCL, nothing on CUDA, and a single token takes the fused kernel."""
+    from gemma_fit.gguf.tensors import build_plan
+    from gemma_fit.hardware.flags import MachineFlags
+    from gemma_fit.hardware.select import hardware_of
+    from gemma_fit.speed.calibration import expert_call_s
+    from gemma_fit.speed.prefill import _prefill_rates, expert_loop_s
+    from gemma_fit.speed.work import token_work
+
+    spec = resolve_model("gemma-4-26B-A4B").spec
+    plan = build_plan(spec, "Q4_K_M")
+    per_layer = token_work(plan).expert_matrices
+    assert per_layer == tuple(2 for _ in range(spec.n_layer))  # ffn_gate_up_exps and ffn_down_exps
+    b70 = hardware_of(["arc-pro-b70"], "sycl", (), MachineFlags()).gpus[0]
+    cuda = load_gpus(())["rtx-4090"]
+    assert expert_call_s(b70) > 0 and expert_call_s(cuda) == 0
+    rates = _prefill_rates(b70, plan.ftype.default_type)
+    touched = spec.n_expert * (1 - (1 - spec.n_expert_used / spec.n_expert) ** 512)
+    assert expert_loop_s(rates, sum(per_layer), 512, spec) == sum(per_layer) * touched * expert_call_s(b70)
+    assert expert_loop_s(rates, sum(per_layer), 1, spec) == 0
+    assert expert_loop_s(_prefill_rates(cuda, plan.ftype.default_type), sum(per_layer), 512, spec) == 0

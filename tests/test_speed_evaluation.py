@@ -30,6 +30,9 @@ def test_no_group_is_worse_than_pinned() -> None:
     assert not worse, f"median |error| (pinned, now) got worse: {worse}"
 
 
+KINDS = ("decode", "prefill", "attention", "expert_loop")
+
+
 def test_published_fits_are_the_fit_of_the_runs() -> None:
     committed = yaml.safe_load(fit_backends.OUT.read_text())
     try:
@@ -39,6 +42,5 @@ def test_published_fits_are_the_fit_of_the_runs() -> None:
             r["group"] = fit_backends.group_of(r)
         table = fit_backends.fit_in_turn(rows)
     finally:  # the live tables back as shipped, for the tests this worker runs next
-        fit_backends.install({k: committed.get(k, {}) for k in ("decode", "prefill", "attention")})
-    assert {k: table[k] for k in ("decode", "prefill", "attention")} == \
-        {k: committed.get(k, {}) for k in ("decode", "prefill", "attention")}
+        fit_backends.install({k: committed.get(k, {}) for k in KINDS})
+    assert {k: table[k] for k in KINDS} == {k: committed.get(k, {}) for k in KINDS}

@@ -67,9 +67,10 @@ def published_groups() -> dict:
 
 
 def chip_of(gpu: GPUSpec) -> str | None:
-    """What names a chip generation: the compute capability (CUDA, ROCm's gfx), else an Apple GPU's architecture
-    (Apple publishes no compute capability; an M2's GPU is one design from the M2 to the M2 Ultra)."""
-    return gpu.compute_capability or (gpu.arch if gpu.backend == "metal" else None)
+    """What names a chip generation: the compute capability (CUDA, ROCm's gfx), else an Apple or Intel GPU's
+    architecture (neither vendor publishes a compute capability; an M2's GPU is one design from the M2 to the M2
+    Ultra, Xe2-HPG one from the Arc B580 to the Pro B70)."""
+    return gpu.compute_capability or (gpu.arch if gpu.backend == "metal" or gpu.vendor == "intel" else None)
 
 
 def published_efficiency(kind: str, group: str, gpu: GPUSpec) -> tuple[float, str] | None:
@@ -83,6 +84,21 @@ def published_efficiency(kind: str, group: str, gpu: GPUSpec) -> tuple[float, st
             return float(e["efficiency"]), (f"{key}: median of {e['runs']} published Gemma runs on "
                                            f"{e['machines']} machine{'s' if e['machines'] != 1 else ''}")
     return None
+
+
+# Backends whose MUL_MAT_ID of more than one token is a host loop of one matrix product per expert, started after a
+# blocking wait for the router's choices: SYCL (ggml-sycl.cpp ggml_sycl_mul_mat_id; CUDA, ROCm, Vulkan and Metal
+# multiply every expert in one kernel).
+HOST_EXPERT_LOOP = ("sycl",)
+
+
+def expert_call_s(gpu: GPUSpec) -> float:
+    """Seconds per expert matrix product where the backend multiplies a batch's experts one by one from the host
+    (speed.prefill.expert_loop_s), fitted on published mixture-of-experts prompts of that backend; else 0."""
+    if gpu.backend not in HOST_EXPERT_LOOP:
+        return 0.0
+    entry = (published_groups().get("expert_loop") or {}).get(gpu.backend)
+    return float(entry["seconds_per_expert_call"]) if entry else 0.0
 
 
 def prefill_efficiency(gpu: GPUSpec, quantized: bool) -> tuple[float, str]:

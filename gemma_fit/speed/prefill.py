@@ -15,7 +15,7 @@ from gemma_fit.memory.estimate import MemoryEstimate
 from gemma_fit.memory.placement import CPU
 from gemma_fit.model.spec import ModelSpec
 from gemma_fit.speed.batch import experts_touched
-from gemma_fit.speed.calibration import attention_efficiency, decode_model, prefill_efficiency
+from gemma_fit.speed.calibration import attention_efficiency, decode_model, expert_call_s, prefill_efficiency
 from gemma_fit.speed.cpu import CPURates, cpu_attention_s, cpu_prefill_s
 from gemma_fit.speed.links import Link
 from gemma_fit.speed.mmq import expert_padding, padded_columns
@@ -39,6 +39,7 @@ class _PrefillRates:
     bytes_s: float  # memory bandwidth at the decode efficiency
     seconds_per_kernel: float
     quantized: bool  # llama.cpp's MMQ kernels (else cuBLAS-style GEMMs for F16/BF16 weights)
+    seconds_per_expert_call: float = 0.0  # a backend that multiplies the experts one by one from the host
 
 
 def _prefill_rates(g: GPUSpec, weight_type: GGMLType) -> _PrefillRates:
@@ -48,11 +49,11 @@ def _prefill_rates(g: GPUSpec, weight_type: GGMLType) -> _PrefillRates:
     attn = attention_tflops(g) * 1e12 * attention_efficiency(g, quantized)
     return _PrefillRates(matmul_tops(g, quantized, weight_type.name) * 1e12 * eff, attn,
                          (g.memory_bandwidth_gbps or 0) * 1e9 * dm.efficiency, dm.seconds_per_node,
-                         quantized)
+                         quantized, expert_call_s(g))
 
 
 def _gpu_ubatch_s(r: _PrefillRates, w: LayerWork, nodes: float, matmul_nodes: float, ffn_elements: float, u: int,
-                  model: ModelSpec) -> float:
+                  model: ModelSpec, expert_matrices: int = 0) -> float:
     """Seconds for one ubatch of u tokens through this GPU's share of the layers. A quantized dense matrix costs its
     weight read plus its tile-padded columns at the matrix rate: in MMQ the two add (a published -ub sweep of Llama 3
     8B Q4_0 on an RTX 4090, ggml-org/llama.cpp#7676's build, takes u + 84 tokens' time at every u from 16 to 512
@@ -72,7 +73,17 @@ def _gpu_ubatch_s(r: _PrefillRates, w: LayerWork, nodes: float, matmul_nodes: fl
             if model.n_expert else 1.0
         experts = max(w.expert_flops * u * padding / r.matmul_flops_s, expert_read) if w.expert_flops else 0.0
     elementwise = elementwise_bytes(nodes, matmul_nodes, ffn_elements, model.n_embd, u) / r.bytes_s
-    return dense + experts + elementwise + nodes * r.seconds_per_kernel
+    return dense + experts + elementwise + nodes * r.seconds_per_kernel + expert_loop_s(r, expert_matrices, u, model)
+
+
+def expert_loop_s(r: _PrefillRates, expert_matrices: int, u: int, model: ModelSpec) -> float:
+    """Host time of a backend that runs a MUL_MAT_ID of more than one token as one matrix product per expert that
+    any of them routes to, each started from the host after a blocking wait for the routing (SYCL:
+    ggml_sycl_mul_mat_id; one token takes the fused kernel)."""
+    if u <= 1 or not r.seconds_per_expert_call or not model.n_expert:
+        return 0.0
+    touched = model.n_expert * experts_touched(model.n_expert_used / model.n_expert, u)
+    return expert_matrices * touched * r.seconds_per_expert_call
 
 
 def elementwise_bytes(kernels: float, matmul_nodes: float, ffn_elements: float, n_embd: int, u: int) -> float:
@@ -104,12 +115,13 @@ def prefill_seconds(plan: TensorPlan, est: MemoryEstimate, gpus: tuple[GPUSpec, 
     total = 0.0
     for i, g in enumerate(gpus):
         w, nodes, mm, ffn = work.work[i], work.nodes[i], work.matmul_nodes[i], work.ffn_elements[i]
-        attn = work.attn_flops[i]
+        attn, experts = work.attn_flops[i], (work.expert_matrices or {}).get(i, 0)
         if i == 0:  # the main GPU also computes the CPU layers
             w, nodes, mm = w + work.work[CPU], nodes + work.nodes[CPU], mm + work.matmul_nodes[CPU]
             attn, ffn = attn + work.attn_flops[CPU], ffn + work.ffn_elements[CPU]
+            experts += (work.expert_matrices or {}).get(CPU, 0)
         rates = _prefill_rates(g, plan.ftype.default_type)
-        total += sum(n * _gpu_ubatch_s(rates, w, nodes, mm, ffn, u, plan.model) for u, n in ubatches)
+        total += sum(n * _gpu_ubatch_s(rates, w, nodes, mm, ffn, u, plan.model, experts) for u, n in ubatches)
         total += attn / rates.attention_flops_s if rates.attention_flops_s else float("inf")
     if work.read(CPU) and host is not None:
         cpu_w = work.work[CPU]  # op offload copies whole matrices (every expert: a ubatch routes to most)

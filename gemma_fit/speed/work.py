@@ -50,6 +50,7 @@ def _tensor_work(t: TensorSpec, plan: TensorPlan) -> LayerWork:
 class TokenWork:
     layers: tuple[LayerWork, ...]
     output: LayerWork
+    expert_matrices: tuple[int, ...] = ()  # per layer: routed-expert weight matrices (one MUL_MAT_ID node each)
 
 
 _CACHE: dict[int, tuple[TensorPlan, TokenWork]] = {}
@@ -60,6 +61,7 @@ def token_work(plan: TensorPlan) -> TokenWork:
     if hit is not None and hit[0] is plan:
         return hit[1]
     layers = [LayerWork() for _ in range(plan.model.n_layer)]
+    experts = [0] * plan.model.n_layer
     output = LayerWork()
     for t in plan.tensors:
         w = _tensor_work(t, plan)
@@ -68,9 +70,10 @@ def token_work(plan: TensorPlan) -> TokenWork:
         elif t.role != "input":
             il = t.layer if t.layer is not None else 0
             layers[il] = layers[il] + w
+            experts[il] += int(w.expert_bytes > 0)
     if "output.weight" not in plan.by_name():  # the tied output matrix is read every token
         output = output + LayerWork(read_bytes=float(plan.by_name()["token_embd.weight"].n_bytes))
-    work = TokenWork(tuple(layers), output)
+    work = TokenWork(tuple(layers), output, tuple(experts))
     _CACHE[id(plan)] = (plan, work)
     return work
 
@@ -132,6 +135,7 @@ class DeviceWork:
     matmul_nodes: dict[int, float]
     ffn_elements: dict[int, float]  # feed-forward activations per token (the GLU's output width)
     cpu_expert_layers: int = 0  # layers on a GPU whose routed experts overrides keep in system memory
+    expert_matrices: dict[int, int] | None = None  # routed-expert weight matrices of the layers each device holds
 
     def read(self, d: int) -> float:
         return self.work[d].read_bytes + self.kv_read[d]
@@ -164,10 +168,12 @@ def _device_work(plan: TensorPlan, est: MemoryEstimate, n_gpus: int, prompt_toke
     attn = dict.fromkeys(devices, 0.0)
     layers = dict.fromkeys(devices, 0)
     ffn = dict.fromkeys(devices, 0.0)
+    expert_matrices = dict.fromkeys(devices, 0)
     tw = token_work(plan)
     for il, lw in enumerate(tw.layers):
         d = placement.layer_device[il]
         layers[d] += 1
+        expert_matrices[d] += tw.expert_matrices[il]
         spec = model.layers[il]
         ffn[d] += spec.n_ff + (model.n_ff_exp * model.n_expert_used if spec.has_experts else 0)
         if placement.overrides:
@@ -188,7 +194,7 @@ def _device_work(plan: TensorPlan, est: MemoryEstimate, n_gpus: int, prompt_toke
     nodes = {d: n * g.kernels / model.n_layer for d, n in layers.items()}
     matmuls = {d: n * g.matmul_nodes / model.n_layer for d, n in layers.items()}
     split_layers = len({t.layer for t in moved_to_host(plan, placement) if "_exps" in t.name})
-    return DeviceWork(work, kv, attn, layers, nodes, matmuls, ffn, split_layers)
+    return DeviceWork(work, kv, attn, layers, nodes, matmuls, ffn, split_layers, expert_matrices)
 
 
 _BY_TENSOR: dict[tuple[int, Placement, tuple[int, ...]], tuple[TensorPlan, dict[int, LayerWork]]] = {}
