@@ -180,3 +180,28 @@ def test_sycl_multiplies_a_batchs_experts_one_by_one_from_the_host() -> None:
     assert expert_loop_s(rates, sum(per_layer), 512, spec) == sum(per_layer) * touched * expert_call_s(b70)
     assert expert_loop_s(rates, sum(per_layer), 1, spec) == 0
     assert expert_loop_s(_prefill_rates(cuda, plan.ftype.default_type), sum(per_layer), 512, spec) == 0
+
+
+def test_vulkan_on_rdna4_multiplies_k_quants_at_the_fp16_rate() -> None:
+    """ggml-vulkan builds its INT8 cooperative-matrix pipelines for RDNA 3 and 4, on RDNA 4 without Q4_1, Q5_1, Q4_K
+    and Q5_K: those go through the FP16 matrices, half RDNA 4's INT8 rate. ROCm and the other types keep INT8."""
+    from gemma_fit.hardware.flags import MachineFlags
+    from gemma_fit.hardware.select import hardware_of
+    from gemma_fit.speed.rates import matmul_tops
+
+    vulkan = hardware_of(["radeon-ai-pro-r9700"], "vulkan", (), MachineFlags()).gpus[0]
+    rocm = hardware_of(["radeon-ai-pro-r9700"], "rocm", (), MachineFlags()).gpus[0]
+    assert matmul_tops(vulkan, True, "Q4_K") == vulkan.fp16_tensor_tflops
+    assert matmul_tops(vulkan, True, "Q8_0") == vulkan.int8_tensor_tops > 1.9 * vulkan.fp16_tensor_tflops
+    assert matmul_tops(rocm, True, "Q4_K") == rocm.int8_tensor_tops
+    rdna3 = hardware_of(["rx-7900-xtx"], "vulkan", (), MachineFlags()).gpus[0]
+    assert matmul_tops(rdna3, True, "Q4_K") == rdna3.int8_tensor_tops
+
+
+def test_strix_halo_rates_follow_the_rdna3_convention() -> None:
+    """WMMA: 512 FP16 FLOPs (or INT8 ops) per CU per clock on RDNA 3 and 3.5, as the RX 7900 XTX entry counts them."""
+    gpus = load_gpus(())
+    xtx, halo = gpus["rx-7900-xtx"], gpus["ryzen-ai-max-395-128gb"]
+    per_cu_clock = {g.id: g.fp16_tensor_tflops * 1e6 / (cus * g.boost_clock_mhz) for g, cus in ((xtx, 96), (halo, 40))}
+    assert round(per_cu_clock["rx-7900-xtx"]) == round(per_cu_clock["ryzen-ai-max-395-128gb"]) == 512
+    assert halo.int8_tensor_tops == halo.fp16_tensor_tflops
