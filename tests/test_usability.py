@@ -189,3 +189,53 @@ def test_the_top_help_puts_the_questions_first() -> None:
                                           "smoke", "probe", "list", "db"}]
     assert code == 0 and commands[:5] == ["check", "recommend", "buy", "report", "serve-plan"], commands
     assert text.index("Will it run") < text.index("Files, this machine")
+
+
+@pytest.mark.parametrize("typed", ["gemma3:27b", "gemma3:27b-it-q8_0", "gemma3:27b-it-qat"])
+def test_ollama_tags_name_a_model_in_every_command(typed: str) -> None:
+    from gemma_fit.model.catalog import resolve_model
+
+    assert resolve_model(typed).spec.id == "gemma-3-27b"
+    for args in (("report", "--gpu", "rtx-4090", "--model", typed, "--quant", "Q4_K_M", "--json"),
+                 ("serve-plan", "--gpu", "rtx-4090", "--model", typed, "--json")):
+        done = cli(*args)
+        assert done.returncode != 2 and not done.stderr.strip(), done.stderr  # an answer, whatever its verdict
+
+
+def test_the_tags_recommend_prints_are_read_back_with_their_quant() -> None:
+    import json
+
+    done = cli("check", "--gpu", "rtx-4090", "--model", "gemma4:31b-it-q8_0", "--json")
+    assert json.loads(done.stdout)["model"]["quant"] == "Q8_0", done.stderr
+    clash = cli("check", "--gpu", "rtx-4090", "--model", "gemma4:31b-it-q8_0", "--quant", "Q4_K_M")
+    assert clash.returncode == 2 and "is Q8_0, not Q4_K_M" in clash.stderr
+
+
+@pytest.mark.parametrize(("args", "shown"), [
+    (("list", "gpus", "--backend", "vulkn"), "vulkan"),
+    (("list", "gpus", "--vendor", "nvida"), "nvidia"),
+    (("recommend", "--gpu", "rtx-4090", "--draft", "gema-3-12b"), "gemma-3-12b"),
+    (("recommend", "--gpu", "rtx-4090", "--draft-max", "3"), "--mtp or --draft"),
+    (("check", "--gpu", "rtx-30", "--model", "9b"), "rtx-3090-ti"),
+    (("check", "--gpu", "jetson-orin-nano", "--model", "1b"), "jetson-orin-nano-super"),
+])
+def test_a_filter_or_ask_nothing_can_match_is_refused(args: tuple[str, ...], shown: str) -> None:
+    done = cli(*args)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and shown in done.stderr, done.stderr
+
+
+def test_buy_keeps_the_plan_at_80_columns() -> None:
+    done = cli("buy", "--model", "gemma-4-26B-A4B", "--quant", "auto", "--allow-offload", "--max-gpus", "2",
+               "--segment", "workstation")
+    header = next(line for line in done.stdout.splitlines() if "hardware (--gpu)" in line)
+    assert "plan" in header and max(len(line) for line in done.stdout.splitlines()[2:8]) <= 80
+
+
+@pytest.mark.parametrize("args", [
+    ("check", "--gpu", "rtx-4090", "--model", "9b", "--engine", "transformers", "--max-new-tokens", "1k", "--json"),
+    ("check", "--gpu", "h100-sxm", "--model", "9b", "--engine", "vllm", "--max-num-batched-tokens", "8K", "--json"),
+    ("buy", "--model", "9b", "--tokens-per-day", "32k", "--json"),
+])
+def test_every_token_count_takes_k(args: tuple[str, ...]) -> None:
+    done = cli(*args)
+    assert done.returncode != 2 and not done.stderr.strip(), done.stderr

@@ -65,6 +65,7 @@ from gemma_fit.cli.options import (
     ThreadsOpt,
     UbatchOpt,
     UnifiedOpt,
+    tokens,
 )
 from gemma_fit.cli.recommend import buy_command, recommend_command
 from gemma_fit.cli.report import report_command
@@ -198,8 +199,8 @@ def check(
         "--gpu-memory-utilization", help="vLLM: the share of each GPU it takes. \\[default: 0.92]",
         rich_help_panel=ENGINES)] = None,
     max_num_batched_tokens: Annotated[int | None, typer.Option(
-        "--max-num-batched-tokens", help="vLLM: tokens per scheduler step. \\[default: by GPU]",
-        rich_help_panel=ENGINES)] = None,
+        "--max-num-batched-tokens", parser=tokens, metavar="N[k]",
+        help="vLLM: tokens per scheduler step (k = x1024). \\[default: by GPU]", rich_help_panel=ENGINES)] = None,
     tensor_parallel_size: Annotated[int | None, typer.Option(
         "--tensor-parallel-size", help="vLLM: GPUs one model is split over. \\[default: 1]",
         rich_help_panel=ENGINES)] = None,
@@ -212,8 +213,8 @@ def check(
         "--batch-size", help="transformers: generate()'s batch. \\[default: --parallel]", rich_help_panel=ENGINES)
     ] = None,
     max_new_tokens: Annotated[int | None, typer.Option(
-        "--max-new-tokens", help="transformers: tokens generate() adds. \\[default: 512]", rich_help_panel=ENGINES)
-    ] = None,
+        "--max-new-tokens", parser=tokens, metavar="N[k]",
+        help="transformers: tokens generate() adds (k = x1024). \\[default: 512]", rich_help_panel=ENGINES)] = None,
     cache_implementation: Annotated[str | None, typer.Option(
         "--cache-implementation", help="transformers: dynamic or static KV cache. \\[default: dynamic]",
         rich_help_panel=ENGINES)] = None,

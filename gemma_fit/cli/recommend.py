@@ -141,7 +141,8 @@ def buy_command(
     as_json: JsonOpt = False,
     html: HtmlOpt = None,
     tokens_per_day: Annotated[int | None, typer.Option(
-        "--tokens-per-day", help="A daily volume: the first option's whole cost beside renting and hosted APIs "
+        "--tokens-per-day", parser=tokens, metavar="N[k]",
+        help="A daily volume (k = x1024): the first option's whole cost beside renting and hosted APIs "
                                  "(as gemma-fit cost), first in the answer and the --html page.")] = None,
 ) -> None:
     """The hardware to buy for a Gemma model, context and speed: cheapest first, with price, power and speed."""

@@ -65,7 +65,8 @@ def smoke_command(
     override_tensor: OverrideOpt = None,
     prompt_tokens: Annotated[int, typer.Option("--prompt-tokens", parser=tokens, metavar="N[k]",
                                                help="Prompt length (up to the context - 4).")] = 128,
-    n_predict: Annotated[int, typer.Option("--n-predict", "-n", help="Tokens to generate (at least 1).")] = 16,
+    n_predict: Annotated[int, typer.Option("--n-predict", "-n", parser=tokens, metavar="N[k]",
+                                           help="Tokens to generate (at least 1; k = x1024).")] = 16,
     threads: RunThreadsOpt = THIS_MACHINE_THREADS,
     llama_bin: LlamaBinOpt = None,
     timeout: Annotated[float, typer.Option(

@@ -81,6 +81,13 @@ def published_acceptance(target: str, method: str, drafter: str, generation: str
 
 
 def _parse_draft(text: str) -> tuple[str, str | None]:
+    """--draft MODEL[:QUANT], or an Ollama library tag (gemma3:270m, gemma3:270m-it-q8_0) as its model and quant."""
+    from gemma_fit.model.catalog import model_cards
+    from gemma_fit.model.ollama_names import tag_parts
+
+    tag = tag_parts(text, model_cards().values()) if ":" in text else None
+    if tag is not None:
+        return tag
     name, _, quant = text.partition(":")
     if not name.strip():
         raise BadInput("--draft needs a model id (e.g. gemma-3-270m or gemma-3-270m:Q8_0)")
@@ -297,6 +304,28 @@ def resolve_asked(target: ResolvedModel, asked: Speculative, model_dirs: tuple[A
     return resolve_speculative(target, mtp=asked.method == "mtp" and not asked.asked_both,
                                draft=draft if not (asked.method == "draft" and not asked.draft_model) else None,
                                draft_max=asked.draft_max, acceptance=asked.acceptance, model_dirs=model_dirs)
+
+
+def check_ask(asked: Speculative | None, model_dirs: tuple[Any, ...] = ()) -> None:
+    """What an ask is refused for whatever the target (recommend tries many, and takes a refusal there as "no
+    drafter for this model"): both methods, --draft-max or --acceptance alone, numbers out of range, a draft model
+    or quant the databases do not know."""
+    if asked is None or asked.resolved:
+        return
+    if asked.asked_both:
+        raise BadInput("give --mtp (the model's own drafter) or --draft MODEL, not both")
+    if asked.method == "draft" and not asked.draft_model:
+        raise BadInput("--draft needs a model id (e.g. gemma-3-270m or gemma-3-270m:Q8_0)" if asked.draft_quant
+                       else "--draft-max and --acceptance go with --mtp or --draft MODEL")
+    _check_numbers(asked.draft_max, asked.acceptance)
+    if asked.method == "draft":
+        from gemma_fit.gguf.types import file_type
+
+        name, quant = _parse_draft(f"{asked.draft_model}:{asked.draft_quant}" if asked.draft_quant
+                                   else asked.draft_model)
+        resolve_model(name, model_dirs)
+        if quant:
+            file_type(quant)
 
 
 def with_model_drafter(target: ResolvedModel, settings: RunSettings, hardware: Hardware) -> RunSettings:

@@ -198,6 +198,17 @@ def _suggestions(db: HardwareDB, key: str) -> list[str]:
     return ids[:6]
 
 
+def _starting_with(db: HardwareDB, prefix: str) -> list[str]:
+    """The ids whose names start with what was typed, in the database's order."""
+    return [gid for gid in db.gpus if name_key(gid).startswith(prefix)]
+
+
+def _listed(ids: list[str], most: int = 12, last: str = "and") -> str:
+    if len(ids) > most:
+        return ", ".join(ids[:most]) + f" or {len(ids) - most} more (gemma-fit list gpus)"
+    return ", ".join(ids[:-1]) + f" {last} {ids[-1]}" if last != "and" and len(ids) > 1 else ", ".join(ids)
+
+
 def find_gpu_entry(name: str, extra_dirs: tuple[Path, ...] = ()) -> GPUEntry:
     """The database entry for an id, alias or driver-reported name; BadInput when unknown or ambiguous."""
     raw = name.strip()
@@ -211,8 +222,9 @@ def find_gpu_entry(name: str, extra_dirs: tuple[Path, ...] = ()) -> GPUEntry:
     if len(reported) == 1:  # the name the driver reports for this one card ("NVIDIA H200" is the SXM part)
         return db.gpus[reported[0]]
     several = ids_named_by_prefix(key, list(db.gpus))
-    if len(several) > 1:
-        raise BadInput(f"GPU '{raw}' is sold in several configurations: {', '.join(several)}; give one of those ids")
+    if len(several) > 1:  # with the other cards of that name (-super, -ti), which the configurations leave out
+        several += [i for i in _starting_with(db, key + "-") if i not in several]
+        raise BadInput(f"GPU '{raw}' is sold in several configurations: {_listed(several)}; give one of those ids")
     if key in db.names:
         return db.gpus[db.names[key]]
     ids = reported
@@ -223,6 +235,9 @@ def find_gpu_entry(name: str, extra_dirs: tuple[Path, ...] = ()) -> GPUEntry:
     sizes = _sizes_sold(db, raw.lower().replace(" ", "-"))
     if sizes:
         raise BadInput(f"unknown GPU '{raw}': that chip was sold with {sizes} (see gemma-fit list gpus)")
+    starting = _starting_with(db, key)
+    if len(starting) > 1:  # a family typed as a prefix (rtx-30, rx-7900): every card it names
+        raise BadInput(f"GPU '{raw}' starts {len(starting)} ids; did you mean {_listed(starting, last='or')}?")
     hint = _suggestions(db, key)
     more = f"; did you mean {', '.join(hint)}?" if hint else ""
     raise BadInput(f"unknown GPU '{raw}' (see gemma-fit list gpus){more}")

@@ -23,7 +23,14 @@ from gemma_fit.hardware.flags import MachineFlags
 from gemma_fit.hardware.select import hardware_of
 from gemma_fit.hardware.spec import Hardware
 from gemma_fit.jobs.engine_version import installed_llama_server
-from gemma_fit.jobs.inputs import check_model_source, check_workload, gguf_model, margin_bytes, tag_quant
+from gemma_fit.jobs.inputs import (
+    check_model_source,
+    check_workload,
+    gguf_model,
+    margin_bytes,
+    spelled_tag_quant,
+    tag_quant,
+)
 from gemma_fit.memory.settings import RunSettings
 from gemma_fit.model.catalog import ResolvedModel, resolve_model
 from gemma_fit.model.ollama_tags import ollama_tag
@@ -57,6 +64,8 @@ def check(model: str | ResolvedModel | None, hardware: Hardware | str | Sequence
     tag = ollama_tag(model) if isinstance(model, str) else None
     if tag is not None:
         model, quant = tag.model, tag_quant(tag, quant)
+    elif isinstance(model, str):
+        quant = spelled_tag_quant(model, quant)
     plan = None
     if gguf is not None:
         if not eng.ranks_plans or eng.name != registry.DEFAULT_ENGINE:

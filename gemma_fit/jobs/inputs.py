@@ -45,6 +45,23 @@ def gguf_model(path: Path) -> tuple[ResolvedModel, TensorPlan]:
     return ResolvedModel(spec, None, f"from {path}"), plan
 
 
+def spelled_tag_quant(model: str, quant: str | None) -> str | None:
+    """The quant a library tag spells in its name (gemma4:31b-it-q8_0), checked against --quant as tag_quant does;
+    `quant` itself for any other name."""
+    from gemma_fit.model.catalog import model_cards
+    from gemma_fit.model.ollama_names import tag_parts
+
+    parts = tag_parts(model, model_cards().values()) if ":" in model else None
+    if parts is None or parts[1] is None:
+        return quant
+    from gemma_fit.gguf.types import file_type
+
+    if quant is not None and file_type(quant).name != file_type(parts[1]).name:
+        raise BadInput(f"the Ollama tag {model.strip()} is {parts[1]}, not {quant}: drop --quant, or name the model "
+                       f"({parts[0]}) with --quant {quant}")
+    return parts[1]
+
+
 def tag_quant(tag: OllamaTag, quant: str | None) -> str:
     """The quant an Ollama tag pulls; --quant may only repeat it (another quant is another tag)."""
     from gemma_fit.gguf.types import file_type

@@ -14,7 +14,20 @@ from gemma_fit.base.units import GIB
 from gemma_fit.db.catalog import BUILTIN, Catalog
 
 VENDORS = ("nvidia", "amd", "intel", "apple")
+GPU_BACKENDS = ("cuda", "rocm", "vulkan", "metal", "sycl")  # the backends GPU entries run by default
 _VENDOR_ORDER = {v: i for i, v in enumerate(VENDORS)}
+
+
+def _choice(option: str, value: str, allowed: tuple[str, ...]) -> str:
+    """`value` in lower case where it is one of `allowed`; else BadInput with the closest and the list."""
+    from gemma_fit.base.suggest import did_you_mean
+    from gemma_fit.base.text import printable
+
+    key = value.strip().lower()
+    if key not in allowed:
+        raise BadInput(f"{option} {printable(value, 40)}: not one of {', '.join(allowed)}"
+                       f"{did_you_mean(key, allowed)}")
+    return key
 
 
 @record
@@ -36,8 +49,7 @@ def models(catalog: Catalog = BUILTIN, generation: str | None = None) -> list[di
                      key=lambda e: (GENERATION_ORDER[e.generation], entry_spec(e).n_embd))
     if generation is not None:
         wanted = generation.strip().lower().removeprefix("gemma").strip("- ")
-        if wanted not in GENERATION_ORDER:
-            raise BadInput(f"--generation {generation}: not one of {', '.join(GENERATION_ORDER)}")
+        wanted = _choice("--generation", wanted, tuple(GENERATION_ORDER))
         entries = [e for e in entries if e.generation == wanted]
     rows = []
     for e in entries:
@@ -53,8 +65,10 @@ def gpus(catalog: Catalog = BUILTIN, which: GpuFilter | None = None) -> list[Any
     from gemma_fit.hardware.catalog import load_gpu_entries
 
     f = which or GpuFilter()
-    if f.vendor is not None and f.vendor.strip().lower() not in VENDORS:
-        raise BadInput(f"--vendor {f.vendor}: not one of {', '.join(VENDORS)}")
+    if f.vendor is not None:
+        _choice("--vendor", f.vendor, VENDORS)
+    if f.backend is not None:
+        _choice("--backend", f.backend, GPU_BACKENDS)
     entries = sorted(load_gpu_entries(catalog.hardware_dirs).values(),
                      key=lambda e: (_VENDOR_ORDER.get(e.vendor, 9), e.memory_bytes, e.id))
     return [e for e in entries if _keeps(f, e)]

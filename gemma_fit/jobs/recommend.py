@@ -26,7 +26,7 @@ from gemma_fit.engines import registry
 from gemma_fit.engines.decision import Option, Ranked, best, rank, scales
 from gemma_fit.engines.llamacpp import LlamaCppResult, run_check
 from gemma_fit.engines.projector import with_projector
-from gemma_fit.engines.speculative import with_model_drafter
+from gemma_fit.engines.speculative import check_ask, with_model_drafter
 from gemma_fit.gguf.quality import RANKING_BENCHMARK, Quality, quality
 from gemma_fit.hardware.spec import Hardware
 from gemma_fit.jobs.needs import PREFERENCES, Needs
@@ -164,6 +164,7 @@ def recommend(hw: Hardware, needs: Needs, settings: RunSettings | None = None, e
     tower = eng.loads_vision_tower
     for m in models[:1]:  # settings llama.cpp refuses for every model are bad input, not "nothing fits"
         validate(base, m.spec)
+    check_ask(base.speculative, catalog.model_dirs)
     found: list[Candidate] = []
     checked = 0
     for m in models:

@@ -156,6 +156,13 @@ def resolve_model(name: str, extra_dirs: tuple[Path, ...] = ()) -> ResolvedModel
     if found is not None:
         entry, how = found
         return ResolvedModel(entry_spec(entry), entry.id, how, extra_dirs)
+    if ":" in raw and not extra_dirs:
+        from gemma_fit.model.ollama_names import tag_parts
+
+        parts = tag_parts(raw, model_cards().values())
+        if parts is not None:
+            card = model_cards()[parts[0].lower()]
+            return ResolvedModel(card.spec, card.id, f"Ollama tag '{raw}' -> {card.id}")
     from gemma_fit.base.suggest import did_you_mean
 
     hint = did_you_mean(raw, [e.id for e in entries.values()])

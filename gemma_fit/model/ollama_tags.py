@@ -9,6 +9,7 @@ from functools import cache
 from gemma_fit.base.record import record
 from gemma_fit.db.rules import read_packaged_yaml
 from gemma_fit.model.catalog import ResolvedModel
+from gemma_fit.model.ollama_names import quant_spelling
 
 _UNITS = {"MB": 10**6, "GB": 10**9}
 
@@ -48,15 +49,6 @@ def ollama_tag(name: str) -> OllamaTag | None:
     return ollama_tags().get(key) or ollama_tags().get(key.removeprefix("library/"))
 
 
-def _quant_spelling(quant: str) -> str:
-    """How a tag spells a file type: q5_K_M, q8_0, fp16, bf16, qat."""
-    if quant == "QAT_Q4_0":
-        return "qat"
-    if quant in ("F16", "BF16"):
-        return "fp16" if quant == "F16" else "bf16"
-    return "q" + quant[1:].replace("_K", "_K").replace("_S", "_S").replace("_M", "_M").replace("_L", "_L")
-
-
 def quant_tag(model_id: str, generation: str, size_label: str, quant: str) -> str | None:
     """The library tag that pulls `model_id` at `quant`, or None where the library has none."""
     data = read_packaged_yaml("llamacpp/ollama_tags.yaml")["quant_tags"]
@@ -68,7 +60,7 @@ def quant_tag(model_id: str, generation: str, size_label: str, quant: str) -> st
         bare = f"{family['name']}:{size.split('-')[0]}"
         if bare in ollama_tags():
             return bare
-    return f"{family['name']}:{size}-{family['infix']}-{_quant_spelling(quant)}"
+    return f"{family['name']}:{size}-{family['infix']}-{quant_spelling(quant)}"
 
 
 def ollama_run(resolved: ResolvedModel, quant: str) -> tuple[str, bool]:

@@ -76,6 +76,7 @@ def render_buy(out: Console, doc: dict[str, Any]) -> None:
             Col("tok/s per 1k USD", 6, right=True), Col("TDP W", 7, right=True), Col("max ctx", 8, right=True),
             Col("what it is", 9, fold=True))
     rows = []
+    one_model = len({o["model"] for o in doc["options"] if o["model"]}) <= 1  # the title names it: plans are quants
     for o in doc["options"]:
         names = " + ".join(dict.fromkeys(o["names"]))
         what = (o["machine"] or names) + (f" (no longer sold new since {o['discontinued']})" if o["discontinued"]
@@ -83,7 +84,8 @@ def render_buy(out: Console, doc: dict[str, Any]) -> None:
         used = f"{o['used_price_usd']:,.0f} ({o['used_price_date'][:7]})" if o["used_price_usd"] else "-"
         rows.append([str(o["rank"]), _hardware(o), f"{o['price_usd']:,.0f}", o["price_kind"], o["price_date"],
                      f"{o['decode_tokens_per_s']:.1f}",
-                     f"{o['model']} {o['quant']} {o['verdict'].upper()}" if o["model"] else "-",
+                     (f"{o['quant']} {o['verdict'].upper()}" if one_model else
+                      f"{o['model']} {o['quant']} {o['verdict'].upper()}") if o["model"] else "-",
                      o["kv_cache_type"] or "-", used,
                      f"{o['tokens_per_s_per_1000_usd']:.1f}" if o["tokens_per_s_per_1000_usd"] else "-",
                      f"{o['tdp_w']:.0f}" if o["tdp_w"] else "-", f"{o['max_ctx_fit']:,}", what])
