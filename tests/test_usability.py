@@ -239,3 +239,9 @@ def test_buy_keeps_the_plan_at_80_columns() -> None:
 def test_every_token_count_takes_k(args: tuple[str, ...]) -> None:
     done = cli(*args)
     assert done.returncode != 2 and not done.stderr.strip(), done.stderr
+
+
+def test_an_explicit_parallel_1_is_vllms_max_num_seqs_1() -> None:
+    base = ("check", "--gpu", "h100-sxm", "--model", "9b", "--engine", "vllm", "--quant", "bf16")
+    assert "--max-num-seqs 1 " in cli(*base, "--parallel", "1").stdout
+    assert "--max-num-seqs 1024" in cli(*base).stdout  # unset: vLLM's own default for the GPU

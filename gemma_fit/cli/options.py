@@ -106,8 +106,8 @@ RamOpt = Annotated[float | None, typer.Option("--ram", help="System memory in Gi
                                               "or this machine's).", rich_help_panel=MACHINE)]
 RamTypeOpt = Annotated[str | None, typer.Option("--ram-type", help="Memory type and speed, e.g. ddr5-6000, "
                                                 "lpddr5x-8000 (sets the bandwidth).", rich_help_panel=MACHINE)]
-RamChannelsOpt = Annotated[int | None, typer.Option("--ram-channels", help="Memory channels. \\[default: 2]",
-                                                    rich_help_panel=MACHINE)]
+RamChannelsOpt = Annotated[int | None, typer.Option("--ram-channels", help="Memory channels of --ram-type (given "
+                                                    "with it). \\[default: 2]", rich_help_panel=MACHINE)]
 CpuOpt = Annotated[str | None, typer.Option("--cpu", help="The CPU by name or id, e.g. \"Ryzen 9 7950X\" "
                                             "(gemma-fit list cpus).", rich_help_panel=MACHINE)]
 CoresOpt = Annotated[int | None, typer.Option("--cores", help="CPU cores (llama.cpp's default thread count).",

@@ -63,6 +63,7 @@ class CheckRequest:
     # the answer a compact report cell shows: neither the serving answer at the -np slots (a tenth of the work) nor
     # the reasons, so nor the suggestion of what would fit instead among them (a sixth); verdict and figures the same
     compact: bool = False
+    parallel_given: bool = False  # --parallel typed: vLLM then takes 1 as --max-num-seqs 1, not as "its default"
 
 
 D = TypeVar("D")

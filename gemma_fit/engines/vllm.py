@@ -379,7 +379,7 @@ class VllmEngine:
             o = replace(o, gpu_memory_utilization=float(defaults_of(NAME, s.engine_version)["gpu_memory_utilization"]))
         quant = self.default_quant if request.quant is None else request.quant  # '' is a quant to refuse
         return engine_settings(NAME, quant, s, request.workload, o,
-                               max_num_seqs=s.n_parallel if s.n_parallel != 1 else None,
+                               max_num_seqs=s.n_parallel if s.n_parallel != 1 or request.parallel_given else None,
                                kv_cache_dtype=o.kv_cache_dtype or hf_kv_dtype(s.cache_type_k))
 
     def validate(self, request: CheckRequest) -> None:

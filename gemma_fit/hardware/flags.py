@@ -41,6 +41,8 @@ class MachineFlags:
         return any(v is not None for v in vars(self).values())
 
 
+NO_NUMA = "none"  # --numa none: llama.cpp run without --numa, the default the help states
+
 _RAM_TYPE = re.compile(r"^(ddr4|ddr5|lpddr4x?|lpddr5x?)-(\d{3,5})$")
 
 
@@ -73,10 +75,12 @@ def _check_counts(flags: MachineFlags) -> None:
     check_optional("--reserve", flags.reserve_gib)
     check_optional("--ram-channels", flags.ram_channels)
     check_optional("--sockets", flags.sockets)
-    if flags.numa is not None and flags.numa not in NUMA_MODES:
+    if flags.numa is not None and flags.numa not in (*NUMA_MODES, NO_NUMA):
+        from gemma_fit.base.suggest import did_you_mean
         from gemma_fit.base.text import printable
 
-        raise BadInput(f"--numa {printable(flags.numa, 40)}: llama.cpp takes {', '.join(NUMA_MODES)}")
+        raise BadInput(f"--numa {printable(flags.numa, 40)}: llama.cpp takes {', '.join(NUMA_MODES)} (or {NO_NUMA}: "
+                       f"no --numa){did_you_mean(flags.numa, (*NUMA_MODES, NO_NUMA))}")
 
 
 def _reserved(hw: Hardware, reserve_gib: float) -> Hardware:
@@ -152,7 +156,7 @@ def with_machine_flags(hw: Hardware, flags: MachineFlags, extra: tuple[Path, ...
         notes.append(f"--cpu: {cpu.name}, {cpu.cores} cores, {cpu.isa.upper()} ({cpu.source})")
     # --cpu names one socket of another machine: this one's probed sockets no longer hold
     sockets = flags.sockets or (1 if flags.cpu is not None else hw.cpu_sockets)
-    numa = flags.numa or hw.numa
+    numa = None if flags.numa == NO_NUMA else flags.numa or hw.numa
     default_threads = cpu.default_threads if flags.cpu is not None and cpu else hw.cpu_cores
     # llama.cpp's default -t counts the physical cores of every socket; --numa isolate or numactl keeps one node's.
     # --cpu and --cores are one socket's; a probed count is already the whole machine's.
