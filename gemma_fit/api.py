@@ -68,20 +68,20 @@ def check(model: str | None, hardware: HardwareArg, *, quant: str | None = None,
           settings: RunSettings | None = None, engine: str = "llama.cpp", workload: Workload | None = None,
           backend: str | None = None, machine: MachineFlags | None = None, margin_gib: float | None = None,
           options: Mapping[str, Any] | None = None, default_ctx: bool = False, default_parallel: bool = False,
-          engine_version: str | None = None, catalog: Catalog = BUILTIN, parallel_given: bool = False,
-          ) -> CheckResult[Any]:
+          engine_version: str | None = None, catalog: Catalog = BUILTIN) -> CheckResult[Any]:
     """Will `model` (an id, alias, config.json or Ollama tag; or a real GGUF as `gguf`) run on `hardware` (GPU ids,
     'local', 'cpu', a machine file, or a Hardware), with these settings, on this engine, and how well.
     `default_ctx`: the context was not given, so the engine's own default stands (llama.cpp: 4096); with
     `default_parallel` (no --parallel either), the answer is for what the engine (`engine_version`, else the one
     gemma-fit's rules are read from) does with its own defaults: llama-server's fitted context and auto slots.
-    `parallel_given`: `settings.n_parallel` was asked for, even at 1 (vLLM: --max-num-seqs 1, not its default)."""
+    Without `default_parallel`, `settings.n_parallel` is asked for even at 1 (vLLM: --max-num-seqs 1, not its own
+    default)."""
     from gemma_fit.jobs.check import check as run
 
     return run(model, hardware, quant=quant, gguf=gguf, settings=settings, engine=engine, workload=workload,
                backend=backend, machine=machine, margin_gib=margin_gib, options=options, default_ctx=default_ctx,
                default_parallel=default_parallel, engine_version=engine_version,
-               catalog=catalog, parallel_given=parallel_given)
+               catalog=catalog)
 
 
 def inspect(path: Path | str, hardware: HardwareArg | None = None, *, settings: RunSettings | None = None,

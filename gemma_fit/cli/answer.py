@@ -69,8 +69,7 @@ def run_check(*, model: str | None, gpu: list[str] | None, quant: str | None, gg
                "cache_implementation": cache_implementation}
     result = api.check(model, hardware if hardware is not None else list(gpu or []), quant=quant, gguf=gguf,
                        settings=settings, engine=engine, default_ctx=ctx is None,
-                       default_parallel=parallel is None, parallel_given=parallel is not None,
-                       engine_version=engine_version,
+                       default_parallel=parallel is None, engine_version=engine_version,
                        workload=workload(prompt_tokens, output_tokens, rate, images, mmproj), backend=backend,
                        machine=machine_flags(ram=ram, ram_type=ram_type, ram_channels=ram_channels, cores=cores,
                                              threads=threads, sockets=sockets, numa=numa, disk=disk,

@@ -167,7 +167,8 @@ def check(
     gpu: GpuOpt = None,
     quant: Annotated[str | None, typer.Option(
         "--quant", "-q", help="File type (Q4_K_M; gemma-fit list quants) or, for vLLM and transformers, "
-                              "bf16/fp16/fp8/awq/gptq/nvfp4/bnb-8bit/bnb-4bit.")] = None,
+                              "bf16/fp16/fp8/awq/gptq/nvfp4/bnb-8bit/bnb-4bit. \\[default: Q4_K_M; vLLM and "
+                              "transformers: bf16]")] = None,
     gguf: Annotated[Path | None, typer.Option("--gguf", help="Answer for a real GGUF file (its header only is "
                                               "read), instead of --model.")] = None,
     ctx: EngineCtxOpt = None,

@@ -28,7 +28,7 @@ def cost_command(
     requests_per_user: Annotated[float, typer.Option("--requests-per-user", help="Requests each user makes a "
                                                      "day.")] = 1.0,
     kwh_price: Annotated[float | None, typer.Option("--kwh-price", help="USD per kWh. \\[default: the dated US "
-                                                    "average in hardware_db/prices/electricity.yaml]")] = None,
+                                                    "average, hardware_db/prices]")] = None,
     hours_per_day: Annotated[float | None, typer.Option("--hours-per-day", help="Hours a day a rented GPU is paid "
                                                         "for. \\[default: the hours the volume needs]")] = None,
     prompt_tokens: Annotated[int, typer.Option("--prompt-tokens", parser=tokens, metavar="N[k]",

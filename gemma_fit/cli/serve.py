@@ -33,14 +33,17 @@ from gemma_fit.cli.values import (
 
 def serve_plan_command(
     model: Annotated[str, typer.Option("--model", "-m", help="Model id or alias.")],
-    quant: Annotated[str | None, typer.Option("--quant", "-q", help="File type, or the vLLM weight format.")] = None,
+    quant: Annotated[str | None, typer.Option(
+        "--quant", "-q", help="File type (gemma-fit list quants), or the vLLM weight format. \\[default: Q4_K_M; "
+                              "vLLM: bf16]")] = None,
     gpu: GpuOpt = None,
     hardware: Annotated[Path | None, typer.Option(
         "--hardware", help="A machine file, or a cluster file (nodes, their GPUs, the network).")] = None,
     engine: EngineOpt = "llama.cpp",
     ctx: Annotated[int | None, typer.Option("--ctx", "-c", parser=tokens, metavar="N[k]", help="Context in tokens "
                                             "(k = x1024): llama.cpp -c (all slots), vLLM --max-model-len. "
-                                            "\\[default: enough for every request]")] = None,
+                                            "\\[default: llama.cpp: enough for every request; vLLM and "
+                                            "Ollama: the model's trained context]")] = None,
     parallel: ParallelOpt = PARALLEL,
     prompt_tokens: PromptOpt = PROMPT_TOKENS,
     output_tokens: OutputOpt = 256,

@@ -267,6 +267,8 @@ def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSett
     reasons.extend(layout_reasons(spec, hybrid, s.engine_version or release_label(NAME, 'vLLM', None),
                                   changed_in(NAME, 'hybrid_kv_cache')))
     reasons.append(budgets)
+    if (n_gpus := len(hardware.gpus)) > tp:  # vLLM takes the first --tensor-parallel-size GPUs (1 by default)
+        reasons.append(f"vLLM uses {tp} of the {n_gpus} GPUs given (--tensor-parallel-size {n_gpus} uses all)")
     if quant == "fp32" and asked == "bf16":
         reasons.insert(1, f"{devices[0].name} has no bfloat16 and vLLM refuses float16 for {spec.arch}: it loads "
                           f"float32, {hf_weight_bytes(spec, quant) / GIB:.1f} GiB of weights instead of "

@@ -41,8 +41,7 @@ def check(model: str | ResolvedModel | None, hardware: Hardware | str | Sequence
           engine: str = registry.DEFAULT_ENGINE, workload: Workload | None = None, backend: str | None = None,
           machine: MachineFlags | None = None, margin_gib: float | None = None,
           options: Mapping[str, Any] | None = None, default_ctx: bool = False, default_parallel: bool = False,
-          engine_version: str | None = None, catalog: Catalog = BUILTIN, parallel_given: bool = False,
-          ) -> CheckResult[Any]:
+          engine_version: str | None = None, catalog: Catalog = BUILTIN) -> CheckResult[Any]:
     """Will `model` (an id, alias, config.json path or Ollama tag, or a real GGUF as `gguf`) run on `hardware` (a
     GPU id, several, a machine file, or a Hardware) with these settings, and how well. Raises BadInput (a
     GemmaFitError) for input llama.cpp or the engine would refuse. `default_ctx`: the context was not given, so
@@ -81,7 +80,7 @@ def check(model: str | ResolvedModel | None, hardware: Hardware | str | Sequence
         q = eng.canonical_quant(eng.default_quant if quant is None else quant)
         unmodelled = tag_unmodelled(tag, resolved, build_plan(resolved.spec, q), workload.images or 0)
     request = CheckRequest(resolved, quant, settings, hw, workload, dict(options or {}), margin_bytes(margin_gib),
-                           plan, gguf, unmodelled, parallel_given=parallel_given)
+                           plan, gguf, unmodelled, parallel_given=not default_parallel)
     if default_ctx and default_parallel:
         request = eng.with_defaults(request)
     return registry.check(eng.name, request)
