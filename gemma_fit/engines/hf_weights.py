@@ -43,6 +43,21 @@ def canonical_hf_quant(quant: str, engine: str) -> str:
                    + (f"; {hint}" if hint else ""))
 
 
+def gguf_type_name(quant: str, engine: str) -> str:
+    """The GGUF file type `quant` names for llama.cpp or Ollama; a vLLM/transformers weight format is refused with
+    the engines that take it (the mirror of canonical_hf_quant's hint)."""
+    from gemma_fit.gguf.types import file_type
+
+    try:
+        return file_type(quant).name
+    except BadInput:
+        q = quant.strip().lower()
+        if _HF_ALIASES.get(q, q) in HF_QUANTS:
+            raise BadInput(f"--quant {quant} is a vLLM/transformers weight format, not a GGUF file type for {engine}: "
+                           "use --engine vllm or transformers, or a file type such as Q4_K_M") from None
+        raise
+
+
 def _is_gguf_quant(quant: str) -> bool:
     from gemma_fit.gguf.types import file_types
 

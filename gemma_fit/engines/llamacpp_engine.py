@@ -10,12 +10,12 @@ from gemma_fit.base.record import record
 from gemma_fit.base.verdict import Verdict
 from gemma_fit.engines.advice import advise, drafter_move
 from gemma_fit.engines.base import CheckRequest, CheckResult, engine_options
+from gemma_fit.engines.hf_weights import gguf_type_name
 from gemma_fit.engines.llamacpp import NAME, LlamaCppResult, run_check
 from gemma_fit.engines.llamacpp_defaults import defaults_note, server_defaults, with_server_defaults
 from gemma_fit.engines.projector import with_projector
 from gemma_fit.engines.speculative import resolve_asked, with_drafter
 from gemma_fit.gguf.tensors import build_plan
-from gemma_fit.gguf.types import file_type
 from gemma_fit.memory.llamacpp_fit import llamacpp_fit
 from gemma_fit.memory.settings import RunSettings, validate
 from gemma_fit.model.catalog import ResolvedModel
@@ -46,7 +46,7 @@ class LlamaCppEngine:
         return replace(r, settings=with_server_defaults(plan, r.settings, r.hardware, _version(r.settings)))
 
     def canonical_quant(self, quant: str) -> str:
-        return file_type(quant).name
+        return gguf_type_name(quant, self.name)
 
     def offered_quants(self, resolved: ResolvedModel, ladder: tuple[str, ...]) -> tuple[str, ...]:
         return ladder  # llama-quantize writes every file type

@@ -54,7 +54,7 @@ from gemma_fit.engines.base import (
     engine_settings,
     validate_numbers,
 )
-from gemma_fit.engines.hf_weights import tower_params, vision_activation_bytes
+from gemma_fit.engines.hf_weights import gguf_type_name, tower_params, vision_activation_bytes
 from gemma_fit.engines.llamacpp import LlamaCppResult, run_check, speed_of
 from gemma_fit.engines.speculative import draft_command, ollama_draft, with_drafter, with_speculation
 from gemma_fit.engines.versions import defaults_of, release_label
@@ -297,7 +297,7 @@ class OllamaEngine:
         return 0  # Ollama's context by VRAM
 
     def canonical_quant(self, quant: str) -> str:
-        return file_type(quant).name
+        return gguf_type_name(quant, self.name)
 
     def settings(self, request: CheckRequest) -> EngineSettings[OllamaOptions]:
         o = engine_options(OllamaOptions, request.options)
