@@ -46,8 +46,9 @@ HANG_GUARD_S = 240  # only a guard against a hang: no case is judged on its time
 BAD, OK, ANY = "bad input", "answers", "bad input or answers"
 ANSWER_CODES = {0, 3, 4}
 # what must never reach a terminal from user data: C0 controls but \t and \n, DEL, C1 controls, line and paragraph
-# separators, bidi embeddings, overrides and isolates
-UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# separators, bidi marks, embeddings, overrides and isolates, zero-width characters
+UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060\u2066-\u2069"
+                    "\ufeff]")
 FIFO = object()  # a file value: make a named pipe there (nobody writes to it: reading it would hang)
 
 
@@ -89,6 +90,8 @@ HOSTILE_NAMES: dict[str, tuple[str, str]] = {
     "c1-csi": ("x\x9b31mRED", "\\x9b31mRED"),
     "bidi-rlo": ("evil\u202egnp.exe", "\\u202e"),
     "bidi-isolate": ("a\u2066b\u2069c", "\\u2066"),
+    "bidi-rlm": ("box\u200f", "box\\u200f"),
+    "zero-width": ("gem\u200bma", "gem\\u200bma"),
     "newline-forge": ("box\nFAKE LINE: go", "box\\x0aFAKE LINE: go"),
     "carriage-return": ("box\rFAKE", "box\\x0dFAKE"),
     "backspace": ("box\x08\x08\x08xyz", "box\\x08\\x08\\x08xyz"),

@@ -13,9 +13,12 @@ from collections.abc import Callable
 from typing import Any
 
 # C0 controls, DEL and C1 controls (CSI is U+009B, OSC U+009D: the 8-bit forms of ESC [ and ESC ]) as \xNN;
-# line/paragraph separators, bidi embeddings/overrides/isolates and lone surrogates (undecodable bytes
-# of a file name, kept by os.fsdecode) as \uNNNN. Backslashes are left alone: ordinary text is unchanged.
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+# line/paragraph separators, bidi marks, embeddings, overrides and isolates (U+061C, U+200E/F, U+202A-E,
+# U+2066-9), the invisible zero-width characters (U+200B-D, U+2060, U+FEFF: a name that looks like an id but is
+# not one) and lone surrogates (undecodable bytes of a file name, kept by os.fsdecode) as \uNNNN. Backslashes are
+# left alone: ordinary text is unchanged.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060\u2066-\u2069"
+                     "\ufeff\ud800-\udfff]")
 ELLIPSIS = "…"
 
 
