@@ -216,3 +216,30 @@ def test_bench_bad_input_is_one_line(args: tuple[str, ...]) -> None:
     proc = cli("bench", *args)
     assert proc.returncode == 2, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+def test_a_table_cell_of_non_ascii_digits_is_not_a_count() -> None:
+    """'²' is a digit to str.isdigit, not to int(): the cell is read as not given, never an internal error."""
+    table = ("| model | size | params | backend | ngl | threads | test | t/s |\n"
+             "| --- | --- | --- | --- | --: | --: | --: | --: |\n"
+             "| gemma3 12B Q4_K - Medium | 6.79 GiB | 11.77 B | CUDA | ² | ٣ | pp512 | 1234.56 ± 3.21 |\n")
+    (row,) = pasted_tables(table)
+    assert (row.n_gpu_layers, row.threads, row.tokens_per_s) == (None, None, 1234.56)
+
+
+def test_saving_a_calibration_never_replaces_what_is_not_one(tmp_path: Path) -> None:
+    hw = select_hardware(["rtx-4090"], None, ())
+    run = {"date": "2026-12-03", "rows": []}
+    folder = tmp_path / "calibration.json"
+    folder.mkdir()
+    with pytest.raises(BadInput, match="not a regular file"):
+        save_run(hw, run, folder)
+    damaged = tmp_path / "damaged.json"
+    damaged.write_text("[" * 100_000)
+    with pytest.raises(BadInput, match="move it away"):
+        save_run(hw, run, damaged)
+    assert damaged.read_text() == "[" * 100_000 and read_store(damaged)["machines"] == {}
+    odd = tmp_path / "odd.json"
+    odd.write_text(json.dumps({"schema": "gemma-fit.calibration/1", "machines": {machine_key(hw): {"runs": 5}}}))
+    assert calibration_from(read_store(odd)["machines"][machine_key(hw)]) is None
+    assert save_run(hw, run, odd) == odd and len(read_store(odd)["machines"][machine_key(hw)]["runs"]) == 1

@@ -1056,6 +1056,15 @@ def describe(case: Case, out: Outcome) -> str:
             f"  stdout: {out.stdout[:300]!r}")
 
 
+# Numbers past any float and ids past Python's 4,300-digit int parse: one line, never an internal error.
+_HUGE = "9" * 400
+for _opt in ("--prompt-tokens", "--output-tokens", "--images", "--cores", "--threads", "--sockets", "--ram-channels"):
+    add("numbers", f"huge{_opt}", ["check", "--gpu", "rtx-4090", "--model", "9b", _opt, _HUGE], BAD)
+add("ot-check", "buffer-5000-digits", ["check", "--gpu", "rtx-4090", "--model", "gemma-3-27b", "-ot",
+                                       "blk=CUDA" + "9" * 5000], BAD)
+add("numbers", "db-folder-proc", ["--hardware-db", "/proc", "check", "--gpu", "rtx-4090", "--model", "9b"], ANY)
+
+
 @pytest.fixture(scope="module")
 def outcomes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
     """Every selected case, run once, in parallel: a thread per worker, each with its own fork server."""

@@ -39,8 +39,11 @@ def write_text(path: Path, text: str) -> None:
             return
         if path.is_symlink():
             path = path.resolve(strict=True)
-    except OSError as exc:
-        raise BadInput(f"cannot write {path}: {exc.strerror or exc}") from None
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a link loop (Python before 3.13)
+        from gemma_fit.base.text import printable
+
+        reason = "a symbolic link loop" if isinstance(exc, RuntimeError) else exc.strerror or str(exc)
+        raise BadInput(f"cannot write {printable(str(path), 120)}: {reason}") from None
     folder = path.parent if str(path.parent) else Path(".")
     tmp: str | None = None
     try:

@@ -39,7 +39,10 @@ class Range:
 
 
 def _num(x: float) -> str:
-    return f"{x:,.0f}" if float(x).is_integer() else f"{x:g}"
+    if isinstance(x, int):  # exact, and never through float (an int of 400 digits has none)
+        digits = str(abs(x))
+        return f"{x:,}" if len(digits) <= 24 else f"{'-' if x < 0 else ''}{digits[:6]}... ({len(digits)} digits)"
+    return f"{x:,.0f}" if x.is_integer() else f"{x:g}"
 
 
 RANGES: dict[str, Range] = {

@@ -98,6 +98,31 @@ def read_text(path: Path, max_bytes: int = MAX_YAML_BYTES) -> str:
     return decode_text(read_bytes(path, max_bytes), path)
 
 
+MAX_DB_FILES = 10_000  # YAML files in one database folder: more is a wrong folder (/, /proc), not a database
+
+
+def yaml_files_under(folder: Path, recursive: bool = True) -> list[Path]:
+    """The regular *.yaml files in `folder` (and below it), sorted: links to folders are not followed (a loop),
+    a file that vanishes while the folder is read (/proc) is skipped, and more than MAX_DB_FILES is refused."""
+    found: list[Path] = []
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        if not recursive:
+            dirs.clear()
+        for name in files:
+            if not name.endswith(".yaml"):
+                continue
+            path = Path(root, name)
+            try:
+                regular = stat.S_ISREG(os.stat(path).st_mode)
+            except (OSError, ValueError):
+                continue
+            if regular:
+                found.append(path)
+            if len(found) > MAX_DB_FILES:
+                raise BadInput(f"{shown(folder)} holds more than {MAX_DB_FILES:,} YAML files: not a database folder")
+    return sorted(found)
+
+
 def stat_path(path: Path) -> os.stat_result | None:
     """The path's status (links followed), or None when nothing is there. Never opens the file."""
     try:

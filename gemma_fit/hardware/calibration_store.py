@@ -11,7 +11,6 @@ ever refines an answer.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -42,27 +41,62 @@ def read_store(path: Path | None = None) -> dict[str, Any]:
         if not path.is_file() or path.stat().st_size > MAX_FILE_BYTES:
             return {"schema": SCHEMA, "machines": {}}
         doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: [[[[... thousands deep
         return {"schema": SCHEMA, "machines": {}}
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not isinstance(doc.get("machines"), dict):
         return {"schema": SCHEMA, "machines": {}}
     return doc
 
 
+def _writable(path: Path) -> None:
+    """Refuse to save over what is not this file: a folder, a device or pipe, or a file that is not a calibration
+    (an unreadable one is the user's to move away, not ours to replace)."""
+    from gemma_fit.base.errors import BadInput
+    from gemma_fit.base.text import printable
+
+    shown = printable(str(path), 120)
+    try:
+        exists = path.exists() or path.is_symlink()
+        regular = path.is_file()
+    except OSError as exc:
+        raise BadInput(f"cannot save the calibration to {shown}: {exc.strerror or exc}") from None
+    if exists and not regular:
+        raise BadInput(f"cannot save the calibration to {shown}: not a regular file")
+    if regular and read_store(path)["machines"] == {} and path.stat().st_size > 0:
+        try:
+            ours = json.loads(path.read_text(encoding="utf-8")).get("schema") == SCHEMA
+        except (OSError, ValueError, UnicodeDecodeError, RecursionError, AttributeError):
+            ours = False
+        if not ours:
+            raise BadInput(f"{shown} is not a gemma-fit calibration file (or is damaged): move it away to save")
+
+
 def save_run(hw: Hardware, run: dict[str, Any], path: Path | None = None) -> Path:
     """Add one run (its date, what ran, and rows of kind / predicted / measured) to this machine's entry; the file.
     Written to a temporary file and renamed: an interrupted save leaves the old file whole."""
+    from gemma_fit.base.errors import BadInput
+    from gemma_fit.base.files import write_text
+
     path = path or calibration_file()
+    _writable(path)
     doc = read_store(path)
     key = machine_key(hw)
-    entry = doc["machines"].setdefault(key, {"label": hw.label, "runs": []})
+    entry = doc["machines"].get(key)
+    if not isinstance(entry, dict):
+        entry = doc["machines"][key] = {"label": hw.label, "runs": []}
     entry["label"] = hw.label
-    entry["runs"] = [*entry.get("runs", []), run][-RUNS_KEPT:]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True, allow_nan=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    entry["runs"] = [*_runs(entry), run][-RUNS_KEPT:]
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BadInput(f"cannot save the calibration in {path.parent}: {exc.strerror or exc}") from None
+    write_text(path, json.dumps(doc, indent=1, sort_keys=True, allow_nan=False) + "\n")  # atomic, BadInput
     return path
+
+
+def _runs(entry: Any) -> list[dict[str, Any]]:
+    runs = entry.get("runs") if isinstance(entry, dict) else None
+    return [r for r in runs if isinstance(r, dict)] if isinstance(runs, list) else []
 
 
 def _ratios(runs: list[dict[str, Any]], kind: str) -> list[tuple[int, float]]:
@@ -70,7 +104,8 @@ def _ratios(runs: list[dict[str, Any]], kind: str) -> list[tuple[int, float]]:
     single-stream decode."""
     out = []
     for run in runs:
-        for row in run.get("rows", []) if isinstance(run, dict) else []:
+        rows = run.get("rows") if isinstance(run, dict) else None
+        for row in rows if isinstance(rows, list) else []:
             try:
                 seqs = int(row.get("concurrency", 1))
                 row_kind = "decode" if row.get("kind") == "batched" and seqs == 1 else row.get("kind")
@@ -92,7 +127,7 @@ def _median(values: list[float]) -> float | None:
 
 def calibration_from(entry: dict[str, Any]) -> SpeedCalibration | None:
     """The factors of one machine's saved runs (None when no run has a usable row)."""
-    runs = [r for r in entry.get("runs", []) if isinstance(r, dict)] if isinstance(entry, dict) else []
+    runs = _runs(entry)
     found = {kind: _ratios(runs, kind) for kind in KINDS}
     if not any(found.values()):
         return None

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ValidationError
 from gemma_fit.base.errors import BadInput, DatabaseError
 from gemma_fit.base.record import record
 from gemma_fit.base.text import printable
-from gemma_fit.db.files import packaged_dir
+from gemma_fit.db.files import packaged_dir, yaml_files_under
 from gemma_fit.db.yaml_files import read_yaml
 from gemma_fit.db.yaml_lines import compose, format_validation
 from gemma_fit.hardware.power import PowerMode, PowerModes, fit_matrix_exponent
@@ -169,7 +169,7 @@ def load_hardware_db(extra_dirs: tuple[Path, ...] = ()) -> HardwareDB:
     for folder in (packaged_dir("hardware_db"), *extra_dirs):
         if not folder.is_dir():
             raise BadInput(f"hardware database folder not found: {folder}")
-        for path in sorted(folder.rglob("*.yaml")):
+        for path in yaml_files_under(folder):
             kind, parsed = parse_file(path)
             _add(db, kind, parsed, path)
     _index_names(db)

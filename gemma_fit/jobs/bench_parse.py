@@ -55,8 +55,14 @@ def _count(value: Any, what: str, low: int = 0) -> int:
     except ValueError:
         raise BadInput(f"benchmark output: {what} '{str(value)[:20]}' is not a whole number") from None
     if not low <= n <= MAX_TOKENS:
-        raise BadInput(f"benchmark output: {what} {n} is out of range ({low} to {MAX_TOKENS:,})")
+        shown = str(n) if len(str(value)) <= 20 else f"{str(value)[:12]}... ({len(str(value))} characters)"
+        raise BadInput(f"benchmark output: {what} {shown} is out of range ({low} to {MAX_TOKENS:,})")
     return n
+
+
+def _digits(value: Any) -> bool:
+    """A table cell of ASCII digits only ('²' and '٣' are digits to str.isdigit, not to int())."""
+    return isinstance(value, str) and value.strip().isascii() and value.strip().isdigit()
 
 
 def _rate(value: Any, what: str) -> float:
@@ -118,7 +124,7 @@ def _batches(n_batch: Any, n_ubatch: Any) -> dict[str, int]:
     """-b and -ub as a run printed them (JSON numbers or table cells), where it printed them."""
     out = {}
     for key, value in (("n_batch", n_batch), ("n_ubatch", n_ubatch)):
-        if isinstance(value, str) and not value.strip().isdigit():
+        if isinstance(value, str) and not _digits(value):
             continue  # an empty or odd table cell: the run's default
         if value is not None:
             out[key] = _count(value, key, 1)
@@ -191,8 +197,8 @@ def pasted_tables(text: str) -> list[Measurement]:
             ngl = row.get("ngl")
             out.append(_measurement(kind, n if kind == "prefill" else 0, n if kind == "decode" else 0,
                                     _count(m.group(3) or 0, "depth"), 1, _table_rate(row["t/s"]),
-                                    threads=_count(threads, "threads", 1) if threads and threads.isdigit() else None,
-                                    n_gpu_layers=int(ngl) if ngl and ngl.isdigit() else None,
+                                    threads=_count(threads, "threads", 1) if _digits(threads) else None,
+                                    n_gpu_layers=_count(ngl, "ngl") if _digits(ngl) else None,
                                     **_batches(row.get("n_batch"), row.get("n_ubatch"))))
         elif "s_tg t/s" in row and _count(row.get("tg", "0"), "TG") > 0:
             out.append(_measurement("batched", _count(row.get("pp", "0"), "PP"), _count(row["tg"], "TG"), 0,

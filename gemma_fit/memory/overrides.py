@@ -62,13 +62,17 @@ def _compiled(pattern: str) -> EcmaRegex:
 def _device(buffer: str, n_gpus: int, item: str) -> int:
     if buffer == CPU_BUFFER:
         return -1
+    from gemma_fit.base.text import printable
+
     m = _GPU_BUFFER.match(buffer)
     if m is None:
-        raise BadInput(f"-ot {item}: unknown buffer type '{buffer}' (CPU, or a GPU's such as CUDA0)")
-    index = int(m.group(2) or 0)
+        raise BadInput(f"-ot {printable(item, 80)}: unknown buffer type '{printable(buffer, 40)}' (CPU, or a GPU's "
+                       "such as CUDA0)")
+    digits = m.group(2) or "0"
+    index = int(digits) if len(digits) <= 4 else n_gpus  # CUDA99999...: no such device, however many digits
     if index >= n_gpus:
         have = ", ".join(["CPU", *(f"{m.group(1)}{i}" for i in range(n_gpus))])
-        raise BadInput(f"-ot {item}: {buffer} is not a device of this hardware ({have})")
+        raise BadInput(f"-ot {printable(item, 80)}: {printable(buffer, 40)} is not a device of this hardware ({have})")
     return index
 
 

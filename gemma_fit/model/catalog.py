@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from gemma_fit.base.errors import BadInput
 from gemma_fit.base.record import record
-from gemma_fit.db.files import packaged_dir, stat_path
+from gemma_fit.db.files import packaged_dir, stat_path, yaml_files_under
 from gemma_fit.db.files import shown as _shown
 from gemma_fit.db.snapshot import snapshot
 from gemma_fit.model.spec import GENERATION_ORDER, ModelSpec, spec_from_config
@@ -47,7 +47,7 @@ def load_model_db(extra_dirs: tuple[Path, ...] = ()) -> dict[str, ModelEntry]:
     for folder in (packaged_dir("model_db"), *extra_dirs):
         if not folder.is_dir():
             raise BadInput(f"model database folder not found: {folder}")
-        for path in sorted(folder.glob("*.yaml")):
+        for path in yaml_files_under(folder, recursive=False):
             entry = load_entry(path)
             entries[entry.id.lower()] = entry
     return entries

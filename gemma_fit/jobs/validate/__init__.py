@@ -7,13 +7,14 @@ entries (model_db/*.yaml) and machine files (`--hardware`) are told apart by the
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-import yaml
-
-from gemma_fit.db.files import packaged_dir
-from gemma_fit.db.yaml_lines import compose
+from gemma_fit.base.errors import GemmaFitError
+from gemma_fit.db.files import packaged_dir, read_text
+from gemma_fit.db.yaml_files import parse_yaml
 from gemma_fit.hardware.catalog import FILE_KINDS
 from gemma_fit.jobs.validate.common import Doc, Problem, Report, Seen
 from gemma_fit.jobs.validate.hardware import check_list_file, check_machine
@@ -25,28 +26,43 @@ __all__ = ["Problem", "Report", "validate", "validate_paths"]
 
 def _yaml_files(paths: list[Path], report: Report) -> Iterator[Path]:
     for path in paths:
-        if path.is_dir():
-            yield from sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
-        elif path.is_file():
-            yield path
-        else:
-            report.problems.append(Problem(path, None, "(path)", "not found"))
+        try:
+            if path.is_dir():
+                yield from sorted(p for p in _walk(path) if p.suffix in (".yaml", ".yml"))
+            elif path.is_file():
+                yield path
+            else:
+                report.problems.append(Problem(path, None, "(path)", "not found"))
+        except (OSError, RuntimeError) as exc:  # a folder that changes as it is read (/proc), a link loop
+            report.problems.append(Problem(path, None, "(path)", f"cannot read: {exc}"))
+
+
+def _walk(folder: Path) -> list[Path]:
+    """The regular files under `folder`, links not followed (a loop or a device is no database file)."""
+    out = []
+    for root, _dirs, files in os.walk(folder, followlinks=False):
+        for name in files:
+            p = Path(root, name)
+            try:
+                if stat.S_ISREG(p.lstat().st_mode):
+                    out.append(p)
+            except OSError:  # gone between the listing and the look
+                continue
+    return out
 
 
 def _read(path: Path, report: Report) -> Doc | None:
+    """The file's data and node tree, read as every YAML file is (at most MAX_YAML_BYTES, UTF-8, aliases counted,
+    values that cannot be read refused): its problem otherwise."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        report.problems.append(Problem(path, None, "(file)", f"cannot read: {exc}"))
+        data, root = parse_yaml(read_text(path), path)
+    except GemmaFitError as exc:
+        where, _, what = str(exc).partition(": ")
+        line = where.rsplit(":", 1)[-1]
+        report.problems.append(Problem(path, int(line) if line.isdigit() else None,
+                                       "(yaml)" if what.startswith("malformed YAML") else "(file)", what or str(exc)))
         return None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        report.problems.append(Problem(path, mark.line + 1 if mark else None, "(yaml)", f"malformed YAML: {problem}"))
-        return None
-    return Doc(path, data, compose(text))
+    return Doc(path, data, root)
 
 
 def _kind(doc: Doc) -> str | None:
