@@ -73,7 +73,8 @@ class _Meter:
             raise _TooCostly
 
 
-def compile_ecma(pattern: str, max_chars: int = 1000, total_steps: int = TOTAL_BUDGET) -> EcmaRegex:
+def compile_ecma(pattern: str, max_chars: int = 1000, total_steps: int = TOTAL_BUDGET,
+                 shared: list[int] | None = None) -> EcmaRegex:
     """`pattern` compiled as std::regex's ECMAScript grammar reads it; BadInput, in one line, for a
     pattern it would refuse, one longer than `max_chars`, or one whose counted repeats write out to more
     than MAX_PROGRAM instructions."""
@@ -88,7 +89,7 @@ def compile_ecma(pattern: str, max_chars: int = 1000, total_steps: int = TOTAL_B
     out.op(MATCH)
     engine = "backtrack" if parsed.has_backref else "nfa" if parsed.has_look else "dfa"
     code = tuple((op, a, b) for op, a, b in out.code)
-    return EcmaRegex(pattern, _Program(code, tuple(out.sets), out.n_slots), engine, total_steps)
+    return EcmaRegex(pattern, _Program(code, tuple(out.sets), out.n_slots), engine, total_steps, shared)
 
 
 @record
@@ -100,6 +101,8 @@ class EcmaRegex:
     program: _Program = field(repr=False, compare=False)
     engine: str  # "dfa", "nfa" or "backtrack"
     total_steps: int = field(repr=False, compare=False)
+    # the steps of every pattern compiled with the same list count against one total_steps (all of -ot's patterns)
+    shared: list[int] | None = field(default=None, repr=False, compare=False)
     _dfa: dict[DfaKey, tuple[bool, frozenset[int]]] = field(default_factory=dict, init=False, repr=False,
                                                              compare=False)
     _spent: list[int] = field(default_factory=lambda: [0], init=False, repr=False, compare=False)
@@ -107,7 +110,8 @@ class EcmaRegex:
     def search(self, text: str) -> bool:
         """Whether some substring of `text` matches, as std::regex_search decides (ECMAScript rules);
         BadInput when deciding takes more than the pattern's step budget."""
-        budget = min(STEP_BUDGET, self.total_steps - self._spent[0])
+        spent = self.shared if self.shared is not None else self._spent
+        budget = min(STEP_BUDGET, self.total_steps - spent[0])
         meter = _Meter(budget)
         try:
             if self.engine == "dfa":
@@ -118,11 +122,12 @@ class EcmaRegex:
         except _TooCostly:
             raise BadInput(self._too_costly(text, budget)) from None
         finally:
-            self._spent[0] += budget - max(meter.left, 0)
+            spent[0] += budget - max(meter.left, 0)
 
     def _too_costly(self, text: str, budget: int) -> str:
         where = (f"more than {STEP_BUDGET:,} steps on the name '{printable(text, 80)}'" if budget == STEP_BUDGET
-                 else f"more than {self.total_steps:,} steps over this model's names")
+                 else f"more than {self.total_steps:,} steps over this model's names"
+                 + (" with the other -ot patterns" if self.shared is not None else ""))
         return (f"-ot pattern '{printable(self.pattern)}' is too costly to match: {where}; write it with fewer "
                 "nested repeats or back-references")
 

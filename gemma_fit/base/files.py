@@ -25,6 +25,25 @@ def new_file_mode(path: Path) -> int:
     return 0o666 & ~mask
 
 
+def _write_in_place(path: Path, text: str) -> None:
+    """Write to a device or pipe where it is: a pipe nobody reads is refused at once (O_NONBLOCK opens it only
+    when a reader waits, as `>(cat)` does), instead of blocking for ever; the write itself then blocks as usual."""
+    import errno
+    import fcntl
+    import stat as stat_
+
+    flags = os.O_WRONLY | (os.O_NONBLOCK if stat_.S_ISFIFO(os.stat(path).st_mode) else 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # a FIFO without a reader
+            raise OSError(exc.errno, "a named pipe that nothing reads") from None
+        raise
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+        f.write(text)
+
+
 def write_text(path: Path, text: str) -> None:
     """Write a regular file atomically (a temporary file in the same folder, then os.replace), through
     a symlink to its target; anything else that exists (/dev/null, a pipe such as /dev/fd/63 from
@@ -34,8 +53,7 @@ def write_text(path: Path, text: str) -> None:
         if path.is_dir():
             raise IsADirectoryError(21, "is a directory")
         if path.exists() and not path.is_file():
-            with path.open("w", encoding="utf-8", newline="\n") as f:
-                f.write(text)
+            _write_in_place(path, text)
             return
         if path.is_symlink():
             path = path.resolve(strict=True)

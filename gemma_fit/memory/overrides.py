@@ -56,7 +56,17 @@ def _compiled(pattern: str) -> EcmaRegex:
     when a plan has tensor overrides)."""
     from gemma_fit.base.ecma_regex import compile_ecma
 
-    return compile_ecma(pattern, MAX_PATTERN_CHARS)
+    return compile_ecma(pattern, MAX_PATTERN_CHARS, shared=_STEPS_SPENT)
+
+
+# The matching steps of every user pattern over one model's tensor names, against one budget
+# (base.ecma_regex.TOTAL_BUDGET): each pattern alone is bounded, and so are a thousand of them together.
+_STEPS_SPENT = [0]
+
+
+def new_match_budget() -> None:
+    """A fresh budget for matching the patterns against another model's names (placement._forced_devices)."""
+    _STEPS_SPENT[0] = 0
 
 
 def _device(buffer: str, n_gpus: int, item: str) -> int:

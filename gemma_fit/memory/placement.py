@@ -21,7 +21,7 @@ from functools import cache
 
 from gemma_fit.base.record import record
 from gemma_fit.gguf.tensors import TensorPlan, TensorSpec, per_plan
-from gemma_fit.memory.overrides import TensorOverride, override_device
+from gemma_fit.memory.overrides import TensorOverride, new_match_budget, override_device
 
 CPU = -1  # device index of the host
 
@@ -69,6 +69,7 @@ def _forced_devices(plan: TensorPlan, overrides: tuple[TensorOverride, ...]) -> 
         return hit[2]
     if len(_FORCED) >= 4096:
         _FORCED.clear()
+    new_match_budget()
     forced = tuple(override_device(overrides, t.name) for t in plan.tensors)
     _FORCED[key] = (plan, overrides, forced)
     return forced
