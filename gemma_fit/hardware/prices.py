@@ -44,6 +44,12 @@ def price_table(extra_dirs: tuple[Path, ...] = (), prices_file: Path | None = No
     return table
 
 
+# A --prices file has an entry per GPU the database knows (a few hundred) with a few dated points each: far less than
+# this, which bounds the time to read and validate one (a 15 MB file of repeated entries took 34 s and 1.1 GiB).
+MAX_PRICES_FILE_BYTES = 1024 * 1024
+MAX_PRICES_FILE_NODES = 200_000
+
+
 def read_prices_file(path: Path, extra_dirs: tuple[Path, ...] = ()) -> dict[str, PriceEntry]:
     """--prices FILE.yaml: `prices:` entries in the database's schema, read as a file a person wrote (as machine and
     cluster files are): a key once per mapping, no coercion (`true` and "999" are not prices), numbers inside
@@ -51,7 +57,8 @@ def read_prices_file(path: Path, extra_dirs: tuple[Path, ...] = ()) -> dict[str,
     if not Path(path).is_file():
         raise BadInput(f"--prices {path}: not a file")
     try:
-        data, root = parse_yaml(read_text(Path(path)), Path(path), unique_keys=True)
+        data, root = parse_yaml(read_text(Path(path), MAX_PRICES_FILE_BYTES), Path(path), unique_keys=True,
+                                max_nodes=MAX_PRICES_FILE_NODES)
     except DatabaseError as exc:
         raise BadInput(f"--prices {exc}") from None
     where = shown(path)
