@@ -1056,6 +1056,15 @@ def describe(case: Case, out: Outcome) -> str:
             f"  stdout: {out.stdout[:300]!r}")
 
 
+# vLLM across nodes is not llama.cpp in one process: 4 x 8 GPUs is a cluster vLLM plans (TP across nodes), not "more
+# than 16 devices"; 32 x 16 GPUs is planned in bounded time.
+add("cluster-vllm", "h100-4x8", ["serve-plan", "--hardware", "{c.yaml}", "--model", "gemma-3-27b", "--engine", "vllm",
+                                 "--quant", "bf16", "--json"], OK,
+    files={"c.yaml": many_nodes(4, "[" + ",".join(["h100-sxm"] * 8) + "]")})
+add("cluster-vllm", "rtx-32x16", ["serve-plan", "--hardware", "{c.yaml}", "--model", "gemma-3-27b", "--engine", "vllm",
+                                  "--quant", "bf16", "--json"], ANY,
+    files={"c.yaml": many_nodes(32, "[" + ",".join(["rtx-3090"] * 16) + "]")})
+
 # Numbers past any float and ids past Python's 4,300-digit int parse: one line, never an internal error.
 _HUGE = "9" * 400
 for _opt in ("--prompt-tokens", "--output-tokens", "--images", "--cores", "--threads", "--sockets", "--ram-channels"):

@@ -17,17 +17,18 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import replace
+from functools import cache
 
 from gemma_fit.base.errors import BadInput
 from gemma_fit.base.record import record
 from gemma_fit.base.verdict import Verdict
 from gemma_fit.db.catalog import BUILTIN, Catalog
 from gemma_fit.engines.base import CheckResult, EnginePlan, EngineSettings
-from gemma_fit.engines.cluster import RAY_PORT, ClusterDevice, ClusterPlan, _hardware, _held, endpoint
+from gemma_fit.engines.cluster import RAY_PORT, ClusterDevice, ClusterPlan, _held, endpoint
 from gemma_fit.engines.hf_speed import HFLayout, Requests, hf_model_work, hf_performance
 from gemma_fit.engines.vllm import VllmOptions, estimate_vllm
 from gemma_fit.hardware.cluster import Cluster, Node
-from gemma_fit.hardware.spec import GPUSpec
+from gemma_fit.hardware.spec import GPUSpec, Hardware
 from gemma_fit.model.catalog import ResolvedModel
 from gemma_fit.model.spec import ModelSpec
 from gemma_fit.speed.calibration import split_terms
@@ -54,8 +55,14 @@ class Rank:
 
 
 def ranks(cluster: Cluster) -> list[Rank]:
-    """Ray's order: the head's GPUs first, then each node's."""
-    return [Rank(n, g) for n in cluster.nodes for g in n.gpus]
+    """Ray's order: the head's GPUs first, then each node's (worked out once per cluster: the planner asks it for
+    every layout)."""
+    return list(_ranks(cluster))
+
+
+@cache
+def _ranks(cluster: Cluster) -> tuple[Rank, ...]:
+    return tuple(Rank(n, g) for n in cluster.nodes for g in n.gpus)
 
 
 def accepted_layouts(cluster: Cluster, spec: ModelSpec) -> list[tuple[int, int]]:
@@ -124,9 +131,10 @@ def layout_plan(cluster: Cluster, resolved: ResolvedModel, es: EngineSettings[Vl
         if 0 < k < pp - 1:  # a middle stage holds neither the embedding nor the logits (vLLM's PPMissingLayer)
             sub = replace(sub, n_vocab=0)
         subs.append(sub)
-        hw = _hardware([r.gpu.id for r in stages[k]], catalog)
+        # the stage's GPUs as Ray places them: llama.cpp's 16-device limit is not vLLM's (TP across nodes)
+        hw = Hardware(" + ".join(r.gpu.name for r in stages[k]), tuple(r.gpu for r in stages[k]), None)
         results.append(estimate_vllm(resolved, sub, replace(es, options=replace(es.options, tensor_parallel_size=tp)),
-                                     hw))
+                                     hw, with_speed=False))
         start += n_layers
     verdict = Verdict.worst([x.verdict for x in results])
     first = results[0]

@@ -176,7 +176,7 @@ def _command(resolved: ResolvedModel, s: EngineSettings[VllmOptions], quant: str
 
 
 def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSettings[VllmOptions],
-                  hardware: Hardware) -> CheckResult[EnginePlan]:
+                  hardware: Hardware, with_speed: bool = True) -> CheckResult[EnginePlan]:
     s, o = settings, settings.options
     quant = canonical_hf_quant(s.quant, "vLLM")
     if quant in UNSUPPORTED:
@@ -285,7 +285,7 @@ def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSett
                        "(give --images N to serve images)")
 
     perf = _performance(spec, s, quant, devices, budget, dtype_bytes, tokens, seqs, max_model_len, weights * tp) \
-        if verdict != Verdict.NO_GO else None
+        if verdict != Verdict.NO_GO and with_speed else None  # a cluster's stage: the layout's own speed counts
     if drafter is not None and sp is not None:
         reasons.append(drafter_reason(drafter, tp))
         perf = with_vllm_speculation(perf, sp, drafter, spec, quant, devices, tp, dtype_bytes, s) if perf else None
