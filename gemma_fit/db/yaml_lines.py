@@ -18,7 +18,8 @@ _UNION_TAGS = ("slot", "spec", "str", "GPUEntry")  # union members pydantic name
 def compose(text: str) -> yaml.Node | None:
     """The YAML node tree (with marks), or None when the text does not parse."""
     try:
-        return yaml.compose(text, Loader=yaml.SafeLoader)
+        # libyaml's loader where installed: the same nodes and marks, some thirty times as fast on a large file
+        return yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError:
         return None
 
