@@ -92,7 +92,7 @@ RANGES: dict[str, Range] = {
     "--hours-per-day": Range(0, 24, "hours rented a day", integer=False, low_open=True),
     "--draft-max": Range(1, 64, "tokens drafted per step"),
     "--acceptance": Range(0, 0.999, "share of drafted tokens kept", integer=False),
-    "--timeout": Range(0, 7 * 24 * 3600, "seconds", integer=False, low_open=True),
+    "--timeout": Range(1, 7 * 24 * 3600, "seconds; llama.cpp takes about a second to start", integer=False),
     # values in files
     "bandwidth_gbit": Range(0.001, 100_000, "Gbit/s per direction", integer=False),
     "latency_us": Range(0, 10_000_000, "microseconds, one way", integer=False),
