@@ -187,6 +187,21 @@ def _best_plan(option: HardwareOption, models: Sequence[ResolvedModel], quants: 
     return chosen.option.item if chosen is not None else None
 
 
+def _check_published(models: Sequence[ResolvedModel], quant: str) -> None:
+    """A file type none of the models was published in (Gemma 4's QAT mixes for Gemma 3n) is bad input, not
+    "nothing fits" after every option failed."""
+    from gemma_fit.gguf.tensors import build_plan
+
+    refusals = []
+    for m in models:
+        try:
+            build_plan(m.spec, quant)
+        except BadInput as exc:
+            refusals.append(exc)
+    if refusals and len(refusals) == len(models):
+        raise refusals[0]
+
+
 def buy_quants(quant: str) -> tuple[str, ...]:
     """--quant as buy takes it: auto (each option's best of AUTO_QUANTS), or one file type llama.cpp makes (its
     canonical name). Anything else is bad input before any plan: an unknown type made every plan fail, and the
@@ -221,6 +236,8 @@ def buy(models: Sequence[ResolvedModel], quant: str, needs: BuyNeeds, settings: 
             raise BadInput(f"{m.spec.id} is trained for {m.spec.n_ctx_train:,} tokens, under the --ctx "
                            f"{needs.n_ctx:,} needed")
     quants = buy_quants(quant)
+    if quants is not AUTO_QUANTS:
+        _check_published(models, quants[0])
     options, unpriced = hardware_options(needs, today, catalog, prices_file)
     evaluated = [BuyOption(o, _best_plan(o, models, quants, needs, base, catalog)) for o in options]
     fitting = [o for o in evaluated if o.plan is not None]
