@@ -3,6 +3,7 @@ bytes per format, the vision towers, and the published pre-quantized checkpoints
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import cache
 
 from gemma_fit.base.errors import BadInput
@@ -33,14 +34,20 @@ LINEAR_BYTES_PER_PARAM = {
 }
 
 
-def canonical_hf_quant(quant: str, engine: str) -> str:
+def canonical_hf_quant(quant: str, engine: str, refused: Mapping[str, str] | None = None) -> str:
+    """--quant as `engine` names a weight format; BadInput naming the formats it takes (those in `refused` it has
+    no kernel for are left out of the list, and are the engine's to refuse with its reason)."""
+    from gemma_fit.base.suggest import did_you_mean
+    from gemma_fit.base.text import printable
+
     q = quant.strip().lower()
     q = _HF_ALIASES.get(q, q)
     if q in HF_QUANTS:
         return q
+    taken = [f for f in HF_QUANTS if f not in (refused or {})]
     hint = "use --engine llama.cpp or --engine ollama for GGUF quants" if _is_gguf_quant(quant) else ""
-    raise BadInput(f"--quant {quant} is not a {engine} weight format (use one of {', '.join(HF_QUANTS)})"
-                   + (f"; {hint}" if hint else ""))
+    raise BadInput(f"--quant {printable(quant, 40)} is not a {engine} weight format (use one of {', '.join(taken)})"
+                   + (f"; {hint}" if hint else did_you_mean(q, taken)))
 
 
 def gguf_type_name(quant: str, engine: str) -> str:

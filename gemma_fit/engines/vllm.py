@@ -178,7 +178,7 @@ def _command(resolved: ResolvedModel, s: EngineSettings[VllmOptions], quant: str
 def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSettings[VllmOptions],
                   hardware: Hardware, with_speed: bool = True) -> CheckResult[EnginePlan]:
     s, o = settings, settings.options
-    quant = canonical_hf_quant(s.quant, "vLLM")
+    quant = canonical_hf_quant(s.quant, "vLLM", UNSUPPORTED)
     if quant in UNSUPPORTED:
         raise BadInput(f"--quant {quant} on --engine vllm: {UNSUPPORTED[quant]}")
     devices = tuple(hardware.gpus)
@@ -372,7 +372,7 @@ class VllmEngine:
         return 0  # --max-model-len unset: the model's trained context
 
     def canonical_quant(self, quant: str) -> str:
-        return canonical_hf_quant(quant, "vLLM")
+        return canonical_hf_quant(quant, "vLLM", UNSUPPORTED)
 
     def settings(self, request: CheckRequest) -> EngineSettings[VllmOptions]:
         o = engine_options(VllmOptions, request.options)
