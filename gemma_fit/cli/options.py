@@ -105,15 +105,17 @@ BackendOpt = Annotated[str | None, typer.Option(
 RamOpt = Annotated[float | None, typer.Option("--ram", help="System memory in GiB (instead of the machine file's "
                                               "or this machine's).", rich_help_panel=MACHINE)]
 RamTypeOpt = Annotated[str | None, typer.Option("--ram-type", help="Memory type and speed, e.g. ddr5-6000, "
-                                                "lpddr5x-8000 (sets the bandwidth).", rich_help_panel=MACHINE)]
+                                                "lpddr5x-8000 (sets the bandwidth). \\[default: the machine's; else "
+                                                "DDR5-5600 x 2, said so]", rich_help_panel=MACHINE)]
 RamChannelsOpt = Annotated[int | None, typer.Option("--ram-channels", help="Memory channels of --ram-type (given "
                                                     "with it). \\[default: 2]", rich_help_panel=MACHINE)]
 CpuOpt = Annotated[str | None, typer.Option("--cpu", help="The CPU by name or id, e.g. \"Ryzen 9 7950X\" "
                                             "(gemma-fit list cpus).", rich_help_panel=MACHINE)]
 CoresOpt = Annotated[int | None, typer.Option("--cores", help="CPU cores (llama.cpp's default thread count).",
                                               rich_help_panel=MACHINE)]
-ThreadsOpt = Annotated[int | None, typer.Option("--threads", "-t", help="CPU threads llama.cpp uses (-t).",
-                                                rich_help_panel=MACHINE)]
+ThreadsOpt = Annotated[int | None, typer.Option(
+    "--threads", "-t", help="CPU threads llama.cpp uses (-t). \\[default: llama.cpp's own, the CPU's cores]",
+    rich_help_panel=MACHINE)]
 SocketsOpt = Annotated[int | None, typer.Option(
     "--sockets", help="CPU sockets; --cpu, --cores and --ram-channels are one socket's. \\[default: 1]",
     rich_help_panel=MACHINE)]
@@ -124,9 +126,10 @@ PowerModeOpt = Annotated[str | None, typer.Option(
     "--power-mode", help="A Jetson's nvpmodel mode (MAXN, MODE_30W, 25W ...; nvpmodel -q prints yours). \\[default: "
     "the database's clocks, which the answer names]", rich_help_panel=MACHINE)]
 DiskOpt = Annotated[str | None, typer.Option("--disk", help="The model's drive: nvme-gen5, nvme-gen4, nvme-gen3, "
-                                             "sata-ssd, hdd ... (load time).", rich_help_panel=MACHINE)]
+                                             "sata-ssd, hdd ... (load time). \\[default: the machine's; else "
+                                             "nvme-gen4]", rich_help_panel=MACHINE)]
 ReserveOpt = Annotated[float | None, typer.Option("--reserve", help="GiB kept free on each GPU for a display or "
-                                                  "other programs.", rich_help_panel=MACHINE)]
+                                                  "other programs. \\[default: 0]", rich_help_panel=MACHINE)]
 
 
 # Speculative decoding (check, report, recommend, serve-plan): llama.cpp's -md / --spec-type / --spec-draft-n-max.
