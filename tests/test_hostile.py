@@ -176,7 +176,7 @@ for _opt, _values in _REC_BAD.items():
     for _n, _v in named(_values):
         add("recommend", f"{_opt}-{_n}", ["recommend", "--gpu", _v] if _opt == "gpu" else [*REC, f"--{_opt}", _v],
             BAD)
-add("recommend", "gpu-bidi-prefix", ["recommend", "--gpu", "\u202ertx-4090", "--top", "1"], ANY)  # ids match loosely
+add("recommend", "gpu-bidi-prefix", ["recommend", "--gpu", "\u202ertx-4090", "--top", "1"], BAD)  # never loosely
 add("recommend", "gpu-17", ["recommend", *["--gpu", "rtx-4090"] * 17], BAD)
 add("recommend", "gpu-cpu-and-gpu", ["recommend", "--gpu", "cpu", "--gpu", "rtx-4090"], BAD)
 add("recommend", "hardware-missing", ["recommend", "--hardware", "/nonexistent/m.yaml"], BAD)
@@ -1064,6 +1064,15 @@ add("cluster-vllm", "h100-4x8", ["serve-plan", "--hardware", "{c.yaml}", "--mode
 add("cluster-vllm", "rtx-32x16", ["serve-plan", "--hardware", "{c.yaml}", "--model", "gemma-3-27b", "--engine", "vllm",
                                   "--quant", "bf16", "--json"], ANY,
     files={"c.yaml": many_nodes(32, "[" + ",".join(["rtx-3090"] * 16) + "]")})
+
+add("numbers", "gpu-zero-width", ["check", "--gpu", "rtx\u200b-4090", "--model", "9b"], BAD)
+add("numbers", "cpu-zero-width", ["check", "--gpu", "rtx-4090", "--model", "9b", "--cpu", "Ryzen\u200b 9 7950X"], BAD)
+add("ot-check", "literal-1000", ["check", "--gpu", "rtx-4090", "--model", "gemma-3-27b", "--json", "-ot",
+                                 ",".join(f"zz{i}=CPU" for i in range(1000))], OK)
+add("cluster-vllm", "v6-zone-shell", ["serve-plan", "--hardware", "{c.yaml}", "--model", "gemma-3-27b", "--engine",
+                                      "vllm", "--quant", "bf16"], BAD,
+    files={"c.yaml": cluster(nodes=[node("head", q("fe80::1% ; rm -rf ~"), "[rtx-3090]"),
+                                    node("w", "192.168.1.11", "[rtx-3090]")])})
 
 # Numbers past any float and ids past Python's 4,300-digit int parse: one line, never an internal error.
 _HUGE = "9" * 400

@@ -30,3 +30,21 @@ def test_a_database_folder_is_read_without_loops_devices_or_pipes(tmp_path: Path
     (tmp_path / "dangling.yaml").symlink_to(tmp_path / "nowhere.yaml")
     assert yaml_files_under(tmp_path) == [tmp_path / "gpus.yaml", tmp_path / "sub" / "more.yaml"]
     assert yaml_files_under(tmp_path, recursive=False) == [tmp_path / "gpus.yaml"]
+
+
+def test_an_html_page_never_carries_a_terminal_sequence_or_bidi_mark(tmp_path: Path) -> None:
+    """The model's folder name is shown on the page: escaped there as in the terminal (\\x1b, \\u202e)."""
+    import re
+    import shutil
+    import subprocess
+    import sys
+
+    folder = tmp_path / "cfg\u202eevil\x1b[31m\u200b"
+    folder.mkdir()
+    shutil.copy(Path(__file__).parent / "data" / "gemma-3-4b-it.config.json", folder / "config.json")
+    page = tmp_path / "page.html"
+    done = subprocess.run([sys.executable, "-m", "gemma_fit", "check", "--model", str(folder), "--gpu", "rtx-4090",
+                           "--html", str(page)], capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    text = page.read_text(encoding="utf-8")
+    assert "\\u202e" in text and not re.search("[\x00-\x08\x0b-\x1f\u200b-\u200f\u202a-\u202e\u2066-\u2069]", text)

@@ -27,6 +27,14 @@ def _escape(ch: str) -> str:
     return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
+def inert(s: str) -> str:
+    """`s` with every character `printable` escapes escaped but newlines and tabs, at any length: text a page shows
+    (an HTML report) keeps its lines, never a terminal sequence or a bidi override."""
+    if _UNSAFE.search(s) is None:
+        return s
+    return _UNSAFE.sub(lambda m: m.group() if m.group() in "\n\t" else _escape(m.group()), s)
+
+
 def has_unsafe(s: str) -> bool:
     """Whether `s` holds a character `printable` escapes (a control, a line separator, a bidi mark): in an id or a
     name to look up, that is a typo or an attack, never part of the name."""

@@ -16,6 +16,7 @@ from gguf import GGMLQuantizationType, GGUFValueType, GGUFWriter
 
 from gemma_fit.base.errors import BadInput
 from gemma_fit.base.files import new_file_mode
+from gemma_fit.base.text import printable
 from gemma_fit.gguf.layout import pad, synth_file_bytes, synth_metadata
 from gemma_fit.gguf.projector import ProjectorPlan, projector_metadata
 from gemma_fit.gguf.tensors import TensorPlan
@@ -47,7 +48,10 @@ def write_synthetic_gguf(plan: TensorPlan, out: Path) -> int:
         # pipe with a regular file (as root, for every program on the machine)
         raise BadInput(f"{out}: is not a regular file; synth writes a GGUF file (give a file path)")
     if out.is_symlink():
-        out = out.resolve()  # rename over the link's target, keeping the link
+        try:
+            out = out.resolve()  # rename over the link's target, keeping the link
+        except (OSError, RuntimeError):  # a loop (RuntimeError before Python 3.13)
+            raise BadInput(f"{printable(str(out), 120)}: a symbolic link loop") from None
     folder = out.parent if str(out.parent) else Path(".")
     if not folder.is_dir():
         raise BadInput(f"output folder does not exist: {folder}")

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from gemma_fit.base.errors import BadInput, DatabaseError
 from gemma_fit.base.record import record
-from gemma_fit.base.text import printable
+from gemma_fit.base.text import has_unsafe, printable
 from gemma_fit.db.files import packaged_dir, yaml_files_under
 from gemma_fit.db.yaml_files import read_yaml
 from gemma_fit.db.yaml_lines import compose, format_validation
@@ -212,6 +212,9 @@ def _listed(ids: list[str], most: int = 12, last: str = "and") -> str:
 def find_gpu_entry(name: str, extra_dirs: tuple[Path, ...] = ()) -> GPUEntry:
     """The database entry for an id, alias or driver-reported name; BadInput when unknown or ambiguous."""
     raw = name.strip()
+    if has_unsafe(raw):  # '\u202ertx-4090' is not rtx-4090: a control, bidi or zero-width mark is never in an id
+        raise BadInput(f"GPU '{printable(raw, 80)}' holds a control, bidi or zero-width character (see gemma-fit "
+                       "list gpus)")
     key = name_key(raw)
     if not key:
         raise BadInput("GPU name is empty (see gemma-fit list gpus)")
@@ -275,6 +278,9 @@ def resolve_cpu(name: str, extra_dirs: tuple[Path, ...] = (), otherwise: str = "
                 ) -> CPUSpec:
     """The CPU for --cpu NAME (id, name, alias or model number); BadInput naming close ids when unknown."""
     raw = name.strip()
+    if has_unsafe(raw):
+        raise BadInput(f"--cpu '{printable(raw, 80)}' holds a control, bidi or zero-width character (see gemma-fit "
+                       "list cpus)")
     key = cpu_key(raw)
     if not key:
         raise BadInput("--cpu is empty: give a CPU name or id (see gemma-fit list cpus)")

@@ -62,9 +62,15 @@ def _host(host: str, where: str) -> str:
     import re
 
     try:
-        return str(ipaddress.ip_address(host))
+        address = ipaddress.ip_address(host)
     except ValueError:
-        pass
+        address = None
+    if address is not None:
+        zone = getattr(address, "scope_id", None)  # fe80::1%eth0: an interface name, which Python does not check
+        if zone is not None and re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", zone) is None:
+            raise BadInput(f"{where}: host {printable(host, 80)!r}: the zone after % must be an interface name or "
+                           "number (fe80::1%eth0)")
+        return str(address)
     if re.fullmatch(_HOST_NAME, host) is None:
         raise BadInput(f"{where}: host {printable(host, 80)!r} is not a host name or an IP address (no port: the "
                        "plan chooses them)")

@@ -8,6 +8,7 @@ or when the user adds databases of their own.
 from __future__ import annotations
 
 from gemma_fit.base.record import record
+from gemma_fit.base.text import has_unsafe
 from gemma_fit.db.snapshot import snapshot
 from gemma_fit.hardware.power import PowerModes
 from gemma_fit.hardware.spec import CPUSpec, GPUSpec, PcieRate, StorageSpec, cpu_key, ids_named_by_prefix, name_key
@@ -27,6 +28,8 @@ class HardwareSnapshot:
     def gpu(self, name: str) -> GPUSpec | None:
         """The GPU an id, alias or unambiguous driver name means; None when unknown or ambiguous
         (hardware.catalog then answers, with its suggestions)."""
+        if has_unsafe(name):  # a bidi or zero-width mark: refused by hardware.catalog, never matched loosely
+            return None
         key = name_key(name.strip())
         if key in self.gpus:
             return self.gpus[key]
@@ -38,7 +41,7 @@ class HardwareSnapshot:
         return self.gpus[self.gpu_names[key]] if key in self.gpu_names else None
 
     def cpu(self, name: str) -> CPUSpec | None:
-        cid = self.cpu_names.get(cpu_key(name))
+        cid = None if has_unsafe(name) else self.cpu_names.get(cpu_key(name))
         return self.cpus[cid] if cid else None
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from gemma_fit.base.errors import BadInput
 from gemma_fit.base.ranges import check_range
 from gemma_fit.base.record import record
+from gemma_fit.base.text import printable
 from gemma_fit.db.catalog import BUILTIN, Catalog
 from gemma_fit.engines.llamacpp import LlamaCppResult, run_check
 from gemma_fit.gguf.tensors import build_plan
@@ -211,6 +212,8 @@ def record_smoke(doc: dict[str, Any], result: SmokeResult | None = None) -> Path
 
     path = Path(os.environ.get(RECORDS_ENV) or data_root() / "smoke_records.jsonl")
     try:
+        if path.exists() and not path.is_file():  # a pipe nobody reads would block for ever, a device fill up
+            raise BadInput(f"--record: {printable(str(path), 120)} is not a regular file")
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("a", encoding="utf-8") as f:
             f.write(json.dumps(doc, sort_keys=True) + "\n")

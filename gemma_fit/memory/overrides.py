@@ -30,6 +30,7 @@ CPU_BUFFER = "CPU"
 EXPERTS = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"
 MAX_PATTERN_CHARS = 1000  # a hand-typed regex; longer is a mistake (and bounds the time to compile)
 MAX_OVERRIDES = 4096  # llama_max_tensor_buft_overrides()
+_LITERAL = re.compile(r"[^\\^$.*+?()\[\]{}|]*")  # a pattern of no special character matches itself
 _GPU_BUFFER = re.compile(r"^(CUDA|ROCm|Vulkan|SYCL|MTL|Metal|OpenCL|CANN|MUSA)(\d*)$")
 
 
@@ -42,6 +43,8 @@ class TensorOverride:
     def matches(self, name: str) -> bool:
         if self.ours:
             return _ours(self.pattern).search(name) is not None
+        if _LITERAL.fullmatch(self.pattern):  # no ECMAScript metacharacter: regex_search is a substring test
+            return self.pattern in name
         return _compiled(self.pattern).search(name)
 
 

@@ -65,9 +65,21 @@ def _href(url: str) -> str | None:
 
 
 @cache
+def _inert(value: Any) -> Any:
+    """A printed value without control, bidi or zero-width characters; markup a filter made stays markup."""
+    from markupsafe import Markup
+
+    from gemma_fit.base.text import has_unsafe, inert
+
+    if not isinstance(value, str) or not has_unsafe(value):
+        return value
+    return Markup(inert(str(value))) if isinstance(value, Markup) else inert(value)
+
+
 def _env() -> Environment:
     env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=True, undefined=StrictUndefined,
-                      trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+                      trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+                      finalize=_inert)  # every value a page prints: no control, bidi or zero-width character
     env.filters.update(gib=gib, ctx=_ctx, tps=_tps, nbytes=_bytes, href=_href)
     env.globals.update(verdict_color=VERDICT_COLOR, terms=TERMS, llama_cpp=LLAMA_CPP_LABEL, svg_w=SVG_W,
                        verdicts=VERDICTS)

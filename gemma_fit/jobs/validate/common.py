@@ -25,8 +25,11 @@ class Problem:
     message: str
 
     def __str__(self) -> str:
+        """One line, inert: a key or path from the file may hold terminal sequences or bidi marks."""
+        from gemma_fit.base.text import printable
+
         where = f"{self.file}:{self.line}" if self.line else str(self.file)
-        return f"{where}: {self.field}: {self.message}"
+        return printable(f"{where}: {self.field}: {self.message}", 2000)
 
 
 @dataclass
