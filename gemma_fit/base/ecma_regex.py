@@ -73,8 +73,8 @@ class _Meter:
             raise _TooCostly
 
 
-def compile_ecma(pattern: str, max_chars: int = 1000, total_steps: int = TOTAL_BUDGET,
-                 shared: list[int] | None = None) -> EcmaRegex:
+def compile_ecma(pattern: str, max_chars: int = 1000, total_steps: int = TOTAL_BUDGET, shared: list[int] | None = None,
+                 ) -> EcmaRegex:
     """`pattern` compiled as std::regex's ECMAScript grammar reads it; BadInput, in one line, for a
     pattern it would refuse, one longer than `max_chars`, or one whose counted repeats write out to more
     than MAX_PROGRAM instructions."""
@@ -101,8 +101,7 @@ class EcmaRegex:
     program: _Program = field(repr=False, compare=False)
     engine: str  # "dfa", "nfa" or "backtrack"
     total_steps: int = field(repr=False, compare=False)
-    # the steps of every pattern compiled with the same list count against one total_steps (all of -ot's patterns)
-    shared: list[int] | None = field(default=None, repr=False, compare=False)
+    shared: list[int] | None = field(default=None, repr=False, compare=False)  # one step count for many patterns
     _dfa: dict[DfaKey, tuple[bool, frozenset[int]]] = field(default_factory=dict, init=False, repr=False,
                                                              compare=False)
     _spent: list[int] = field(default_factory=lambda: [0], init=False, repr=False, compare=False)
@@ -110,8 +109,7 @@ class EcmaRegex:
     def search(self, text: str) -> bool:
         """Whether some substring of `text` matches, as std::regex_search decides (ECMAScript rules);
         BadInput when deciding takes more than the pattern's step budget."""
-        spent = self.shared if self.shared is not None else self._spent
-        budget = min(STEP_BUDGET, self.total_steps - spent[0])
+        budget = min(STEP_BUDGET, self.total_steps - (spent := self._spent if self.shared is None else self.shared)[0])
         meter = _Meter(budget)
         try:
             if self.engine == "dfa":
