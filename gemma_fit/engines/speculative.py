@@ -80,6 +80,11 @@ def published_acceptance(target: str, method: str, drafter: str, generation: str
                              f"on other Gemma {generation or ''} targets")
 
 
+BOTH_ASKED = "give --mtp (the model's own drafter) or --draft MODEL, not both"
+NO_DRAFT_MODEL = "--draft needs a model id (e.g. gemma-3-270m or gemma-3-270m:Q8_0)"
+NUMBERS_ALONE = "--draft-max and --acceptance go with --mtp or --draft MODEL"
+
+
 def _parse_draft(text: str) -> tuple[str, str | None]:
     """--draft MODEL[:QUANT], or an Ollama library tag (gemma3:270m, gemma3:270m-it-q8_0) as its model and quant."""
     from gemma_fit.model.catalog import model_cards
@@ -90,7 +95,7 @@ def _parse_draft(text: str) -> tuple[str, str | None]:
         return tag
     name, _, quant = text.partition(":")
     if not name.strip():
-        raise BadInput("--draft needs a model id (e.g. gemma-3-270m or gemma-3-270m:Q8_0)")
+        raise BadInput(NO_DRAFT_MODEL)
     return name.strip(), quant.strip() or None
 
 
@@ -107,10 +112,10 @@ def resolve_speculative(target: ResolvedModel, *, mtp: bool, draft: str | None, 
     """--mtp / --draft as a Speculative (None without either); BadInput for a drafter llama.cpp would refuse."""
     if not mtp and draft is None:
         if draft_max is not None or acceptance is not None:
-            raise BadInput("--draft-max and --acceptance go with --mtp or --draft MODEL")
+            raise BadInput(NUMBERS_ALONE)
         return None
     if mtp and draft is not None:
-        raise BadInput("give --mtp (the model's own drafter) or --draft MODEL, not both")
+        raise BadInput(BOTH_ASKED)
     _check_numbers(draft_max, acceptance)
     if mtp:
         from gemma_fit.engines.mtp import drafter_for
@@ -295,12 +300,12 @@ def apply_figures(perf: Any, spec: Speculative, fig: dict[str, Any], n: int) -> 
 def resolve_asked(target: ResolvedModel, asked: Speculative, model_dirs: tuple[Any, ...] = ()) -> Speculative | None:
     """The Speculative the command line built (method, the draft as typed) resolved for this target."""
     if asked.asked_both:
-        raise BadInput("give --mtp (the model's own drafter) or --draft MODEL, not both")
+        raise BadInput(BOTH_ASKED)
     draft = None
     if asked.method == "draft" and asked.draft_model:
         draft = f"{asked.draft_model}:{asked.draft_quant}" if asked.draft_quant else asked.draft_model
     elif asked.method == "draft" and asked.draft_quant:
-        raise BadInput("--draft needs a model id (e.g. gemma-3-270m or gemma-3-270m:Q8_0)")
+        raise BadInput(NO_DRAFT_MODEL)
     return resolve_speculative(target, mtp=asked.method == "mtp" and not asked.asked_both,
                                draft=draft if not (asked.method == "draft" and not asked.draft_model) else None,
                                draft_max=asked.draft_max, acceptance=asked.acceptance, model_dirs=model_dirs)
@@ -313,10 +318,9 @@ def check_ask(asked: Speculative | None, model_dirs: tuple[Any, ...] = ()) -> No
     if asked is None or asked.resolved:
         return
     if asked.asked_both:
-        raise BadInput("give --mtp (the model's own drafter) or --draft MODEL, not both")
+        raise BadInput(BOTH_ASKED)
     if asked.method == "draft" and not asked.draft_model:
-        raise BadInput("--draft needs a model id (e.g. gemma-3-270m or gemma-3-270m:Q8_0)" if asked.draft_quant
-                       else "--draft-max and --acceptance go with --mtp or --draft MODEL")
+        raise BadInput(NO_DRAFT_MODEL if asked.draft_quant else NUMBERS_ALONE)
     _check_numbers(asked.draft_max, asked.acceptance)
     if asked.method == "draft":
         from gemma_fit.gguf.types import file_type

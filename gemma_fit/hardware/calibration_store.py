@@ -36,15 +36,19 @@ def machine_key(hw: Hardware) -> str:
 
 def read_store(path: Path | None = None) -> dict[str, Any]:
     """The calibration file's document; an empty one when it is absent, too large or not ours."""
-    path = path or calibration_file()
+    return _parsed(path or calibration_file()) or {"schema": SCHEMA, "machines": {}}
+
+
+def _parsed(path: Path) -> dict[str, Any] | None:
+    """The file's document when it is a calibration this size allows; None otherwise."""
     try:
         if not path.is_file() or path.stat().st_size > MAX_FILE_BYTES:
-            return {"schema": SCHEMA, "machines": {}}
+            return None
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: [[[[... thousands deep
-        return {"schema": SCHEMA, "machines": {}}
+        return None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not isinstance(doc.get("machines"), dict):
-        return {"schema": SCHEMA, "machines": {}}
+        return None
     return doc
 
 
@@ -62,13 +66,8 @@ def _writable(path: Path) -> None:
         raise BadInput(f"cannot save the calibration to {shown}: {exc.strerror or exc}") from None
     if exists and not regular:
         raise BadInput(f"cannot save the calibration to {shown}: not a regular file")
-    if regular and read_store(path)["machines"] == {} and path.stat().st_size > 0:
-        try:
-            ours = json.loads(path.read_text(encoding="utf-8")).get("schema") == SCHEMA
-        except (OSError, ValueError, UnicodeDecodeError, RecursionError, AttributeError):
-            ours = False
-        if not ours:
-            raise BadInput(f"{shown} is not a gemma-fit calibration file (or is damaged): move it away to save")
+    if regular and path.stat().st_size > 0 and _parsed(path) is None:
+        raise BadInput(f"{shown} is not a gemma-fit calibration file (or is damaged): move it away to save")
 
 
 def save_run(hw: Hardware, run: dict[str, Any], path: Path | None = None) -> Path:

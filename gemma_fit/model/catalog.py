@@ -14,28 +14,18 @@ import stat
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from gemma_fit.base.errors import BadInput
 from gemma_fit.base.record import record
 from gemma_fit.db.files import packaged_dir, stat_path, yaml_files_under
 from gemma_fit.db.files import shown as _shown
 from gemma_fit.db.snapshot import snapshot
+from gemma_fit.model.ollama_names import NamedModel, tag_parts
 from gemma_fit.model.spec import GENERATION_ORDER, ModelSpec, spec_from_config
 
 if TYPE_CHECKING:
     from gemma_fit.model.schema import ModelEntry
-
-
-class _Card(Protocol):
-    """What resolving a name reads of an entry: a ModelEntry or its snapshot's ModelCard."""
-
-    @property
-    def id(self) -> str: ...
-    @property
-    def generation(self) -> str: ...
-    @property
-    def size_label(self) -> str: ...
 
 
 @cache
@@ -67,7 +57,7 @@ class ResolvedModel:
         return None if self.entry_id is None else load_model_db(self.db_dirs)[self.entry_id.lower()]
 
 
-C = TypeVar("C", bound=_Card)
+C = TypeVar("C", bound=NamedModel)
 
 
 def _alias_table(entries: Mapping[str, C]) -> dict[str, C]:
@@ -157,8 +147,6 @@ def resolve_model(name: str, extra_dirs: tuple[Path, ...] = ()) -> ResolvedModel
         entry, how = found
         return ResolvedModel(entry_spec(entry), entry.id, how, extra_dirs)
     if ":" in raw and not extra_dirs:
-        from gemma_fit.model.ollama_names import tag_parts
-
         parts = tag_parts(raw, model_cards().values())
         if parts is not None:
             card = model_cards()[parts[0].lower()]

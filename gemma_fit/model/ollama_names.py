@@ -10,13 +10,13 @@ from typing import Protocol
 from gemma_fit.db.rules import read_packaged_yaml
 
 
-class _Card(Protocol):
+class NamedModel(Protocol):
+    """What reading a name needs of a model entry: a ModelEntry or its snapshot's ModelCard (model.catalog)."""
+
     @property
     def id(self) -> str: ...
-
     @property
     def generation(self) -> str: ...
-
     @property
     def size_label(self) -> str: ...
 
@@ -30,12 +30,12 @@ def quant_spelling(quant: str) -> str:
     return "q" + quant[1:]
 
 
-def tag_size(card: _Card) -> str:
+def tag_size(card: NamedModel) -> str:
     return str(read_packaged_yaml("llamacpp/ollama_tags.yaml")["quant_tags"]["sizes"].get(card.id,
                                                                                          card.size_label.lower()))
 
 
-def tag_parts(name: str, cards: Iterable[_Card]) -> tuple[str, str | None] | None:
+def tag_parts(name: str, cards: Iterable[NamedModel]) -> tuple[str, str | None] | None:
     """(model id, quant or None for the tag's default) of a library tag `family:size[-infix-quant]`; None when
     `name` is not one."""
     family, sep, rest = name.strip().lower().removeprefix("library/").partition(":")
