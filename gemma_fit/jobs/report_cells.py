@@ -90,11 +90,22 @@ def cell(cfg: HardwareConfig, model: ResolvedModel, quant: str, ctx: int, settin
 
 
 def plan_cells(m: Matrix, im: int, iq: int, shared: dict[Any, Any]) -> Iterator[tuple[int, Cell]]:
-    """The cells of one (model, quant) plan, each with its index in the report."""
+    """The cells of one (model, quant) plan, each with its index in the report. In a compact report two contexts
+    that llama.cpp resolves to one n_ctx (0 and the trained context, 8192 and 8000) are one check: the second
+    cell is the first's with its own "ctx"."""
     model, quant = m.models[im], m.quants[iq]
+    first: dict[int, int] = {}  # resolved n_ctx -> the first context index that asked it
+    made: dict[tuple[int, int], Cell] = {}
     for ic, ctx in enumerate(m.ctxs):
+        same = ic if m.full else first.setdefault(m.settings.with_ctx(ctx).resolved_ctx(model.spec), ic)
         for ih, cfg in enumerate(m.configs):
-            yield m.index(ih, im, iq, ic), cell(cfg, model, quant, ctx, m.settings, m.engine, m.full, shared)
+            earlier = made.get((same, ih)) if same != ic else None
+            if earlier is not None and earlier["verdict"] != CELL_ERROR:
+                c = {**earlier, "ctx": ctx}
+            else:
+                c = cell(cfg, model, quant, ctx, m.settings, m.engine, m.full, shared)
+                made[(ic, ih)] = c
+            yield m.index(ih, im, iq, ic), c
 
 
 def workers_for(m: Matrix) -> int:

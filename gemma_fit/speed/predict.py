@@ -38,7 +38,7 @@ from gemma_fit.speed.links import Link, default_attachment, host_link, peer_link
 from gemma_fit.speed.load import load_bottleneck, load_seconds
 from gemma_fit.speed.prefill import handovers, prefill_seconds
 from gemma_fit.speed.traffic import Serving
-from gemma_fit.speed.work import DeviceWork, device_work, kv_read_per_token, token_work
+from gemma_fit.speed.work import DeviceWork, attended_kv, device_work, token_work
 
 
 @record
@@ -86,7 +86,7 @@ def predict_performance(plan: TensorPlan, est: MemoryEstimate, hardware: Hardwar
     attends at this position (a longer context changes none of these until the placement moves)."""
     if prompt_tokens + depth > est.n_ctx or prompt_tokens < 1:
         return _predict(plan, est, hardware, prompt_tokens, depth)  # raises SpeedInputError
-    attended = _attended(plan.model, est, max(1, depth + prompt_tokens))
+    attended = attended_kv(plan.model, est, max(1, depth + prompt_tokens))
     key = (id(plan), id(hardware), prompt_tokens, depth, est.settings.with_ctx(0), est.placement,
            tuple(d.weights_bytes for d in est.devices), attended)
     hit = _PERF.get(key)
@@ -97,23 +97,6 @@ def predict_performance(plan: TensorPlan, est: MemoryEstimate, hardware: Hardwar
         _PERF.clear()
     _PERF[key] = (plan, hardware, perf)
     return perf
-
-
-_ATTENDED: dict[tuple[int, ...], tuple[object, tuple[tuple[int, float], ...]]] = {}
-
-
-def _attended(model: ModelSpec, est: MemoryEstimate, position: int) -> tuple[tuple[int, float], ...]:
-    """kv_read_per_token as a cache key, itself cached by what it reads (the KV layout, found by identity as the
-    estimate's caches hand out one per model and settings): a report asks it for every cell."""
-    key = (id(est.kv), id(model), position, est.settings.n_parallel, est.settings.ubatch)
-    hit = _ATTENDED.get(key)
-    if hit is not None and hit[0] is est.kv:
-        return hit[1]
-    value = tuple(kv_read_per_token(model, est, position).items())
-    if len(_ATTENDED) >= _PERF_MAX:
-        _ATTENDED.clear()
-    _ATTENDED[key] = (est.kv, value)
-    return value
 
 
 def _predict(plan: TensorPlan, est: MemoryEstimate, hardware: Hardware, prompt_tokens: int,

@@ -123,6 +123,24 @@ def kv_read_per_token(model: ModelSpec, est: MemoryEstimate, position: int) -> d
     return out
 
 
+_WORK_MAX = 8192  # a report asks the same plan and placement on every GPU of a backend
+_ATTENDED: dict[tuple[int, ...], tuple[object, tuple[tuple[int, float], ...]]] = {}
+
+
+def attended_kv(model: ModelSpec, est: MemoryEstimate, position: int) -> tuple[tuple[int, float], ...]:
+    """kv_read_per_token as a cache key, itself cached by what it reads (the KV layout, found by identity as the
+    estimate's caches hand out one per model and settings): a report asks it for every cell."""
+    key = (id(est.kv), id(model), position, est.settings.n_parallel, est.settings.ubatch)
+    hit = _ATTENDED.get(key)
+    if hit is not None and hit[0] is est.kv:
+        return hit[1]
+    value = tuple(kv_read_per_token(model, est, position).items())
+    if len(_ATTENDED) >= _WORK_MAX:
+        _ATTENDED.clear()
+    _ATTENDED[key] = (est.kv, value)
+    return value
+
+
 @record
 class DeviceWork:
     """Per device (GPU index, or CPU): per-token work, prompt attention FLOPs, layers and graph nodes."""
@@ -142,14 +160,15 @@ class DeviceWork:
 
 
 _WORK: dict[tuple[object, ...], tuple[TensorPlan, DeviceWork]] = {}
-_WORK_MAX = 8192  # a report asks the same plan and placement on every GPU of a backend
 
 
 def device_work(plan: TensorPlan, est: MemoryEstimate, n_gpus: int, prompt_tokens: int, depth: int = 0) -> DeviceWork:
     """Per-token work per device, cached: it depends on the plan, the placement and the settings, never on the
     GPUs' own figures (those are the speed model's, applied after). `depth`: tokens already in the cache before the
-    prompt (a conversation's earlier turns, llama-bench -d)."""
-    key = (id(plan), est.settings, est.placement, n_gpus, prompt_tokens, depth)
+    prompt (a conversation's earlier turns, llama-bench -d). The context enters only through the KV bytes attended
+    at the prompt's end (a report asks every context of a plan on every GPU: where the placement holds, one answer)."""
+    attended = attended_kv(plan.model, est, max(1, depth + prompt_tokens))
+    key = (id(plan), est.settings.with_ctx(0), est.placement, n_gpus, prompt_tokens, depth, attended)
     hit = _WORK.get(key)
     if hit is not None and hit[0] is plan:
         return hit[1]
