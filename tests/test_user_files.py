@@ -48,3 +48,40 @@ def test_an_html_page_never_carries_a_terminal_sequence_or_bidi_mark(tmp_path: P
     assert done.returncode == 0, done.stderr
     text = page.read_text(encoding="utf-8")
     assert "\\u202e" in text and not re.search("[\x00-\x08\x0b-\x1f\u200b-\u200f\u202a-\u202e\u2066-\u2069]", text)
+
+
+@pytest.mark.parametrize("command", [
+    ["check", "--model", "9b"],
+    ["report", "--model", "9b"],
+])
+def test_html_aimed_at_the_commands_own_input_is_refused_and_the_file_kept(tmp_path: Path, command: list[str]) -> None:
+    """`--html machine.yaml` (or a link to it) would replace the user's machine file with a page."""
+    import subprocess
+    import sys
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "gemma_fit", *args], capture_output=True, text=True, check=False)
+
+    machine = tmp_path / "m.yaml"
+    text = "name: box\ngpus: [rtx-4090]\nram_gb: 64\n"
+    machine.write_text(text)
+    (tmp_path / "link.yaml").symlink_to(machine)
+    for target in (machine, tmp_path / "link.yaml"):
+        res = run(*command, "--hardware", str(machine), "--html", str(target))
+        assert res.returncode == 2, res.stderr
+        assert "read it as input" in res.stderr and len(res.stderr.splitlines()) == 1
+        assert machine.read_text() == text and (tmp_path / "link.yaml").is_symlink()
+    ok = run(*command, "--hardware", str(machine), "--html", str(tmp_path / "page.html"))
+    assert ok.returncode == 0 and (tmp_path / "page.html").read_text().startswith("<!")
+
+
+def test_synth_will_not_write_over_the_config_it_reads(tmp_path: Path) -> None:
+    from gemma_fit.base.files import note_input, refuse_input
+
+    f = tmp_path / "config.json"
+    f.write_text("{}")
+    refuse_input(f)  # not read yet: allowed
+    note_input(os.stat(f))
+    with pytest.raises(BadInput, match="read it as input"):
+        refuse_input(f)
+    write_text(f, "{}", over_input=True)  # a store that updates its own file

@@ -3,7 +3,9 @@
 A regular file is written atomically: a temporary file in the same folder, renamed over it, so a
 failure leaves the old file. Renaming over /dev/null or a pipe (`--html >(cat)`) would replace the
 device with a regular file, as root for every program on the machine: those are written in place.
-A symlink keeps pointing where it did; its target is written.
+A symlink keeps pointing where it did; its target is written. A file this process read as input (a machine,
+cluster, prices, database, config or GGUF file: `note_input`) is never written over: `--html machine.yaml` would
+replace the user's machine file with a page.
 """
 
 from __future__ import annotations
@@ -13,6 +15,25 @@ import os
 from pathlib import Path
 
 from gemma_fit.base.errors import BadInput
+
+_INPUTS: set[tuple[int, int]] = set()  # (device, inode) of each file read as input
+
+
+def note_input(st: os.stat_result) -> None:
+    """Remember a file read as input (by its status, taken from the open file): write_text refuses it."""
+    _INPUTS.add((st.st_dev, st.st_ino))
+
+
+def refuse_input(path: Path) -> None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return  # nothing there yet (or unreadable): not one of the inputs
+    if (st.st_dev, st.st_ino) in _INPUTS:
+        from gemma_fit.base.text import printable
+
+        raise BadInput(f"will not write {printable(str(path), 120)}: this command read it as input; "
+                       "give another file name")
 
 
 def new_file_mode(path: Path) -> int:
@@ -44,11 +65,14 @@ def _write_in_place(path: Path, text: str) -> None:
         f.write(text)
 
 
-def write_text(path: Path, text: str) -> None:
+def write_text(path: Path, text: str, *, over_input: bool = False) -> None:
     """Write a regular file atomically (a temporary file in the same folder, then os.replace), through
     a symlink to its target; anything else that exists (/dev/null, a pipe such as /dev/fd/63 from
-    `--html >(cat)`) is written in place, never replaced. BadInput on any failure."""
+    `--html >(cat)`) is written in place, never replaced. A file read as input is refused unless `over_input`
+    (a store that updates its own file). BadInput on any failure."""
     path = Path(path)
+    if not over_input:
+        refuse_input(path)
     try:
         if path.is_dir():
             raise IsADirectoryError(21, "is a directory")

@@ -9,6 +9,7 @@ import stat
 from pathlib import Path
 
 from gemma_fit.base.errors import BadInput, DatabaseError
+from gemma_fit.base.files import note_input
 
 # Bounds for any YAML the tool reads. The largest file in hardware_db/ and model_db/ is under 50 KB
 # with under 2,000 nodes; these are far above that and far below what could exhaust memory or time.
@@ -56,6 +57,7 @@ def read_bytes(path: Path, max_bytes: int) -> bytes:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise DatabaseError(f"{shown(path)}: cannot read: {_file_kind(st.st_mode)}, not a regular file")
+        note_input(st)
         if st.st_size > max_bytes:
             raise DatabaseError(f"{shown(path)}: too large ({st.st_size:,} bytes; at most {max_bytes:,})")
         chunks: list[bytes] = []

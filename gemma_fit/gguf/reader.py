@@ -32,6 +32,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from gemma_fit.base.files import note_input
 from gemma_fit.base.record import record
 from gemma_fit.base.text import printable
 from gemma_fit.gguf import limits
@@ -238,6 +239,7 @@ def _read_one(path: Path, shard: int = 0, budget: Budget | None = None) -> _One:
             st = os.fstat(f.fileno())
             if not stat.S_ISREG(st.st_mode):
                 raise bad_input(label, "not a regular file (a GGUF is a file on disk)")
+            note_input(st)
             file_bytes = st.st_size
             r = Reader(f, label, file_bytes, budget)
             version = _version(r)

@@ -15,7 +15,7 @@ import numpy as np
 from gguf import GGMLQuantizationType, GGUFValueType, GGUFWriter
 
 from gemma_fit.base.errors import BadInput
-from gemma_fit.base.files import new_file_mode
+from gemma_fit.base.files import new_file_mode, refuse_input
 from gemma_fit.base.text import printable
 from gemma_fit.gguf.layout import pad, synth_file_bytes, synth_metadata
 from gemma_fit.gguf.projector import ProjectorPlan, projector_metadata
@@ -41,6 +41,7 @@ def _writer_for(plan: TensorPlan, path: Path) -> GGUFWriter:
 def write_synthetic_gguf(plan: TensorPlan, out: Path) -> int:
     """Write the zero-weight file for `plan` to `out`; return its size in bytes."""
     out = Path(out)
+    refuse_input(out)
     if out.is_dir():
         raise BadInput(f"output path is a folder: {out}")
     if out.exists() and not out.is_file():

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from gemma_fit.base.errors import BadInput, DatabaseError
+from gemma_fit.base.files import note_input
 from gemma_fit.db.files import shown as _shown
 from gemma_fit.db.files import stat_path
 from gemma_fit.db.yaml_files import read_yaml
@@ -83,9 +84,11 @@ def _read_bounded(path: Path) -> bytes:
     except OSError as exc:
         raise BadInput(f"cannot read {_shown(path)}: {exc.strerror or exc}") from None
     with os.fdopen(fd, "rb") as f:
-        mode = os.fstat(f.fileno()).st_mode
+        st = os.fstat(f.fileno())
+        mode = st.st_mode
         if not stat.S_ISREG(mode):
             raise _not_regular(path, mode)
+        note_input(st)
         try:
             data = f.read(MAX_CONFIG_BYTES + 1)
         except OSError as exc:
