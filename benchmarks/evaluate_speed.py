@@ -161,9 +161,9 @@ def hardware_for(r: dict[str, Any]) -> Any:
         if backend == "cpu" and not r["machine"].startswith("cpu"):  # a CPU of cpus.yaml, CPU only (-ngl 0)
             hw = hardware_of(["cpu"], None, (), MachineFlags(ram_gb=64, cpu=r["machine"], threads=r["threads"],
                                                               sockets=r.get("sockets")))
-        else:
+        else:  # an AMDVLK run on its own driver's figures (--vulkan-driver amdvlk)
             hw = hardware_of([r["machine"]], backend if backend != "cpu" else None, (),
-                             MachineFlags(threads=r["threads"]) if r["threads"] else None)
+                             MachineFlags(threads=r["threads"] or None, vulkan_driver="amdvlk" if amdvlk(r) else None))
     except (GemmaFitError, ValueError) as exc:
         r["skipped"], r["hardware"] = str(exc)[:120], None
         return None

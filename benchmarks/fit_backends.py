@@ -12,7 +12,8 @@ predictions); the fitted figure is the median over machines of each machine's me
 - group (e.g. `vulkan-amd`), where the llama-bench table has no runs of that group, from all its chips.
 A backend that multiplies a batch's experts one by one from the host (SYCL: calibration.HOST_EXPERT_LOOP) gets its
 seconds per expert product from its mixture-of-experts prompt runs (`expert_loop`), once its dense runs have set the
-matrix rate. AMDVLK runs (AMD's discontinued Vulkan driver; distributions ship Mesa's RADV) are not fitted on.
+matrix rate. AMDVLK runs (AMD's discontinued Vulkan driver; distributions ship Mesa's RADV) are fitted in groups of
+their own (`vulkan-amd/amdvlk@gfx1151`), which only `--vulkan-driver amdvlk` reads.
 
     python benchmarks/fit_backends.py           # fitted figures, errors before / in-sample / leave-one-machine-out
     python benchmarks/fit_backends.py --write   # model_db/llamacpp/speed_published.yaml
@@ -59,7 +60,8 @@ MAX_RATE_PROMPT = 2048
 
 
 def excluded(r: dict[str, Any]) -> bool:
-    return ev.amdvlk(r)
+    """Rows no figure is fitted on (none now: AMDVLK runs have groups of their own)."""
+    return False
 
 
 def _gpu(r: dict[str, Any]) -> Any:
@@ -85,6 +87,9 @@ def group_of(r: dict[str, Any]) -> tuple[str, str, str | None] | None:
     # (an Apple GPU's decode is fitted per architecture by the llama-bench fit already: its prompts are not)
     name = g.compute_capability if kind == "decode" else cal.chip_of(g)
     chip = f"{group}@{name}" if name and (g.unified_memory or not _arch_measured(g)) else None
+    if g.vulkan_driver:  # a driver fitted apart: its own group and chip
+        group = cal.driver_group(group, g)
+        chip = f"{group}@{name}" if name else None
     return kind, group, chip
 
 

@@ -53,8 +53,8 @@ def run_check(*, model: str | None, gpu: list[str] | None, quant: str | None, gg
               kv_cache_dtype: str | None, batch_size: int | None, max_new_tokens: int | None,
               cache_implementation: str | None, backend: str | None, ram: float | None, ram_type: str | None,
               ram_channels: int | None, cpu: str | None, cores: int | None, threads: int | None,
-              sockets: int | None, numa: str | None, power_mode: str | None, disk: str | None,
-              reserve: float | None, mtp: bool, draft: str | None, draft_max: int | None,
+              sockets: int | None, numa: str | None, power_mode: str | None, vulkan_driver: str | None,
+              disk: str | None, reserve: float | None, mtp: bool, draft: str | None, draft_max: int | None,
               acceptance: float | None) -> int:
     """`gemma-fit check` with its options' values (cli.app.check's parameters, by name); the exit status."""
     settings = run_settings(ctx=ctx if ctx is not None else 0, batch=batch, ubatch=ubatch,
@@ -73,6 +73,7 @@ def run_check(*, model: str | None, gpu: list[str] | None, quant: str | None, gg
                        workload=workload(prompt_tokens, output_tokens, rate, images, mmproj), backend=backend,
                        machine=machine_flags(ram=ram, ram_type=ram_type, ram_channels=ram_channels, cores=cores,
                                              threads=threads, sockets=sockets, numa=numa, disk=disk,
-                                             reserve=reserve, cpu=cpu, power_mode=power_mode),
+                                             reserve=reserve, cpu=cpu, power_mode=power_mode,
+                                             vulkan_driver=vulkan_driver),
                        margin_gib=margin, options=options, catalog=state.catalog())
     return answer(result, as_json, html)

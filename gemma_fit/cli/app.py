@@ -65,6 +65,7 @@ from gemma_fit.cli.options import (
     ThreadsOpt,
     UbatchOpt,
     UnifiedOpt,
+    VulkanDriverOpt,
     tokens,
 )
 from gemma_fit.cli.recommend import buy_command, recommend_command
@@ -229,6 +230,7 @@ def check(
     sockets: SocketsOpt = None,
     numa: NumaOpt = None,
     power_mode: PowerModeOpt = None,
+    vulkan_driver: VulkanDriverOpt = None,
     disk: DiskOpt = None,
     reserve: ReserveOpt = None,
     mtp: MtpOpt = False,

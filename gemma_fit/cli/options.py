@@ -125,6 +125,9 @@ NumaOpt = Annotated[str | None, typer.Option(
 PowerModeOpt = Annotated[str | None, typer.Option(
     "--power-mode", help="A Jetson's nvpmodel mode (MAXN, MODE_30W, 25W ...; nvpmodel -q prints yours). \\[default: "
     "the database's clocks, which the answer names]", rich_help_panel=MACHINE)]
+VulkanDriverOpt = Annotated[str | None, typer.Option(
+    "--vulkan-driver", help="An AMD GPU's Vulkan driver: radv (Mesa's) or amdvlk (AMD's, discontinued; slower at "
+    "prompts; vulkaninfo's driverName says which). \\[default: radv]", rich_help_panel=MACHINE)]
 DiskOpt = Annotated[str | None, typer.Option("--disk", help="The model's drive: nvme-gen5, nvme-gen4, nvme-gen3, "
                                              "sata-ssd, hdd ... (load time). \\[default: the machine's; else "
                                              "nvme-gen4]", rich_help_panel=MACHINE)]

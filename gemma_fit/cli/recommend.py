@@ -38,6 +38,7 @@ from gemma_fit.cli.options import (
     SocketsOpt,
     ThreadsOpt,
     UbatchOpt,
+    VulkanDriverOpt,
     tokens,
 )
 from gemma_fit.cli.values import (
@@ -87,6 +88,7 @@ def recommend_command(
     sockets: SocketsOpt = None,
     numa: NumaOpt = None,
     power_mode: PowerModeOpt = None,
+    vulkan_driver: VulkanDriverOpt = None,
     disk: DiskOpt = None,
     reserve: ReserveOpt = None,
     as_json: JsonOpt = False,
@@ -107,7 +109,8 @@ def recommend_command(
                         backend=backend, machine=machine_flags(ram=ram, ram_type=ram_type, ram_channels=ram_channels,
                                                                cores=cores, threads=threads, sockets=sockets,
                                                                numa=numa, power_mode=power_mode, disk=disk,
-                                                               reserve=reserve, cpu=cpu),
+                                                               reserve=reserve, cpu=cpu,
+                                                               vulkan_driver=vulkan_driver),
                         catalog=state.catalog())
     doc = api.to_json(rec)
     if as_json:

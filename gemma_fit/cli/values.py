@@ -51,8 +51,10 @@ def workload(prompt_tokens: int = PROMPT_TOKENS, output_tokens: int | None = Non
 def machine_flags(*, ram: float | None = None, ram_type: str | None = None, ram_channels: int | None = None,
                   cores: int | None = None, threads: int | None = None, disk: str | None = None,
                   reserve: float | None = None, cpu: str | None = None, sockets: int | None = None,
-                  numa: str | None = None, power_mode: str | None = None) -> MachineFlags:
-    return MachineFlags(ram, ram_type, ram_channels, cores, threads, disk, reserve, cpu, sockets, numa, power_mode)
+                  numa: str | None = None, power_mode: str | None = None,
+                  vulkan_driver: str | None = None) -> MachineFlags:
+    return MachineFlags(ram, ram_type, ram_channels, cores, threads, disk, reserve, cpu, sockets, numa, power_mode,
+                        vulkan_driver)
 
 
 def speculative_ask(mtp: bool, draft: str | None, draft_max: int | None, acceptance: float | None) -> Any:

@@ -74,8 +74,9 @@ FILE_KINDS: dict[str, type[BaseModel]] = {
 }
 
 
-# GPUSpec fields worked out from the entry rather than copied from a field of the same name.
-_DERIVED_SPEC_FIELDS = frozenset({"nvlink_sxm"})
+# GPUSpec fields worked out from the entry rather than copied from a field of the same name, or set by a flag
+# (--vulkan-driver) rather than by the database.
+_DERIVED_SPEC_FIELDS = frozenset({"nvlink_sxm", "vulkan_driver"})
 # The rest are copied as they are: a field declared in both GPUEntry and GPUSpec needs no code here.
 _COPIED_SPEC_FIELDS = tuple(f.name for f in fields(GPUSpec) if f.name not in _DERIVED_SPEC_FIELDS)
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from gemma_fit.base.errors import BadInput
 from gemma_fit.base.ranges import check_optional
 from gemma_fit.base.record import record
+from gemma_fit.base.text import printable
 from gemma_fit.hardware.power import PowerModes, with_power_mode
 from gemma_fit.hardware.snapshot import known_hardware
 from gemma_fit.hardware.spec import GIB, NUMA_MODES, CPUSpec, Hardware
@@ -36,6 +37,7 @@ class MachineFlags:
     sockets: int | None = None  # CPU sockets; --cpu, --cores and --ram-channels are per socket
     numa: str | None = None  # llama.cpp's --numa mode (NUMA_MODES)
     power_mode: str | None = None  # a Jetson's nvpmodel mode (hardware_db/power_modes.yaml)
+    vulkan_driver: str | None = None  # an AMD GPU's Vulkan driver: radv (Mesa's, the default) or amdvlk
 
     def given(self) -> bool:
         return any(v is not None for v in vars(self).values())
@@ -125,9 +127,30 @@ def power_modes(extra: tuple[Path, ...] = ()) -> dict[str, PowerModes]:
     return power_modes_table(load_hardware_db(extra).power_modes)
 
 
+VULKAN_DRIVERS = ("radv", "amdvlk")  # Mesa's RADV, what distributions ship, and AMD's AMDVLK (discontinued 2025)
+
+
+def with_vulkan_driver(hw: Hardware, driver: str | None) -> Hardware:
+    """AMD GPUs run through Vulkan on this driver (--vulkan-driver): AMDVLK's speed figures are its own."""
+    if driver is None:
+        return hw
+    chosen = driver.strip().lower()
+    if chosen not in VULKAN_DRIVERS:
+        raise BadInput(f"--vulkan-driver {printable(driver, 40)}: give radv (Mesa's, the default) or amdvlk (AMD's)")
+    amd = [g for g in hw.gpus if g.vendor == "amd" and g.backend == "vulkan"]
+    if not amd:
+        raise BadInput(f"--vulkan-driver {chosen}: needs an AMD GPU run through Vulkan "
+                       "(--backend vulkan)")
+    value = None if chosen == "radv" else chosen
+    gpus = tuple(replace(g, vulkan_driver=value) if g in amd else g for g in hw.gpus)
+    note = (f"Vulkan on AMD's {chosen.upper()} driver (--vulkan-driver): its own published speed figures where it has "
+            "them" if value else "Vulkan on Mesa's RADV driver (--vulkan-driver)")
+    return replace(hw, gpus=gpus, notes=(*hw.notes, note))
+
+
 def with_machine_flags(hw: Hardware, flags: MachineFlags, extra: tuple[Path, ...] = ()) -> Hardware:
     """The hardware with what the flags say in place of what was assumed or probed."""
-    hw = with_power_mode(hw, flags.power_mode, power_modes(extra))
+    hw = with_vulkan_driver(with_power_mode(hw, flags.power_mode, power_modes(extra)), flags.vulkan_driver)
     if not flags.given():
         return hw
     _check_counts(flags)

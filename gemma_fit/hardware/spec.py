@@ -90,6 +90,10 @@ class GPUSpec:
     # GeForce: tensor math with FP32 accumulation (every BF16 GEMM) runs at half fp16_tensor_tflops, the FP16-accumulate
     # rate; data-centre and workstation cards run both at full rate
     fp32_accumulate_half_rate: bool = False
+    # an AMD GPU through Vulkan on AMD's own AMDVLK driver ("amdvlk", --vulkan-driver), discontinued in 2025 and
+    # slower than Mesa's RADV at prompts: its speed figures are its own (speed.calibration); None: RADV, what
+    # distributions ship
+    vulkan_driver: str | None = None
 
 
 def with_rated_figures(probed: GPUSpec, rated: GPUSpec | None) -> GPUSpec:

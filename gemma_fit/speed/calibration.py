@@ -73,11 +73,18 @@ def chip_of(gpu: GPUSpec) -> str | None:
     return gpu.compute_capability or (gpu.arch if gpu.backend == "metal" or gpu.vendor == "intel" else None)
 
 
+def driver_group(group: str, gpu: GPUSpec) -> str:
+    """The group of a GPU on a driver whose runs are fitted apart (AMDVLK: `vulkan-amd/amdvlk`), else the group."""
+    return f"{group}/{gpu.vulkan_driver}" if gpu.vulkan_driver and gpu.backend == "vulkan" else group
+
+
 def published_efficiency(kind: str, group: str, gpu: GPUSpec) -> tuple[float, str] | None:
-    """The efficiency fitted on published Gemma runs of this chip, else of this group; None where there are none."""
+    """The efficiency fitted on published Gemma runs of this chip, else of this group (on its own driver first, then
+    the usual one's); None where there are none."""
     table = published_groups().get(kind) or {}
     chip = chip_of(gpu)
-    keys = ([f"{group}@{chip}"] if chip else []) + [group]
+    groups = dict.fromkeys((driver_group(group, gpu), group))
+    keys = [k for g in groups for k in ([f"{g}@{chip}"] if chip else []) + [g]]
     for key in keys:
         e = table.get(key)
         if e:
