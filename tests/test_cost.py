@@ -105,3 +105,20 @@ def test_two_default_electricity_prices_are_one_problem() -> None:
     proc = subprocess.run([*CLI, "db", "validate", str(DB), str(builtin)], capture_output=True, text=True, timeout=300,
                           check=False)
     assert proc.returncode != 0 and "a second default electricity price" in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize(("typed", "tokens"), [("20M", 20_000_000), ("2.5M", 2_500_000), ("500k", 500_000),
+                                               ("1G", 1_000_000_000), ("1000", 1000)])
+def test_a_daily_volume_is_decimal_as_api_prices_count_it(typed: str, tokens: int) -> None:
+    """--tokens-per-day 1M is a million tokens (what a hosted API's price per 1M counts), not 2^20."""
+    from gemma_fit.cli.values import volume_count
+
+    assert volume_count(typed) == tokens
+
+
+@pytest.mark.parametrize("typed", ["1.5", "abc", "-5", "1.0000001M", "5 T"])
+def test_a_daily_volume_that_is_not_one_is_refused(typed: str) -> None:
+    from gemma_fit.cli.values import volume_count
+
+    with pytest.raises(ValueError, match="token"):
+        volume_count(typed)

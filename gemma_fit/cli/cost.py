@@ -11,7 +11,7 @@ import typer
 from gemma_fit import api
 from gemma_fit.base.files import write_text
 from gemma_fit.cli import state
-from gemma_fit.cli.options import GpuOpt, HardwareOpt, tokens
+from gemma_fit.cli.options import GpuOpt, HardwareOpt, tokens, volume
 
 
 def cost_command(
@@ -19,8 +19,9 @@ def cost_command(
     quant: Annotated[str | None, typer.Option("--quant", "-q", help="File type. \\[default: Q4_K_M]")] = None,
     gpu: GpuOpt = None,
     hardware: HardwareOpt = None,
-    tokens_per_day: Annotated[int | None, typer.Option("--tokens-per-day", parser=tokens, metavar="N[k]",
-                                                       help="Generated tokens a day.")] = None,
+    tokens_per_day: Annotated[int | None, typer.Option("--tokens-per-day", parser=volume, metavar="N[k|M]",
+                                                       help="Generated tokens a day (k = x1000, M = x1,000,000, "
+                                                            "as API prices count them).")] = None,
     users: Annotated[int | None, typer.Option("--users", help="Users (concurrent requests), with "
                                               "--tokens-per-request.")] = None,
     tokens_per_request: Annotated[int | None, typer.Option("--tokens-per-request", parser=tokens, metavar="N[k]",

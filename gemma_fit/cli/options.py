@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from gemma_fit.cli.values import token_count
+from gemma_fit.cli.values import token_count, volume_count
 
 LLAMA = "llama.cpp options"  # help panels: what a reader looks for together
 MACHINE = "The machine (instead of probing or assuming it)"
@@ -26,6 +26,14 @@ def tokens(value: str) -> int:
     """A token count as typed (cli.values.token_count), as typer's parser: a bad one is typer's usage error."""
     try:
         return token_count(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+def volume(value: str) -> int:
+    """A daily token volume as typed (cli.values.volume_count: k = x1000, M = x1,000,000)."""
+    try:
+        return volume_count(value)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
 

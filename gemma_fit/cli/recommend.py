@@ -40,6 +40,7 @@ from gemma_fit.cli.options import (
     UbatchOpt,
     VulkanDriverOpt,
     tokens,
+    volume,
 )
 from gemma_fit.cli.values import (
     BATCH,
@@ -144,8 +145,8 @@ def buy_command(
     as_json: JsonOpt = False,
     html: HtmlOpt = None,
     tokens_per_day: Annotated[int | None, typer.Option(
-        "--tokens-per-day", parser=tokens, metavar="N[k]",
-        help="A daily volume (k = x1024): the first option's whole cost beside renting and hosted APIs "
+        "--tokens-per-day", parser=volume, metavar="N[k|M]",
+        help="A daily volume (k = x1000, M = x1,000,000): the first option's whole cost beside renting and hosted APIs "
                                  "(as gemma-fit cost), first in the answer and the --html page.")] = None,
 ) -> None:
     """The hardware to buy for a Gemma model, context and speed: cheapest first, with price, power and speed."""

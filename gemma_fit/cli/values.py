@@ -30,6 +30,25 @@ def token_count(value: str) -> int:
     return int(m.group(1)) * (1024 if m.group(2) else 1)
 
 
+_VOLUME = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)\s*$")
+_SCALE = {"": 1, "k": 1_000, "m": 1_000_000, "g": 1_000_000_000}
+
+
+def volume_count(value: str) -> int:
+    """A daily token volume as typed: 20000000, 20M, 2.5M, 500k. Decimal, as hosted APIs price per million tokens
+    (a context's k is x1024: token_count)."""
+    m = _VOLUME.match(str(value))
+    if m is None or len(m.group(1)) > 30:
+        raise ValueError(f"'{value[:40]}' is not a token volume (a whole number, or with k or M: 500k, 2.5M)")
+    digits, scale = m.group(1), _SCALE[m.group(2).lower()]
+    if "." not in digits:
+        return int(digits) * scale
+    number = float(digits) * scale
+    if number != int(number):
+        raise ValueError(f"'{value}' is not a whole number of tokens")
+    return int(number)
+
+
 def run_settings(*, ctx: int = CTX, batch: int = BATCH, ubatch: int = UBATCH, parallel: int = PARALLEL,
                  flash_attn: str = FLASH_ATTN, cache_type_k: str = CACHE_TYPE_K, cache_type_v: str = CACHE_TYPE_V,
                  n_gpu_layers: str = N_GPU_LAYERS, swa_full: bool = False, kv_unified: bool = False,
