@@ -43,7 +43,6 @@ from gemma_fit.cli.options import (
     ThreadsOpt,
     UbatchOpt,
     UnifiedOpt,
-    VulkanDriverOpt,
     tokens,
 )
 from gemma_fit.cli.values import (
@@ -102,7 +101,6 @@ def report_command(
     sockets: SocketsOpt = None,
     numa: NumaOpt = None,
     power_mode: PowerModeOpt = None,
-    vulkan_driver: VulkanDriverOpt = None,
     disk: DiskOpt = None,
     reserve: ReserveOpt = None,
     n_cpu_moe: NCpuMoeOpt = 0,
@@ -149,8 +147,7 @@ def report_command(
                             hardware_files=hardware or [], engine=engine, what_to_buy=html is not None,
                             machine=machine_flags(ram=ram, ram_type=ram_type, ram_channels=ram_channels, cores=cores,
                                                   threads=threads, sockets=sockets, numa=numa, disk=disk,
-                                                  reserve=reserve, cpu=cpu, power_mode=power_mode,
-                                                  vulkan_driver=vulkan_driver),
+                                                  reserve=reserve, cpu=cpu, power_mode=power_mode),
                             progress=on_progress, catalog=state.catalog())
     if html is not None:
         write_text(html, api.report_page(report))
