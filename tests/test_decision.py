@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gemma_fit.engines.decision import QUALITY_RESOLUTION, Option, best, rank
+from gemma_fit.engines.decision import QUALITY_RESOLUTION, Option, best, best_sound, rank
 from gemma_fit.gguf.quality import Quality
 from gemma_fit.jobs.check import hardware_of
 from gemma_fit.jobs.recommend import Needs, recommend
@@ -61,6 +61,17 @@ def test_no_offloaded_or_low_bit_plan_above_a_sound_plan_at_a_usable_speed(rows:
     kept = {r.option.item for r in ranked}
     for o in options:  # every plan is ranked but a model's 2-3-bit plans beside a 4-bit one
         assert (o.item in kept) == (not o.low_bit or not any(x.model == o.model and not x.low_bit for x in options))
+
+
+@given(st.lists(st.tuples(st.sampled_from([50.0, 50.3, 60.0, None]), st.sampled_from([5.0, 20.0, 40.0]), st.booleans(),
+                          st.sampled_from([2.6, 4.5, 8.5]), st.sampled_from(["a", "b"])), min_size=1, max_size=12))
+def test_best_over_the_sound_and_fast_class_is_best_over_all(rows: list[tuple]) -> None:  # type: ignore[type-arg]
+    """A report builds its offloaded cells' options only when no cell on the GPU is sound and fast enough: the
+    answer, its reason and its tie count are then the same."""
+    options = [opt(f"{i}", q, d, bits=b, on_gpu=g, model=m) for i, (q, d, g, b, m) in enumerate(rows)]
+    sound = best_sound([o for o in options if o.on_gpu], 10)
+    assert sound is None or sound == best(options, 10)
+    assert (sound is None) == (not any(o.sound and o.decode >= 10 for o in options))
 
 
 def test_report_best_on_a_24gb_card_is_q4_on_the_gpu_not_q8_offloaded() -> None:

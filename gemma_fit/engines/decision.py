@@ -81,6 +81,14 @@ def best(options: Sequence[Option[T]], min_tps: float, prefer: str = "quality") 
     return _first(pool, min_tps, prefer) if pool else None
 
 
+def best_sound(options: Sequence[Option[T]], min_tps: float, prefer: str = "quality") -> Ranked[T] | None:
+    """best() over the options that are sound and reach the floor (rules 1 and 2's first class); None when none is.
+    When there is one, that class is best()'s tier whatever else is offered: a caller whose other options can be
+    neither (a report's offloaded cells) gets best() over all without building those."""
+    top = [o for o in options if o.sound and o.decode >= min_tps]
+    return best(top, min_tps, prefer) if top else None
+
+
 def _first(left: Sequence[Option[T]], min_tps: float, prefer: str) -> Ranked[T]:
     """The best of the options left, with its reason."""
     tier = _first_tier(left, min_tps)

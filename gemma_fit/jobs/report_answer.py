@@ -10,7 +10,7 @@ from functools import cache
 from typing import Any
 
 from gemma_fit.db.catalog import BUILTIN, Catalog
-from gemma_fit.engines.decision import Option, best, rank
+from gemma_fit.engines.decision import Option, Ranked, best, best_sound, rank
 from gemma_fit.gguf.quality import Quality, quality
 from gemma_fit.gguf.types import file_type
 from gemma_fit.hardware.prices import current_price, price_table, prices_as_of
@@ -41,6 +41,14 @@ def _option(c: dict[str, Any], has_gpu: bool) -> Option[dict[str, Any]]:
                   "the GPU" if has_gpu else "system memory")
 
 
+def _best(cells: list[dict[str, Any]], has_gpu: bool) -> Ranked[dict[str, Any]] | None:
+    """The best cell of a hardware config by the decision rule: among the cells that run on the GPU when one of them
+    is sound and fast enough (then no offloaded cell can win or count), else among all (a report has ~2,600 a config).
+    """
+    runs = best_sound([_option(c, has_gpu) for c in cells if c["verdict"] in RUNS], USABLE_TPS)
+    return runs if runs is not None else best([_option(c, has_gpu) for c in cells], USABLE_TPS)
+
+
 def _config_price(gpus: list[str], table: dict[str, Any], today: date) -> tuple[float, str] | None:
     total, dates = 0.0, []
     for g in gpus:
@@ -67,8 +75,7 @@ def report_answer(report: dict[str, Any], catalog: Catalog = BUILTIN) -> dict[st
             by_combo.setdefault((c["model"], c["quant"], c["ctx"]), []).append(c)
     names = {h["key"]: h["name"] for h in report["hardware"]}
     tops = {id(b.option): b for h in report["hardware"]
-            if (b := best([_option(c, bool(h["gpus"])) for c in by_hardware.get(h["key"], [])], USABLE_TPS))
-            is not None}
+            if (b := _best(by_hardware.get(h["key"], []), bool(h["gpus"]))) is not None}
     rows = []
     # the hardware in the order of their best cells by the same rule; each says why its cell is its best
     for r in rank([b.option for b in tops.values()], USABLE_TPS):
