@@ -245,3 +245,13 @@ def test_an_explicit_parallel_1_is_vllms_max_num_seqs_1() -> None:
     base = ("check", "--gpu", "h100-sxm", "--model", "9b", "--engine", "vllm", "--quant", "bf16")
     assert "--max-num-seqs 1 " in cli(*base, "--parallel", "1").stdout
     assert "--max-num-seqs 1024" in cli(*base).stdout  # unset: vLLM's own default for the GPU
+
+
+@pytest.mark.parametrize(("args", "hint"), [
+    (("--cache-type-k", "q8"), "did you mean q8_0?"),
+    (("--cache-type-v", "f61"), "did you mean f16"),
+    (("--flash-attn", "of"), "did you mean off?"),
+])
+def test_llama_cpp_flag_values_get_a_suggestion(args: tuple[str, ...], hint: str) -> None:
+    done = cli("check", "--gpu", "rtx-4090", "--model", "9b", *args)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and hint in done.stderr, done.stderr

@@ -128,6 +128,9 @@ class RunSettings:
     def from_flags(cls, *, n_gpu_layers: str = "auto", flash_attn: str = "auto", **values: object) -> RunSettings:
         """The settings from llama.cpp's flags as typed: -ngl and -fa parsed as llama.cpp parses them, the rest
         by field name (n_ctx, n_batch, override_tensor ...)."""
+        for flag, key in (("--cache-type-k", "cache_type_k"), ("--cache-type-v", "cache_type_v")):
+            if key in values:
+                check_cache_type(flag, str(values[key]))
         return cls(n_gpu_layers=parse_n_gpu_layers(n_gpu_layers), flash_attn=parse_flash_attn(flash_attn),
                    **values)  # type: ignore[arg-type]
 
@@ -138,6 +141,16 @@ _FIELDS = tuple(f.name for f in fields(RunSettings))
 def is_llama_cpp(engine: str) -> bool:
     """--engine names that mean llama.cpp itself (the default path, not an engine plan)."""
     return engine.strip().lower() in ("llama.cpp", "llamacpp", "llama-cpp")
+
+
+def check_cache_type(flag: str, value: str) -> None:
+    """A -ctk / -ctv value llama.cpp accepts, else one line naming them, with the closest."""
+    if value.lower() not in CACHE_TYPES:
+        from gemma_fit.base.suggest import did_you_mean
+        from gemma_fit.base.text import printable
+
+        raise BadInput(f"{flag} {printable(value, 40)} is not a llama.cpp cache type ({', '.join(CACHE_TYPES)})"
+                       f"{did_you_mean(value.lower(), CACHE_TYPES)}")
 
 
 def parse_n_gpu_layers(value: str) -> int | None:
@@ -155,7 +168,11 @@ def parse_flash_attn(value: str) -> FlashAttn:
     for choice in FLASH_ATTN_CHOICES:
         if value.lower() == choice:
             return choice
-    raise BadInput(f"--flash-attn {value.lower()} must be auto, on or off")
+    from gemma_fit.base.suggest import did_you_mean
+    from gemma_fit.base.text import printable
+
+    raise BadInput(f"--flash-attn {printable(value.lower(), 40)} must be auto, on or off"
+                   f"{did_you_mean(value.lower(), FLASH_ATTN_CHOICES)}")
 
 
 MAX_OVERRIDE_LAYERS = 4096  # llama_max_tensor_buft_overrides(): one override per layer
@@ -203,8 +220,7 @@ def _validate(s: RunSettings, model: ModelSpec) -> RunSettings:
     if s.n_parallel > 256:
         raise BadInput(f"--parallel {s.n_parallel} is more than llama.cpp's 256 sequences")
     for flag, t in (("--cache-type-k", s.cache_type_k), ("--cache-type-v", s.cache_type_v)):
-        if t.lower() not in CACHE_TYPES:
-            raise BadInput(f"{flag} {t} is not a llama.cpp cache type ({', '.join(CACHE_TYPES)})")
+        check_cache_type(flag, t)
     if s.flash_attn not in ("auto", "on", "off"):
         raise BadInput(f"--flash-attn {s.flash_attn} must be auto, on or off")
     if s.flash_attn == "off" and s.type_v.is_quantized:
