@@ -84,4 +84,3 @@ def test_synth_will_not_write_over_the_config_it_reads(tmp_path: Path) -> None:
     note_input(os.stat(f))
     with pytest.raises(BadInput, match="read it as input"):
         refuse_input(f)
-    write_text(f, "{}", over_input=True)  # a store that updates its own file

@@ -65,14 +65,13 @@ def _write_in_place(path: Path, text: str) -> None:
         f.write(text)
 
 
-def write_text(path: Path, text: str, *, over_input: bool = False) -> None:
+def write_text(path: Path, text: str) -> None:
     """Write a regular file atomically (a temporary file in the same folder, then os.replace), through
     a symlink to its target; anything else that exists (/dev/null, a pipe such as /dev/fd/63 from
-    `--html >(cat)`) is written in place, never replaced. A file read as input is refused unless `over_input`
-    (a store that updates its own file). BadInput on any failure."""
+    `--html >(cat)`) is written in place, never replaced. A file read as input is refused. BadInput on any
+    failure."""
     path = Path(path)
-    if not over_input:
-        refuse_input(path)
+    refuse_input(path)
     try:
         if path.is_dir():
             raise IsADirectoryError(21, "is a directory")

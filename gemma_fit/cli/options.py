@@ -9,6 +9,7 @@ short flags and help are defined here only. Token counts take k/K (x 1024): --ct
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -22,20 +23,21 @@ SERVING = "Many requests (serving)"
 ENGINES = "Other engines (--engine vllm, ollama, transformers)"
 OUTPUT = "Output"
 
-def tokens(value: str) -> int:
-    """A token count as typed (cli.values.token_count), as typer's parser: a bad one is typer's usage error."""
-    try:
-        return token_count(value)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
+def _option_parser(parse: Callable[[str], int], doc: str) -> Callable[[str], int]:
+    """`parse` as typer's parser: its ValueError is typer's usage error (one line, exit 2)."""
+    def parser(value: str) -> int:
+        try:
+            return parse(value)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+
+    parser.__doc__ = doc
+    return parser
 
 
-def volume(value: str) -> int:
-    """A daily token volume as typed (cli.values.volume_count: k = x1000, M = x1,000,000)."""
-    try:
-        return volume_count(value)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
+tokens = _option_parser(token_count, "A token count as typed (cli.values.token_count: k = x1024).")
+volume = _option_parser(volume_count, "A daily token volume as typed (cli.values.volume_count: k = x1000, "
+                                      "M = x1,000,000).")
 
 
 def _tokens_opt(*names: str, help: str, panel: str | None = None) -> typer.models.OptionInfo:

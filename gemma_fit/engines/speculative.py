@@ -28,7 +28,7 @@ from gemma_fit.hardware.spec import Hardware
 from gemma_fit.memory.estimate import estimate_memory
 from gemma_fit.memory.fit import LLAMA_DRAFT_MAX
 from gemma_fit.memory.settings import RunSettings, Speculative, pad_to
-from gemma_fit.model.catalog import ResolvedModel, resolve_model
+from gemma_fit.model.catalog import ResolvedModel, library_tag, resolve_model
 
 MAX_DRAFT = 64
 VERIFY_REREAD = 0.0
@@ -87,10 +87,7 @@ NUMBERS_ALONE = "--draft-max and --acceptance go with --mtp or --draft MODEL"
 
 def _parse_draft(text: str) -> tuple[str, str | None]:
     """--draft MODEL[:QUANT], or an Ollama library tag (gemma3:270m, gemma3:270m-it-q8_0) as its model and quant."""
-    from gemma_fit.model.catalog import model_cards
-    from gemma_fit.model.ollama_names import tag_parts
-
-    tag = tag_parts(text, model_cards().values()) if ":" in text else None
+    tag = library_tag(text)
     if tag is not None:
         return tag
     name, _, quant = text.partition(":")

@@ -48,10 +48,9 @@ def gguf_model(path: Path) -> tuple[ResolvedModel, TensorPlan]:
 def spelled_tag_quant(model: str, quant: str | None) -> str | None:
     """The quant a library tag spells in its name (gemma4:31b-it-q8_0), checked against --quant as tag_quant does;
     `quant` itself for any other name."""
-    from gemma_fit.model.catalog import model_cards
-    from gemma_fit.model.ollama_names import tag_parts
+    from gemma_fit.model.catalog import library_tag
 
-    parts = tag_parts(model, model_cards().values()) if ":" in model else None
+    parts = library_tag(model)
     if parts is None or parts[1] is None:
         return quant
     from gemma_fit.gguf.types import file_type

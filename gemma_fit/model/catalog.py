@@ -102,6 +102,12 @@ def model_cards() -> dict[str, ModelCard]:
     return snapshot("models", dict, _build_cards)
 
 
+def library_tag(name: str) -> tuple[str, str | None] | None:
+    """(model id, quant or None for the tag's default) of an Ollama library tag of a built-in model (gemma3:27b,
+    gemma4:31b-it-q8_0); None when `name` is not one."""
+    return tag_parts(name, model_cards().values()) if ":" in name else None
+
+
 def name_key(raw: str) -> str:
     """A typed model name as the database spells ids: lower case, `_` and spaces as `-`, no `google/` or `-it`,
     and the generation split from the family as Hugging Face writes it (gemma3-27b -> gemma-3-27b)."""
@@ -146,8 +152,8 @@ def resolve_model(name: str, extra_dirs: tuple[Path, ...] = ()) -> ResolvedModel
     if found is not None:
         entry, how = found
         return ResolvedModel(entry_spec(entry), entry.id, how, extra_dirs)
-    if ":" in raw and not extra_dirs:
-        parts = tag_parts(raw, model_cards().values())
+    if not extra_dirs:
+        parts = library_tag(raw)
         if parts is not None:
             card = model_cards()[parts[0].lower()]
             return ResolvedModel(card.spec, card.id, f"Ollama tag '{raw}' -> {card.id}")

@@ -83,8 +83,8 @@ def published_efficiency(kind: str, group: str, gpu: GPUSpec) -> tuple[float, st
     the usual one's); None where there are none."""
     table = published_groups().get(kind) or {}
     chip = chip_of(gpu)
-    groups = dict.fromkeys((driver_group(group, gpu), group))
-    keys = [k for g in groups for k in ([f"{g}@{chip}"] if chip else []) + [g]]
+    own = driver_group(group, gpu)
+    keys = [k for g in ((own, group) if own != group else (group,)) for k in ([f"{g}@{chip}"] if chip else []) + [g]]
     for key in keys:
         e = table.get(key)
         if e:
