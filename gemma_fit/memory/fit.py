@@ -11,7 +11,7 @@ from gemma_fit.base.units import fmt_bytes
 from gemma_fit.base.verdict import Verdict
 from gemma_fit.gguf.tensors import TensorPlan
 from gemma_fit.hardware.spec import MAX_GPUS_PER_CONTEXT, MAX_HOST_RAM_BYTES, GPUSpec
-from gemma_fit.memory.estimate import MemoryEstimate, estimate_memory
+from gemma_fit.memory.estimate import MemoryEstimate, estimate_memory, fits
 from gemma_fit.memory.placement import moved_bytes_by_layer
 from gemma_fit.memory.search import auto_gpu_layers, experts_to_cpu, max_ctx_fit, quant_that_fits
 from gemma_fit.memory.settings import RunSettings
@@ -230,7 +230,7 @@ def _expert_plan(plan: TensorPlan, s: RunSettings, devices: tuple[GPUSpec, ...],
     if not devices or s.n_gpu_layers is not None or s.has_overrides or plan.model.n_expert == 0:
         return None
     n_all = plan.model.n_layer + 1
-    if estimate_memory(plan, s, devices, n_all, search_host).fits():
+    if fits(plan, s, devices, n_all, search_host):  # estimate_memory(...).fits(), without building it
         return None
     n_cpu = experts_to_cpu(plan, s, devices, search_host, margin_bytes)
     return replace(s, n_cpu_moe=n_cpu) if n_cpu else None

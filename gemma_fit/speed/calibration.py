@@ -5,11 +5,41 @@ benchmarks/calibrate_speed.py from published llama-bench runs and measurements k
 
 from __future__ import annotations
 
-from functools import cache
+from collections.abc import Callable
+from functools import cache, wraps
+from typing import Any, TypeVar
 
 from gemma_fit.base.record import record
 from gemma_fit.db.rules import read_packaged_yaml
 from gemma_fit.hardware.spec import GPUSpec
+
+T = TypeVar("T")
+_BY_GPU: dict[tuple[object, ...], tuple[GPUSpec, Any]] = {}
+_BY_GPU_MAX = 4096
+
+
+def per_gpu(fn: Callable[..., T]) -> Callable[..., T]:
+    """A pure function of a GPU (and hashable arguments) over the calibration tables, cached per GPU object: a
+    report asks the same GPU's figures for every cell. clear_gpu_cache() forgets them (the fit scripts change the
+    tables in place)."""
+
+    @wraps(fn)
+    def cached(gpu: GPUSpec, *args: Any) -> T:
+        key = (fn, id(gpu), args)
+        hit = _BY_GPU.get(key)
+        if hit is not None and hit[0] is gpu:  # the entry holds its GPU, so its id names no other
+            return hit[1]  # type: ignore[no-any-return]
+        value = fn(gpu, *args)
+        if len(_BY_GPU) >= _BY_GPU_MAX:
+            _BY_GPU.clear()
+        _BY_GPU[key] = (gpu, value)
+        return value
+
+    return cached
+
+
+def clear_gpu_cache() -> None:
+    _BY_GPU.clear()
 
 
 @cache
@@ -108,12 +138,14 @@ def expert_call_s(gpu: GPUSpec) -> float:
     return float(entry["seconds_per_expert_call"]) if entry else 0.0
 
 
+@per_gpu
 def prefill_efficiency(gpu: GPUSpec, quantized: bool) -> tuple[float, str]:
     """The share of the rated matrix throughput llama.cpp's prompt processing reaches on this GPU."""
     group = prefill_group(gpu, quantized)
     return published_efficiency("prefill", group, gpu) or efficiency_for_group("prefill", group)
 
 
+@per_gpu
 def attention_efficiency(gpu: GPUSpec, quantized: bool) -> float:
     """The share of the FP16 rate prompt attention (flash attention's kernels) reaches: fitted on published runs at
     depth (llama-bench -d) where there are some for this backend and vendor, else the matrix products' share."""
@@ -121,6 +153,7 @@ def attention_efficiency(gpu: GPUSpec, quantized: bool) -> float:
     return own[0] if own is not None else prefill_efficiency(gpu, quantized)[0]
 
 
+@per_gpu
 def decode_model(gpu: GPUSpec) -> DecodeModel:
     """Seconds per token = bytes / (bandwidth x efficiency) + graph nodes x seconds per node.
 

@@ -21,6 +21,7 @@ from gemma_fit.memory.estimate import MemoryEstimate
 from gemma_fit.memory.placement import CPU
 from gemma_fit.model.spec import ModelSpec
 from gemma_fit.speed.calibration import (
+    clear_gpu_cache,
     decode_model,
     split_terms,
 )
@@ -76,6 +77,7 @@ _PERF_MAX = 8192  # a report asks one plan on one machine at every context: wher
 def clear_speed_cache() -> None:
     """Forget every cached prediction: for code that changes the calibration tables in place (the fit scripts)."""
     _PERF.clear()
+    clear_gpu_cache()
 
 
 def predict_performance(plan: TensorPlan, est: MemoryEstimate, hardware: Hardware, prompt_tokens: int,

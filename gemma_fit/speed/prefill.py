@@ -15,7 +15,7 @@ from gemma_fit.memory.estimate import MemoryEstimate
 from gemma_fit.memory.placement import CPU
 from gemma_fit.model.spec import ModelSpec
 from gemma_fit.speed.batch import experts_touched
-from gemma_fit.speed.calibration import attention_efficiency, decode_model, expert_call_s, prefill_efficiency
+from gemma_fit.speed.calibration import attention_efficiency, decode_model, expert_call_s, per_gpu, prefill_efficiency
 from gemma_fit.speed.cpu import CPURates, cpu_attention_s, cpu_prefill_s
 from gemma_fit.speed.links import Link
 from gemma_fit.speed.mmq import expert_padding, padded_columns
@@ -42,6 +42,7 @@ class _PrefillRates:
     seconds_per_expert_call: float = 0.0  # a backend that multiplies the experts one by one from the host
 
 
+@per_gpu
 def _prefill_rates(g: GPUSpec, weight_type: GGMLType) -> _PrefillRates:
     quantized = weight_type.is_quantized
     eff, _ = prefill_efficiency(g, quantized)
