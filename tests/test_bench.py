@@ -116,6 +116,8 @@ def test_a_prompt_at_ubatch_1_is_predicted_at_decode_speed_not_prefill_speed() -
     "no table here", "| a | b |\n|---|---|\n| 1 | 2 |",
     "| test | t/s |\n|---|---|\n| pp512 | inf |", "| test | t/s |\n|---|---|\n| pp512 | -5 |",
     "| test | t/s |\n|---|---|\n| pp99999999 | 5 |", "x" * (2 * 1024 * 1024),
+    "| test | t/s |\n|---|---|\n| pp512 | 1e999 |", "| test | t/s |\n|---|---|\n| pp512 | 1,2,3,4 |",
+    "| test | t/s |\n|---|---|\n| pp" + "9" * 5000 + " | 5 |",
 ])
 def test_pasted_garbage_is_one_clear_error(text: str) -> None:
     with pytest.raises(BadInput):
@@ -243,3 +245,34 @@ def test_saving_a_calibration_never_replaces_what_is_not_one(tmp_path: Path) -> 
     odd.write_text(json.dumps({"schema": "gemma-fit.calibration/1", "machines": {machine_key(hw): {"runs": 5}}}))
     assert calibration_from(read_store(odd)["machines"][machine_key(hw)]) is None
     assert save_run(hw, run, odd) == odd and len(read_store(odd)["machines"][machine_key(hw)]["runs"]) == 1
+
+
+def test_a_test_name_of_non_ascii_digits_is_no_test() -> None:
+    """'pp٥١٢' is no llama-bench test (llama-bench prints ASCII): the row is not read as pp512."""
+    table = "| test | t/s |\n|---|---|\n| pp\u0665\u0661\u0662 | 5 |\n| pp512 | 1,234.5 ± 2 |\n"
+    (row,) = pasted_tables(table)
+    assert (row.n_prompt, row.tokens_per_s) == (512, 1234.5)
+
+
+def test_a_calibration_file_with_nan_is_not_one_and_is_kept(tmp_path: Path) -> None:
+    """Python's json takes NaN, JSON does not: such a file is not a calibration (never saved over, never read)."""
+    hw = select_hardware(["rtx-4090"], None, ())
+    path = tmp_path / "cal.json"
+    text = json.dumps({"schema": "gemma-fit.calibration/1", "machines": {machine_key(hw): {"runs": [
+        {"rows": [{"kind": "decode", "concurrency": 1, "predicted": float("nan"), "measured": 1.0}]}]}}})
+    path.write_text(text)
+    assert read_store(path)["machines"] == {}
+    with pytest.raises(BadInput, match="move it away"):
+        save_run(hw, {"date": "2026-12-03", "rows": []}, path)
+    assert path.read_text() == text
+
+
+def test_the_saved_line_escapes_the_calibration_path(tmp_path: Path) -> None:
+    table = tmp_path / "bench.md"
+    table.write_text(LLAMA_BENCH_TABLE)
+    folder = tmp_path / "x\x1b[2J"
+    folder.mkdir()
+    proc = cli("bench", "--model", "gemma-3-270m", "--quant", "Q8_0", "--paste", str(table), "--gpu", "rtx-4090",
+               "--save", GEMMA_FIT_CALIBRATION=str(folder / "cal.json"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "\x1b" not in proc.stderr and "x\\x1b[2J" in proc.stderr

@@ -617,11 +617,11 @@ def test_split_tensors_lie_in_their_own_shard(tmp_path: Path) -> None:
 
 def _layers_file(path: Path, arch: str, n_layer: int, tensor_layers: int | None = None,
                  extra: Callable[[GGUFWriter], None] | None = None, embd: bool = True,
-                 names: tuple[str, ...] = ()) -> Path:
+                 names: tuple[str, ...] = (), ctx: int = 8192) -> Path:
     """A small dense file whose block_count is n_layer, with an attn_norm tensor in each of the first
     tensor_layers layers (all by default)."""
     w = GGUFWriter(path, arch=arch)
-    w.add_uint32(f"{arch}.context_length", 8192)
+    w.add_uint32(f"{arch}.context_length", ctx)
     w.add_uint32(f"{arch}.embedding_length", N_EMBD)
     w.add_uint32(f"{arch}.block_count", n_layer)
     w.add_uint32(f"{arch}.feed_forward_length", N_FF)
@@ -960,3 +960,17 @@ def test_missing_required_key(tmp_path: Path) -> None:
 def test_header_type() -> None:
     assert {f.name for f in dataclasses.fields(GGUFHeader)} >= {
         "path", "version", "metadata", "tensors", "data_offset", "file_bytes", "shards"}
+
+
+@pytest.mark.parametrize(("what", "ctx", "extra", "match"), [
+    ("no context", 0, None, "context_length is 0 (gemma-fit plans for 1 to 16,777,216)"),
+    ("a context past any model", 2**32 - 1, None, "context_length is 4,294,967,295"),
+    ("a head of 2**32-1", 8192, ("attention.key_length", 2**32 - 1), "key_length is 4,294,967,295"),
+    ("an SWA head of 2**32-1", 8192, ("attention.key_length_swa", 2**32 - 1), "key_length is 4,294,967,295"),
+])
+def test_sizes_a_plan_builds_on_are_within_a_configs_limits(what: str, ctx: int, extra: tuple[str, int] | None,
+                                                             match: str, tmp_path: Path) -> None:
+    """A hostile header's 0 or 2**32-1 is refused when the spec is read (a division by zero and a tensor of 2**32
+    columns were internal errors further on), as config.json's sizes are (model.limits)."""
+    add = (lambda w: w.add_uint32(f"gemma3.{extra[0]}", extra[1])) if extra else None
+    _spec_fails(_layers_file(tmp_path / "f.gguf", "gemma3", 2, extra=add, ctx=ctx), match)

@@ -31,6 +31,7 @@ import stat
 import subprocess
 import sys
 import time
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -293,8 +294,9 @@ for _name, _content in _PRICE_BAD.items():
     add("buy-prices", _name, PBUY, BAD, files={"p.yaml": _content})
 # text in a prices file: refused, or shown escaped and as text (machine names of unified machines are printed)
 for _key, (_value, _shown) in HOSTILE_NAMES.items():
+    _url = "https://shop.example/" + urllib.parse.quote(_value, safe="[]/")  # markup kept; a source is one URL
     _unified = ('  - id: m4-max-64gb\n    segment: apple\n    machine: ' + q(_value) + "\n    street: "
-                + point(usd="1", date='"2026-11"', source=q("https://shop.example/" + _value)) + "\n    note: "
+                + point(usd="1", date='"2026-11"', source=q(_url)) + "\n    note: "
                 + q(_value) + "\n")
     add("buy-prices", f"machine-{_key}", ["buy", "--model", M1, "--segment", "apple", "--top", "3", "--prices",
                                           "{p.yaml}"],
@@ -795,6 +797,30 @@ add("ot-check", "moe-with-backref", ["check", "--gpu", "rtx-4090", "--model", "g
 add("ot-check", "moe-catastrophic", ["check", "--gpu", "rtx-4090", "--model", "gemma-4-26b-a4b", "-ot",
                                      "(.*)(.*)(.*)(.*)\\1\\2\\3\\4x=CPU"], ANY)
 add("ot-check", "cpu-only", ["check", "--gpu", "cpu", "--ram", "64", "--model", M1, "-ot", "blk=CUDA0"], BAD)
+
+# --- found by the session-40 corpus (cost, prices, machines, synth): each was exit 0 with a wrong answer or exit 1 ---
+COST = ["cost", "--model", "gemma-3-27b", "--gpu", "rtx-4090"]
+add("cost", "hours-below-a-minute", [*COST, "--tokens-per-day", "1M", "--hours-per-day", "5e-324"], BAD)
+add("cost", "hours-one", [*COST, "--tokens-per-day", "1M", "--hours-per-day", "1", "--json"], OK,
+    must=('"machines": 6',))  # 47 tok/s a rented 4090 makes 0.17M in an hour: six of them for 1M
+add("cost", "volume-arabic-digits", [*COST, "--tokens-per-day", "\u0661\u0660\u0660\u0660"], BAD)
+add("cost", "volume-fullwidth-digits", [*COST, "--tokens-per-day", "\uff11\uff10\uff10\uff10"], BAD)
+add("check", "ctx-arabic-digits", [*CHK, "--ctx", "\u0668k"], BAD)
+add("cost", "prompt-past-any-context", [*COST, "--tokens-per-day", "1M", "--prompt-tokens", "16777216"], BAD)
+add("cost", "prompt-past-trained-context", [*COST, "--tokens-per-day", "1M", "--prompt-tokens", "300000"], BAD)
+for _name, _source in {"javascript": "javascript:alert(1)", "data": "data:text/html,x", "relative": "shop/x.html",
+                       "space": "https://shop.example/a b"}.items():
+    _p = prices(f"  - id: rtx-4090\n    segment: consumer\n    street: {point(source=q(_source))}\n")
+    add("cost", f"prices-source-{_name}", [*COST, "--tokens-per-day", "1M", "--prices", "{p.yaml}", "--json"], BAD,
+        files={"p.yaml": _p})
+    add("buy-prices", f"source-{_name}", [*PBUY, "--json"], BAD, files={"p.yaml": _p})
+add("cost", "two-macs-as-one", [*COST[:3], "--gpu", "m4-max-64gb", "--gpu", "m4-max-64gb", "--tokens-per-day", "1M"],
+    BAD)
+add("check", "two-sparks-as-one", ["check", "--model", M1, "--gpu", "dgx-spark", "--gpu", "dgx-spark"], BAD)
+add("global", "hardware-db-empty", ["--hardware-db", "", "check", "--model", M1, "--gpu", "rtx-4090"], BAD)
+add("global", "model-db-empty", ["--model-db", " ", "check", "--model", M1, "--gpu", "rtx-4090"], BAD)
+add("synth", "name-past-the-limit", ["synth", "{x.txt}" + "b" * 300 + ".gguf", "--model", "gemma-3-270m"], BAD,
+    files={"x.txt": "kept\n"})
 
 # --- known failures: cause -> (diagnosis, case ids); none today (docs/hostile.md lists the 16 fixed) ----------------
 # A fix turns its cases into XPASS, which strict xfail reports as a failure: remove the cause's entry with the fix.

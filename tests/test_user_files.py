@@ -26,9 +26,12 @@ def test_a_database_folder_is_read_without_loops_devices_or_pipes(tmp_path: Path
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "more.yaml").write_text("gpus: []\n")
     (tmp_path / "sub" / "back").symlink_to(tmp_path)  # a loop through a folder link
-    os.mkfifo(tmp_path / "pipe.yaml")
-    (tmp_path / "dangling.yaml").symlink_to(tmp_path / "nowhere.yaml")
+    (tmp_path / "dangling.yaml").symlink_to(tmp_path / "nowhere.yaml")  # gone while read: skipped, as /proc's are
     assert yaml_files_under(tmp_path) == [tmp_path / "gpus.yaml", tmp_path / "sub" / "more.yaml"]
+    assert yaml_files_under(tmp_path, recursive=False) == [tmp_path / "gpus.yaml"]
+    os.mkfifo(tmp_path / "sub" / "pipe.yaml")  # a read would block: refused, never skipped in silence
+    with pytest.raises(BadInput, match="pipe.yaml is not a regular file"):
+        yaml_files_under(tmp_path)
     assert yaml_files_under(tmp_path, recursive=False) == [tmp_path / "gpus.yaml"]
 
 

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from gemma_fit import api
+from gemma_fit.base.errors import BadInput
 from gemma_fit.base.units import fmt_bytes
 from gemma_fit.base.version import __version__
 from gemma_fit.cli import state
@@ -146,18 +147,24 @@ def app_for(args: Sequence[str]) -> typer.Typer:
 
 @app.callback()
 def _global(
-    model_db: Annotated[
-        list[Path] | None, typer.Option("--model-db", help="An extra model database folder (repeatable).")
+    model_db: Annotated[  # str, not Path: typer reads "" as Path("."), the current folder
+        list[str] | None, typer.Option("--model-db", help="An extra model database folder (repeatable).")
     ] = None,
     hardware_db: Annotated[
-        list[Path] | None, typer.Option("--hardware-db", help="An extra hardware database folder (repeatable).")
+        list[str] | None, typer.Option("--hardware-db", help="An extra hardware database folder (repeatable).")
     ] = None,
     version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
 ) -> None:
     if version:  # `gemma-fit --version` alone is answered before typer loads (cli.entry); this is the rest
         print(f"gemma-fit {__version__}")
         raise typer.Exit(0)
-    state.set_extra_dirs(tuple(model_db or ()), tuple(hardware_db or ()))
+    state.set_extra_dirs(_folders("--model-db", model_db), _folders("--hardware-db", hardware_db))
+
+
+def _folders(option: str, values: list[str] | None) -> tuple[Path, ...]:
+    if any(not v.strip() for v in values or ()):
+        raise BadInput(f"{option} needs a folder (an empty path would read the current folder)")
+    return tuple(Path(v) for v in values or ())
 
 
 @app.command()

@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from gemma_fit import api
+from gemma_fit.base.text import printable
 from gemma_fit.cli import state
 from gemma_fit.cli.options import THIS_MACHINE_THREADS, GpuOpt, LlamaBinOpt, QuantOpt, RunThreadsOpt, tokens
 
@@ -47,7 +48,8 @@ def bench_command(
     result = api.bench(model, quant, run, gguf=gguf, gpus=gpu or [], save=save, catalog=state.catalog())
     doc = api.to_json(result)
     if doc["calibration_file"]:
-        print(f"saved as this machine's calibration in {doc['calibration_file']}", file=sys.stderr)
+        print(f"saved as this machine's calibration in {printable(str(doc['calibration_file']), 300)}",
+              file=sys.stderr)
     if as_json:
         print(json.dumps(doc, indent=2, allow_nan=False))
     else:

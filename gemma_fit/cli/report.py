@@ -12,6 +12,7 @@ import typer
 
 from gemma_fit import api
 from gemma_fit.base.files import write_text
+from gemma_fit.base.text import printable
 from gemma_fit.cli import state
 from gemma_fit.cli.options import (
     OUTPUT,
@@ -152,7 +153,7 @@ def report_command(
     if html is not None:
         write_text(html, api.report_page(report))
         if not quiet:
-            print(f"wrote {html}", file=sys.stderr)
+            print(f"wrote {printable(str(html), 400)}", file=sys.stderr)
     if as_json:
         write_report_json(report, sys.stdout)
     elif not quiet:

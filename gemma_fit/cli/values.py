@@ -19,7 +19,7 @@ FLASH_ATTN, CACHE_TYPE_K, CACHE_TYPE_V = DEFAULT.flash_attn, DEFAULT.cache_type_
 N_GPU_LAYERS = "auto"
 PROMPT_TOKENS = Workload().prompt_tokens
 
-_TOKENS = re.compile(r"^\s*([+-]?\d+)\s*([kK]?)\s*$")
+_TOKENS = re.compile(r"^\s*([+-]?\d+)\s*([kK]?)\s*$", re.ASCII)  # ASCII digits: '٨' is not 8 to llama.cpp
 
 
 def token_count(value: str) -> int:
@@ -30,7 +30,7 @@ def token_count(value: str) -> int:
     return int(m.group(1)) * (1024 if m.group(2) else 1)
 
 
-_VOLUME = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)\s*$")
+_VOLUME = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)\s*$", re.ASCII)
 _SCALE = {"": 1, "k": 1_000, "m": 1_000_000, "g": 1_000_000_000}
 
 

@@ -105,7 +105,8 @@ MAX_DB_FILES = 10_000  # YAML files in one database folder: more is a wrong fold
 
 def yaml_files_under(folder: Path, recursive: bool = True) -> list[Path]:
     """The regular *.yaml files in `folder` (and below it), sorted: links to folders are not followed (a loop),
-    a file that vanishes while the folder is read (/proc) is skipped, and more than MAX_DB_FILES is refused."""
+    a file that vanishes while the folder is read (/proc) is skipped, and a *.yaml that is not a regular file (a
+    FIFO, a device) or more than MAX_DB_FILES files are refused."""
     found: list[Path] = []
     for root, dirs, files in os.walk(folder, followlinks=False):
         if not recursive:
@@ -118,8 +119,9 @@ def yaml_files_under(folder: Path, recursive: bool = True) -> list[Path]:
                 regular = stat.S_ISREG(os.stat(path).st_mode)
             except (OSError, ValueError):
                 continue
-            if regular:
-                found.append(path)
+            if not regular:  # a FIFO would block a read, a device never end: refused, as machine files are
+                raise BadInput(f"{shown(path)} is not a regular file: a database folder holds YAML files only")
+            found.append(path)
             if len(found) > MAX_DB_FILES:
                 raise BadInput(f"{shown(folder)} holds more than {MAX_DB_FILES:,} YAML files: not a database folder")
     return sorted(found)

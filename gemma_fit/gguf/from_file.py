@@ -24,6 +24,7 @@ from gemma_fit.gguf.parse import bad_input
 from gemma_fit.gguf.reader import GGUFHeader
 from gemma_fit.gguf.tensors import TensorPlan, TensorSpec
 from gemma_fit.gguf.types import FileType, GGMLType, file_types
+from gemma_fit.model.limits import MAX_CTX, MAX_FFN, MAX_HEAD_DIM, MAX_HEADS, MAX_HIDDEN
 from gemma_fit.model.spec import GEMMA3N_KV_LAYERS, GEMMA_ARCHS, SWA_PERIOD, LayerSpec, ModelSpec
 
 DENSE_ARCHS = ("llama", "qwen2", "qwen3", "mistral3")
@@ -229,6 +230,14 @@ def _check_tensors(h: GGUFHeader, k: _Keys, n: int) -> None:
         raise k.fail(f"layer {seen.index(False)} has no tensors ({k.full('{a}.block_count')} is {n})")
 
 
+def _within(k: _Keys, key: str, value: int, high: int, low: int = 1) -> int:
+    """A size the plan builds on, within the limits a config.json's sizes have (model.limits): a hostile header's 0
+    or 2**32-1 is refused here, not met as a division by zero or a tensor of 2**32 columns later."""
+    if not low <= value <= high:
+        raise k.fail(f"{k.full(key)} is {value:,} (gemma-fit plans for {low} to {high:,})")
+    return value
+
+
 def spec_from_gguf(h: GGUFHeader) -> ModelSpec:
     """llama.cpp's view of the language model in a GGUF file."""
     arch = h.metadata.get("general.architecture")
@@ -262,6 +271,11 @@ def spec_from_gguf(h: GGUFHeader) -> ModelSpec:
             raise k.fail(f"layer {il} has {n_head[il]} attention heads and {n_head_kv[il]} KV heads")
     if head_k < 1 or head_k_swa < 1:
         raise k.fail(f"head size {head_k} (SWA layers: {head_k_swa}) must be positive")
+    _within(k, "{a}.embedding_length", n_embd, MAX_HIDDEN)
+    _within(k, "{a}.attention.head_count", max(n_head), MAX_HEADS)
+    _within(k, "{a}.attention.key_length", max(head_k, head_k_swa), MAX_HEAD_DIM)
+    _within(k, "{a}.feed_forward_length", max(n_ff), MAX_FFN, low=0)
+    n_ctx_train = _within(k, "{a}.context_length", k.int("{a}.context_length"), MAX_CTX)
     kv_layers = _has_kv_layers(k, arch, n)
     has_v = _has_v_proj(h, n, is_swa)
     layers = tuple(
@@ -311,7 +325,7 @@ def spec_from_gguf(h: GGUFHeader) -> ModelSpec:
         arch=arch,
         n_embd=n_embd,
         n_vocab=_n_vocab(h, k),
-        n_ctx_train=k.int("{a}.context_length"),
+        n_ctx_train=n_ctx_train,
         n_swa=n_swa,
         layers=layers,
         n_expert=n_expert,

@@ -40,26 +40,15 @@ def _writer_for(plan: TensorPlan, path: Path) -> GGUFWriter:
 
 def write_synthetic_gguf(plan: TensorPlan, out: Path) -> int:
     """Write the zero-weight file for `plan` to `out`; return its size in bytes."""
-    out = Path(out)
-    refuse_input(out)
-    if out.is_dir():
-        raise BadInput(f"output path is a folder: {out}")
-    if out.exists() and not out.is_file():
-        # the file is written beside its target and renamed over it: that would replace /dev/null or a
-        # pipe with a regular file (as root, for every program on the machine)
-        raise BadInput(f"{out}: is not a regular file; synth writes a GGUF file (give a file path)")
-    if out.is_symlink():
-        try:
-            out = out.resolve()  # rename over the link's target, keeping the link
-        except (OSError, RuntimeError):  # a loop (RuntimeError before Python 3.13)
-            raise BadInput(f"{printable(str(out), 120)}: a symbolic link loop") from None
+    try:  # a name past the system's limit (ENAMETOOLONG) or an unreadable folder fails the first stat
+        out = _target(Path(out))
+    except OSError as exc:
+        raise BadInput(f"cannot write {printable(str(out), 120)}: {exc.strerror or exc}") from None
     folder = out.parent if str(out.parent) else Path(".")
-    if not folder.is_dir():
-        raise BadInput(f"output folder does not exist: {folder}")
     try:
         fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".part", dir=folder)
     except OSError as exc:
-        raise BadInput(f"cannot write to {folder}: {exc.strerror or exc}") from None
+        raise BadInput(f"cannot write to {printable(str(folder), 120)}: {exc.strerror or exc}") from None
     os.close(fd)
     tmp = Path(tmp_name)
     try:
@@ -78,16 +67,42 @@ def write_synthetic_gguf(plan: TensorPlan, out: Path) -> int:
         os.replace(tmp, out)
         return size
     except OSError as exc:
-        raise BadInput(f"cannot write {out}: {exc.strerror or exc}") from None
+        raise BadInput(f"cannot write {printable(str(out), 120)}: {exc.strerror or exc}") from None
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _target(out: Path) -> Path:
+    """The file to write (a link's target: the link is kept), refused when it is an input of this command, a folder,
+    or not a regular file."""
+    refuse_input(out)
+    shown = printable(str(out), 120)
+    if out.is_dir():
+        raise BadInput(f"output path is a folder: {shown}")
+    if out.exists() and not out.is_file():
+        # the file is written beside its target and renamed over it: that would replace /dev/null or a
+        # pipe with a regular file (as root, for every program on the machine)
+        raise BadInput(f"{shown}: is not a regular file; synth writes a GGUF file (give a file path)")
+    if out.is_symlink():
+        try:
+            out = out.resolve()  # rename over the link's target, keeping the link
+        except RuntimeError:  # a loop (RuntimeError before Python 3.13; OSError ELOOP after)
+            raise BadInput(f"{shown}: a symbolic link loop") from None
+    folder = out.parent if str(out.parent) else Path(".")
+    if not folder.is_dir():
+        raise BadInput(f"output folder does not exist: {printable(str(folder), 120)}")
+    return out
 
 
 def write_synthetic_projector(plan: ProjectorPlan, out: Path) -> int:
     """A zero-weight mmproj GGUF of `plan` (sparse, like write_synthetic_gguf); its size in bytes."""
     out = Path(out)
-    if out.exists() and not out.is_file():
-        raise BadInput(f"{out}: is not a regular file")
+    try:
+        odd = out.exists() and not out.is_file()
+    except OSError as exc:  # a name past the system's limit
+        raise BadInput(f"cannot write {printable(str(out), 120)}: {exc.strerror or exc}") from None
+    if odd:
+        raise BadInput(f"{printable(str(out), 120)}: is not a regular file")
     writer = GGUFWriter(out, arch="clip")
     for key, value in projector_metadata(plan):
         writer.add_key_value(key, value, _value_type(value),
@@ -106,7 +121,7 @@ def write_synthetic_projector(plan: ProjectorPlan, out: Path) -> int:
             f.truncate(size)
         return size
     except OSError as exc:
-        raise BadInput(f"cannot write {out}: {exc.strerror or exc}") from None
+        raise BadInput(f"cannot write {printable(str(out), 120)}: {exc.strerror or exc}") from None
 
 
 def _value_type(value: object) -> GGUFValueType:

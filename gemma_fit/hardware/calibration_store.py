@@ -39,12 +39,16 @@ def read_store(path: Path | None = None) -> dict[str, Any]:
     return _parsed(path or calibration_file()) or {"schema": SCHEMA, "machines": {}}
 
 
+def _strict(word: str) -> Any:
+    raise ValueError(f"{word} is not JSON")
+
+
 def _parsed(path: Path) -> dict[str, Any] | None:
     """The file's document when it is a calibration this size allows; None otherwise."""
     try:
         if not path.is_file() or path.stat().st_size > MAX_FILE_BYTES:
             return None
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(path.read_text(encoding="utf-8"), parse_constant=_strict)  # NaN is no calibration
     except (OSError, ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: [[[[... thousands deep
         return None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not isinstance(doc.get("machines"), dict):

@@ -11,6 +11,7 @@ from pydantic_core import PydanticCustomError
 
 from gemma_fit.db.schema import Strict
 from gemma_fit.hardware.schema import SLUG, ranged
+from gemma_fit.hardware.schema import URL as SOURCE_URL  # a web page: a page or tool that links it follows it
 
 # A price's date: a year, a quarter (2026-Q1), a month or a day, as its source states it. ASCII digits only
 # ([0-9], not \d, which also takes Arabic-Indic and other digits), and a day that is on the calendar.
@@ -39,19 +40,19 @@ class PricePoint(Strict):
 
     usd: Annotated[float, ranged("usd")]
     date: PriceDate
-    source: str = Field(min_length=8)  # a URL, or where the figure was read (a search index file id)
+    source: str = Field(pattern=SOURCE_URL)  # http(s) only: a javascript: or data: link is refused
 
 
 class Discontinued(Strict):
     """When the maker stopped selling it new (its successor's launch, or the end of production), and who says so."""
 
     date: PriceDate
-    source: str = Field(min_length=8)
+    source: str = Field(pattern=SOURCE_URL)
 
 
 class PowerFigure(Strict):
     w: Annotated[float, ranged("power_w")]
-    source: str = Field(min_length=8)
+    source: str = Field(pattern=SOURCE_URL)
 
 
 class PriceEntry(Strict):

@@ -66,10 +66,21 @@ def select_hardware(gpu_names: list[str], hardware_file: Path | None, extra: tup
             gpus.extend(as_seen_by_software(_gpu(name, extra)))  # an MI250X is two devices to llama.cpp
     if len(gpus) > MAX_GPUS:
         raise BadInput(f"{len(gpus)} GPUs: llama.cpp uses at most {MAX_GPUS} devices in one process")
+    _one_unified_machine(gpus)
     label = " + ".join(g.name for g in gpus)
     cpu = _this_cpu(extra) if host is not None else None  # --gpu local: this machine's CPU runs the CPU layers
     return Hardware(label, tuple(gpus), host, notes=notes, disk=disk, cpu_cores=_threads(cpu) if cpu else None, cpu=cpu,
                     cpu_sockets=cpu.sockets if cpu else 1)
+
+
+def _one_unified_machine(gpus: list[GPUSpec]) -> None:
+    """A unified-memory GPU is a whole machine (a Mac, a Jetson, a DGX Spark, a Strix Halo box): two of them are two
+    machines, which one llama.cpp process cannot span (a discrete card beside one, an eGPU, can be)."""
+    unified = [g.id for g in gpus if g.unified_memory]
+    if len(unified) > 1:
+        raise BadInput(f"{' and '.join(unified)} are {len(unified)} machines (each a unified-memory system), not one: "
+                       "one llama.cpp process runs on one; for several, describe them in a cluster file "
+                       "(gemma-fit serve-plan --cluster FILE: llama.cpp RPC)")
 
 
 def _total_ram() -> int:

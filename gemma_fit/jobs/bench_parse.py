@@ -50,6 +50,9 @@ def test_name(kind: Kind, n_prompt: int, n_gen: int, depth: int, concurrency: in
 def _count(value: Any, what: str, low: int = 0) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise BadInput(f"benchmark output: {what} is not a number")
+    if isinstance(value, str) and _digits(value) and len(value.strip()) > 18:  # past int()'s digit limit too
+        raise BadInput(f"benchmark output: {what} {value.strip()[:12]}... ({len(value.strip())} digits) is out of "
+                       f"range ({low} to {MAX_TOKENS:,})")
     try:
         n = int(value)
     except ValueError:
@@ -154,8 +157,9 @@ def batched_bench_jsonl(text: str) -> list[Measurement]:
     return out
 
 
-_CELL_RATE = re.compile(r"^\s*([0-9][0-9,]*(?:\.[0-9]+)?)\s*(?:±|\+/-)?")
-_BENCH_TEST = re.compile(r"^(pp|tg)(\d+)(?:\s*@\s*d(\d+))?$")
+# "1234.56 ± 7.89" (a thousands comma every three digits at most): the whole cell, so that 1e999 or 1,2,3,4 is no figure
+_CELL_RATE = re.compile(r"^\s*((?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.[0-9]+)?)\s*(?:(?:±|\+/-)\s*[0-9.,]+)?\s*$")
+_BENCH_TEST = re.compile(r"^(pp|tg)([0-9]+)(?:\s*@\s*d([0-9]+))?$")  # ASCII digits: '٥١٢' is no test length
 
 
 def _cells(line: str) -> list[str]:

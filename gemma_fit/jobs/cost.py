@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gemma_fit.base.errors import BadInput
-from gemma_fit.base.ranges import check_range
+from gemma_fit.base.ranges import MAX_TOKENS, check_range
 from gemma_fit.base.record import record
 from gemma_fit.db.catalog import BUILTIN, Catalog
 from gemma_fit.hardware.catalog import load_hardware_db
@@ -56,10 +56,12 @@ class CostOption:
     notes: tuple[str, ...] = ()
 
     def units(self, tokens_per_day: float) -> int:
-        """Machines (or instance sets) the volume needs: one generates tokens_per_hour x 24 a day."""
+        """Machines (or instance sets) the volume needs: one generates tokens_per_hour x 24 a day, a rented one
+        x the hours it is paid for (--hours-per-day)."""
         if not self.tokens_per_hour:
             return 1
-        return max(1, math.ceil(tokens_per_day / (self.tokens_per_hour * 24)))
+        hours = self.hours_per_day if self.kind == "rent" and self.hours_per_day else 24.0
+        return max(1, math.ceil(tokens_per_day / (self.tokens_per_hour * hours)))
 
     def usd_per_day(self, tokens_per_day: float) -> float:
         n = self.units(tokens_per_day)
@@ -255,6 +257,12 @@ def cost(model: str, quant: str | None, hardware: Any, ask: CostAsk, *, catalog:
         check_range("--hours-per-day", ask.hours_per_day)
     check_range("--prompt-tokens", ask.prompt_tokens)
     per_request = ask.tokens_per_request or 256
+    one = ask.prompt_tokens + per_request
+    if one * min(ask.users or 1, 256) > MAX_TOKENS:  # the server's -c holds every request at once; no --ctx to blame
+        who = f"{min(ask.users or 1, 256)} requests at once x " if ask.users and ask.users > 1 else ""
+        raise BadInput(f"{who}(--prompt-tokens {ask.prompt_tokens:,} + {per_request:,} generated) = "
+                       f"{one * min(ask.users or 1, 256):,} tokens of context, more than the {MAX_TOKENS:,} gemma-fit "
+                       "plans for: fewer or shorter requests")
 
     def at(slots: int) -> Any:
         s = RunSettings(n_ctx=max(4096, (ask.prompt_tokens + per_request) * slots), n_parallel=slots,
@@ -267,11 +275,15 @@ def cost(model: str, quant: str | None, hardware: Any, ask: CostAsk, *, catalog:
         r = at(1)
         slots = 1
         while (r.performance is not None and r.performance.aggregate_tokens_per_s * 86400 < volume and slots < 64
-               and r.verdict.value != "no-go"):
+               and r.verdict.value != "no-go" and one * slots * 2 <= MAX_TOKENS):
             bigger = at(slots * 2)
             if bigger.verdict.value == "no-go" or bigger.performance is None:
                 break
             r, slots = bigger, slots * 2
+    if one > r.resolved.spec.n_ctx_train:  # llama-server caps a slot at the trained context
+        raise BadInput(f"--prompt-tokens {ask.prompt_tokens:,} + {per_request:,} generated = {one:,} tokens, more than "
+                       f"{r.resolved.spec.id}'s trained context of {r.resolved.spec.n_ctx_train:,}: a shorter request, "
+                       "or a model with a longer context")
     if r.performance is None or r.verdict.value == "no-go":
         raise BadInput(f"{r.resolved.spec.id} {r.quant} does not run on {r.hardware.label} ({r.verdict.value}): "
                        "nothing to price; see gemma-fit check")
