@@ -808,8 +808,8 @@ add("cost", "volume-fullwidth-digits", [*COST, "--tokens-per-day", "\uff11\uff10
 add("check", "ctx-arabic-digits", [*CHK, "--ctx", "\u0668k"], BAD)
 add("cost", "prompt-past-any-context", [*COST, "--tokens-per-day", "1M", "--prompt-tokens", "16777216"], BAD)
 add("cost", "prompt-past-trained-context", [*COST, "--tokens-per-day", "1M", "--prompt-tokens", "300000"], BAD)
-for _name, _source in {"javascript": "javascript:alert(1)", "data": "data:text/html,x", "relative": "shop/x.html",
-                       "space": "https://shop.example/a b"}.items():
+for _name, _source in {"javascript": "javascript:alert(1)", "data": "data:text/html,x", "file": "file:///etc/passwd",
+                       "space": "https://shop.example/a b"}.items():  # text naming no scheme is a source too
     _p = prices(f"  - id: rtx-4090\n    segment: consumer\n    street: {point(source=q(_source))}\n")
     add("cost", f"prices-source-{_name}", [*COST, "--tokens-per-day", "1M", "--prices", "{p.yaml}", "--json"], BAD,
         files={"p.yaml": _p})

@@ -4,6 +4,7 @@ dated and sourced. Numbers go through base.ranges (a cent at least, a watt at le
 from __future__ import annotations
 
 import datetime
+import re
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, model_validator
@@ -11,7 +12,23 @@ from pydantic_core import PydanticCustomError
 
 from gemma_fit.db.schema import Strict
 from gemma_fit.hardware.schema import SLUG, ranged
-from gemma_fit.hardware.schema import URL as SOURCE_URL  # a web page: a page or tool that links it follows it
+
+# Where a price was read: a web page (http or https only: a page or tool that links it follows it), or a few words of
+# text that name no other scheme ("my local shop, receipt of 2026-11-02"; `javascript:` and `data:` are refused).
+_URL = re.compile(r"https?://\S+")
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def _source(value: str) -> str:
+    if _URL.fullmatch(value):
+        return value
+    if _SCHEME.match(value) or len(value) < 8 or any(ord(ch) < 32 for ch in value):
+        raise PydanticCustomError("price_source", "a source is an http(s) URL or at least 8 characters of text that "
+                                  "name no other scheme (javascript:, data:, file: ...)")
+    return value
+
+
+Source = Annotated[str, AfterValidator(_source)]
 
 # A price's date: a year, a quarter (2026-Q1), a month or a day, as its source states it. ASCII digits only
 # ([0-9], not \d, which also takes Arabic-Indic and other digits), and a day that is on the calendar.
@@ -40,19 +57,19 @@ class PricePoint(Strict):
 
     usd: Annotated[float, ranged("usd")]
     date: PriceDate
-    source: str = Field(pattern=SOURCE_URL)  # http(s) only: a javascript: or data: link is refused
+    source: Source
 
 
 class Discontinued(Strict):
     """When the maker stopped selling it new (its successor's launch, or the end of production), and who says so."""
 
     date: PriceDate
-    source: str = Field(pattern=SOURCE_URL)
+    source: Source
 
 
 class PowerFigure(Strict):
     w: Annotated[float, ranged("power_w")]
-    source: str = Field(pattern=SOURCE_URL)
+    source: Source
 
 
 class PriceEntry(Strict):

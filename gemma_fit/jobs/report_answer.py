@@ -10,7 +10,7 @@ from functools import cache
 from typing import Any
 
 from gemma_fit.db.catalog import BUILTIN, Catalog
-from gemma_fit.engines.decision import Option, Ranked, best, best_sound, rank
+from gemma_fit.engines.decision import LOW_BITS, Option, Ranked, best, best_sound, rank
 from gemma_fit.gguf.quality import Quality, quality
 from gemma_fit.gguf.types import file_type
 from gemma_fit.hardware.prices import current_price, price_table, prices_as_of
@@ -45,7 +45,10 @@ def _best(cells: list[dict[str, Any]], has_gpu: bool) -> Ranked[dict[str, Any]] 
     """The best cell of a hardware config by the decision rule: among the cells that run on the GPU when one of them
     is sound and fast enough (then no offloaded cell can win or count), else among all (a report has ~2,600 a config).
     """
-    runs = best_sound([_option(c, has_gpu) for c in cells if c["verdict"] in RUNS], USABLE_TPS)
+    # best_sound's own class (on the GPU, 4+ bits, at the floor) read off the cells before any option is built
+    top = [c for c in cells if c["verdict"] in RUNS and (c.get("decode_tokens_per_s") or 0.0) >= USABLE_TPS
+           and _score(c["model"], c["quant"])[1] >= LOW_BITS]
+    runs = best_sound([_option(c, has_gpu) for c in top], USABLE_TPS)
     return runs if runs is not None else best([_option(c, has_gpu) for c in cells], USABLE_TPS)
 
 
