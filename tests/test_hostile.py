@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 # Under pytest-xdist every worker collects every case, and the module fixture runs all the selected ones in its own
 # threads: one group keeps the corpus in one worker, which runs it once on all cores (run twice, it cost 2x the CPU).
@@ -821,6 +822,27 @@ add("global", "hardware-db-empty", ["--hardware-db", "", "check", "--model", M1,
 add("global", "model-db-empty", ["--model-db", " ", "check", "--model", M1, "--gpu", "rtx-4090"], BAD)
 add("synth", "name-past-the-limit", ["synth", "{x.txt}" + "b" * 300 + ".gguf", "--model", "gemma-3-270m"], BAD,
     files={"x.txt": "kept\n"})
+
+# --- and by its follow-up (extra databases, strict numbers, hosts, -ot buffers, --html names) ---------------------
+_HOSTS = {"broadcast": "255.255.255.255", "unspecified": "0.0.0.0", "unspecified-v6": "::", "multicast": "224.0.0.1",
+          "short-form": "1.2.3", "integer": "167772162", "hex": "0x0a.0.0.2"}
+for _name, _host in _HOSTS.items():
+    add_cluster(f"host-{_name}", cluster(nodes=[HEAD, node("w", q(_host))]), BAD)
+add("ot-check", "buffer-with-space", [*CHK, "-ot", "blk= CPU"], BAD)  # llama.cpp looks the name up exactly
+add("report", "html-name-past-the-limit", ["report", "--gpu", "rtx-4090", "--model", M1, "--html",
+                                           "{x.txt}" + "a" * 300 + ".html"], BAD, files={"x.txt": "kept\n"})
+for _name, _usd in {"quoted": '"999"', "boolean": "true"}.items():  # a database value is never coerced
+    add("buy-prices", f"usd-{_name}-strict", PBUY, BAD, files={"p.yaml": prices(entry(street=point(usd=_usd)))})
+_GPU = next(g for f in sorted((Path(__file__).parent.parent / "hardware_db" / "gpus").glob("*.yaml"))
+            for g in yaml.safe_load(f.read_text(encoding="utf-8"))["gpus"] if g["id"] == "rtx-4090")
+for _key in ("newline-forge", "ansi", "bidi-rlo"):
+    _evil = {**_GPU, "id": "evil-gpu", "name": HOSTILE_NAMES[_key][0], "aliases": [], "device_names": []}
+    add("hardware-db", f"gpu-name-{_key}", ["--hardware-db", ".", "report", "--gpu", "evil-gpu", "--model", M1,
+                                           "--html", "{o.html}"], BAD,
+        files={"g.yaml": yaml.safe_dump({"gpus": [_evil]}), "o.html": "kept\n"})
+_EVIL_PSU = {**_GPU, "id": "evil-gpu", "aliases": [], "device_names": [], "pcie_gen": True}
+add("hardware-db", "gpu-pcie-gen-true", ["--hardware-db", ".", "check", "--gpu", "evil-gpu", "--model", M1], BAD,
+    files={"g.yaml": yaml.safe_dump({"gpus": [_EVIL_PSU]})})
 
 # --- known failures: cause -> (diagnosis, case ids); none today (docs/hostile.md lists the 16 fixed) ----------------
 # A fix turns its cases into XPASS, which strict xfail reports as a failure: remove the cause's entry with the fix.

@@ -65,26 +65,35 @@ def _write_in_place(path: Path, text: str) -> None:
         f.write(text)
 
 
+def output_target(path: Path) -> Path | None:
+    """The regular file an output path writes (a link's target), or None for something that exists and is written in
+    place (a device, a pipe); BadInput for a folder, a file read as input, a name past the system's limit, a loop.
+    Asked before any work (a report of minutes should not fail at its last step), and by write_text."""
+    refuse_input(path)
+    try:
+        if path.is_dir():
+            raise IsADirectoryError(21, "is a directory")
+        if path.exists() and not path.is_file():
+            return None
+        return path.resolve(strict=True) if path.is_symlink() else path
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a link loop (Python before 3.13)
+        from gemma_fit.base.text import printable
+
+        reason = "a symbolic link loop" if isinstance(exc, RuntimeError) else exc.strerror or str(exc)
+        raise BadInput(f"cannot write {printable(str(path), 120)}: {reason}") from None
+
+
 def write_text(path: Path, text: str) -> None:
     """Write a regular file atomically (a temporary file in the same folder, then os.replace), through
     a symlink to its target; anything else that exists (/dev/null, a pipe such as /dev/fd/63 from
     `--html >(cat)`) is written in place, never replaced. A file read as input is refused. BadInput on any
     failure."""
     path = Path(path)
-    refuse_input(path)
-    try:
-        if path.is_dir():
-            raise IsADirectoryError(21, "is a directory")
-        if path.exists() and not path.is_file():
-            _write_in_place(path, text)
-            return
-        if path.is_symlink():
-            path = path.resolve(strict=True)
-    except (OSError, RuntimeError) as exc:  # RuntimeError: a link loop (Python before 3.13)
-        from gemma_fit.base.text import printable
-
-        reason = "a symbolic link loop" if isinstance(exc, RuntimeError) else exc.strerror or str(exc)
-        raise BadInput(f"cannot write {printable(str(path), 120)}: {reason}") from None
+    target = output_target(path)
+    if target is None:
+        _write_in_place(path, text)
+        return
+    path = target
     folder = path.parent if str(path.parent) else Path(".")
     tmp: str | None = None
     try:
@@ -97,7 +106,9 @@ def write_text(path: Path, text: str) -> None:
         os.replace(tmp, path)
         tmp = None
     except OSError as exc:
-        raise BadInput(f"cannot write {path}: {exc.strerror or exc}") from None
+        from gemma_fit.base.text import printable
+
+        raise BadInput(f"cannot write {printable(str(path), 120)}: {exc.strerror or exc}") from None
     finally:
         if tmp is not None:
             with contextlib.suppress(OSError):

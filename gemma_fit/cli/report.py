@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from gemma_fit import api
-from gemma_fit.base.files import write_text
+from gemma_fit.base.files import output_target, write_text
 from gemma_fit.base.text import printable
 from gemma_fit.cli import state
 from gemma_fit.cli.options import (
@@ -129,8 +129,8 @@ def report_command(
                             n_gpu_layers=n_gpu_layers, swa_full=swa_full, override_tensor=override_tensor,
                             cpu_moe=cpu_moe, n_cpu_moe=n_cpu_moe)
     settings = replace(settings, speculative=speculative_ask(mtp, draft, draft_max, acceptance))
-    if html is not None and html.is_dir():
-        raise api.BadInput(f"cannot write {html}: is a directory")
+    if html is not None:
+        output_target(html)  # a folder, an input or an impossible name: refused before the matrix, not after
     err = Console(stderr=True)
     show_progress = err.is_terminal and not quiet
     task: list[Any] = []

@@ -70,7 +70,14 @@ def _host(host: str, where: str) -> str:
         if zone is not None and re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", zone) is None:
             raise BadInput(f"{where}: host {printable(host, 80)!r}: the zone after % must be an interface name or "
                            "number (fe80::1%eth0)")
+        if address.is_unspecified or address.is_multicast or address == ipaddress.ip_address("255.255.255.255"):
+            raise BadInput(f"{where}: host {printable(host, 80)!r} is no one machine's address (unspecified, "
+                           "broadcast or multicast)")
         return str(address)
+    if re.fullmatch(r"[0-9]+|.*\.[0-9]+\.?", host) or host.lower().startswith("0x"):
+        # RFC 1123 2.1: a name's last label is not all digits; 1.2.3 or 167772162 are IPv4 in inet_aton's old forms
+        raise BadInput(f"{where}: host {printable(host, 80)!r} is neither a host name nor a dotted IPv4 address "
+                       "(a.b.c.d)")
     if re.fullmatch(_HOST_NAME, host) is None:
         raise BadInput(f"{where}: host {printable(host, 80)!r} is not a host name or an IP address (no port: the "
                        "plan chooses them)")

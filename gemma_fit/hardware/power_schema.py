@@ -10,7 +10,7 @@ from pydantic_core import PydanticCustomError
 from gemma_fit.db.schema import Strict
 from gemma_fit.hardware.schema import SLUG, URL
 
-MHZ = Field(gt=0, le=10_000)
+MHZ = Field(ge=10, le=10_000)  # a clock in MHz: 1e-300 made a prefill of 0 tok/s and an infinite TTFT
 
 
 class Clocks(Strict):

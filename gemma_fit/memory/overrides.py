@@ -96,10 +96,11 @@ def parse_override(text: str, n_gpus: int) -> tuple[TensorOverride, ...]:
     for item in text.split(","):
         pattern, sep, buffer = item.partition("=")
         shown = printable(item, 200)
-        if not sep or not pattern or not buffer.strip():
+        if not sep or not pattern or not buffer:
             raise BadInput(f"-ot '{shown}': expected PATTERN=BUFFER, e.g. \"blk\\..*\\.ffn_.*_exps\\.=CPU\"")
         _compiled(pattern)  # BadInput: not ECMAScript, or too long
-        out.append(TensorOverride(pattern, _device(buffer.strip(), n_gpus, shown)))
+        # the buffer's name exactly, as llama.cpp looks it up (common/arg.cpp): " CPU" is no buffer type
+        out.append(TensorOverride(pattern, _device(buffer, n_gpus, shown)))
     return tuple(out)
 
 
