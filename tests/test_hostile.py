@@ -844,6 +844,26 @@ _EVIL_PSU = {**_GPU, "id": "evil-gpu", "aliases": [], "device_names": [], "pcie_
 add("hardware-db", "gpu-pcie-gen-true", ["--hardware-db", ".", "check", "--gpu", "evil-gpu", "--model", M1], BAD,
     files={"g.yaml": yaml.safe_dump({"gpus": [_EVIL_PSU]})})
 
+# --- and by the engines' corpus (vLLM, transformers, Ollama options; numbers; drafters; mixed machines) ------------
+VLLM = ["check", "--model", "gemma-3-12b", "--gpu", "h100-sxm", "--engine", "vllm"]
+add("engines", "kv-dtype-injection", [*VLLM, "--kv-cache-dtype", "fp8; touch x"], BAD)  # printed in the command
+add("engines", "kv-dtype-bf16", [*VLLM, "--kv-cache-dtype", "bf16"], BAD)  # vLLM spells it bfloat16
+add("engines", "kv-dtype-bfloat16", [*VLLM, "--kv-cache-dtype", "bfloat16"], OK, must=("--kv-cache-dtype bfloat16",))
+add("engines", "batched-below-seqs", [*VLLM, "--max-num-batched-tokens", "4"], BAD)  # vLLM refuses to start
+add("engines", "version-arabic-digits", [*VLLM, "--engine-version", "\u0660.\u0661\u0661.\u0660"], BAD)
+for _opt, _value in {"--parallel": "\u0661\u0660", "--margin": "\uff11", "--batch": "5\u0661\u0662",
+                     "--parallel-underscore": "1_0"}.items():
+    add("numbers", f"{_opt[2:]}-not-ascii", [*CHK, _opt.split("-underscore")[0], _value], BAD)
+add("numbers", "rate-arabic", ["serve-plan", "--model", M1, "--gpu", "rtx-4090", "--rate", "\u0661"], BAD)
+for _value in ("nan", "-inf", "-1", "\u0661\u0660"):
+    add("list", f"min-memory-{_value}", ["list", "gpus", "--min-memory", _value], BAD)
+add("speculative", "draft-empty", ["check", "--model", "gemma-4-31B", "--gpu", "h100-sxm", "--draft", ""], BAD)
+add("speculative", "draft-quant-only", ["check", "--model", "gemma-4-31B", "--gpu", "h100-sxm", "--draft", ":Q8_0"],
+    BAD)
+add("machines", "mac-and-a-card", ["check", "--model", M1, "--gpu", "rtx-4090", "--gpu", "m4-max-64gb"], BAD)
+add("machines", "strix-halo-and-an-egpu", ["check", "--model", M1, "--gpu", "ryzen-ai-max-395-128gb", "--gpu",
+                                           "rtx-3090"], OK)  # OCuLink / USB4 boxes run this
+
 # --- known failures: cause -> (diagnosis, case ids); none today (docs/hostile.md lists the 16 fixed) ----------------
 # A fix turns its cases into XPASS, which strict xfail reports as a failure: remove the cause's entry with the fix.
 CAUSES: dict[str, tuple[str, list[str]]] = {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import types
 from collections import namedtuple
 from pathlib import Path
@@ -227,3 +228,54 @@ def test_cpu_check_takes_its_load_time_from_this_machines_drive() -> None:
     assert any("drive" in a for a in doc["assumptions"])
     if hw.disk is not None:
         assert not any("NVMe Gen4 disk" in n for n in doc["performance"]["notes"])
+
+
+class _MismatchError(Exception):  # pynvml's NVMLLibraryMismatchError: not an NVMLError
+    pass
+
+
+def _raise(exc: BaseException) -> Any:
+    raise exc
+
+
+def test_a_broken_or_hostile_driver_is_unknown_figures_never_an_error() -> None:
+    """What a driver cannot say (an old library, bytes the binding decodes strictly, -1.-1, free above total,
+    2**32-1 GPUs) is unknown: the probe answers, and --gpu local plans with what holds together."""
+    bad = dict(TWO_GPUS[0], cc=(-1, -1), memory=Memory(24564 * MIB, 2**64 - 1, 0))
+    nvml = fake_nvml([bad, dict(TWO_GPUS[1], memory=Memory(16376 * MIB, 0, 16376 * MIB))])
+    nvml.nvmlDeviceGetName = lambda h: _raise(UnicodeDecodeError("utf-8", b"\xff", 0, 1, "bad"))  # type: ignore
+    nvml.nvmlDeviceGetComputeRunningProcesses = lambda h: _raise(_MismatchError("v3"))  # type: ignore
+    g0, g1 = probe(nvml=nvml)["gpus"]
+    assert (g0["name"], g0["compute_capability"], g0["total_bytes"], g0["processes"]) == ("GPU 0", None, None, [])
+    assert g1["free_bytes"] == 0  # a full GPU is a figure: it holds nothing
+    (full,) = local_gpus(nvml=nvml)
+    assert full.usable_memory_bytes == 0
+    nvml.nvmlDeviceGetCount = lambda: 2**32 - 1  # type: ignore[attr-defined]
+    doc = probe(nvml=nvml)
+    assert doc["gpus"] == [] and any("4294967295 GPUs" in n for n in doc["notes"])
+
+
+def test_a_full_gpu_is_planned_not_divided_by() -> None:
+    """Every GPU's free memory 0 (other processes hold it): llama.cpp's split has no proportion; the check answers."""
+    from gemma_fit.memory.placement import split_points
+
+    assert split_points([0, 0]) == [0.5, 1.0] and split_points([0]) == [1.0]
+
+
+def test_an_installed_llama_server_that_prints_garbage_is_no_version(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """`llama-server --version` is read leniently and only so far: undecodable bytes, a flood, a build number past
+    any build are no version (the answer is for the pinned rules), never an error."""
+    from gemma_fit.jobs import engine_version
+
+    flood = shutil.which("yes")
+    assert flood is not None
+    monkeypatch.delenv("GEMMA_FIT_NO_ENGINE_PROBE", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    server = tmp_path / "llama-server"
+    for body, expected in ((r'printf "version: 6890 (\377\376)\n" >&2', "b6890"),
+                           ('printf "version: 99999999999999999999 (x)\\n"', None),
+                           (f"{flood} version", None)):  # a flood, read 64 KiB far
+        server.write_text(f"#!/bin/sh\n{body}\n")
+        server.chmod(0o755)
+        assert engine_version.installed_llama_server() == expected

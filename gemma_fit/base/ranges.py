@@ -89,6 +89,7 @@ RANGES: dict[str, Range] = {
     "--tokens-per-request": Range(1, MAX_TOKENS, "tokens generated per request"),
     "--requests-per-user": Range(0, 1e6, "requests per user a day", integer=False, low_open=True),
     "--kwh-price": Range(0, 100, "US dollars per kWh", integer=False),
+    "--min-memory": Range(0, MAX_GIB, "GiB of memory a GPU has at least", integer=False),
     "--hours-per-day": Range(0.1, 24, "hours rented a day (six minutes at least: providers bill by the minute or "
                                       "the hour)", integer=False),
     "--draft-max": Range(1, 64, "tokens drafted per step"),

@@ -20,6 +20,7 @@ from gemma_fit.cli.answer import answer, console, run_check
 from gemma_fit.cli.bench import bench_command
 from gemma_fit.cli.cost import cost_command
 from gemma_fit.cli.hardware import db_app, list_app, probe_command
+from gemma_fit.cli.numbers import ascii_numbers
 from gemma_fit.cli.options import (
     ENGINES,
     AcceptanceOpt,
@@ -86,6 +87,7 @@ from gemma_fit.cli.values import (
     run_settings,
 )
 
+ascii_numbers()  # '١٠' and '1_0' are not 10 to llama.cpp or any engine
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,

@@ -32,7 +32,17 @@ def _path(value: str) -> Path:
     return Path(value)
 
 
-CONVERT: dict[str, Callable[[str], Any]] = {"str": str, "int": int, "float": float, "path": _path,
+def _ascii(read: Callable[[str], Any]) -> Callable[[str], Any]:
+    """int() and float() as cli.numbers makes click's: ASCII digits, no underscores (else typer says so)."""
+    def checked(value: str) -> Any:
+        if not value.isascii() or "_" in value:
+            raise ValueError(value)
+        return read(value)
+
+    return checked
+
+
+CONVERT: dict[str, Callable[[str], Any]] = {"str": str, "int": _ascii(int), "float": _ascii(float), "path": _path,
                                             "tokens": token_count}
 
 

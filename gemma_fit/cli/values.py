@@ -83,5 +83,9 @@ def speculative_ask(mtp: bool, draft: str | None, draft_max: int | None, accepta
     if not (mtp or draft is not None or draft_max is not None or acceptance is not None):
         return None
     name, _, quant = (draft or "").partition(":")
+    if draft is not None and not name.strip():  # '' or ':Q4_0' is no drafter (an empty --quant is refused too)
+        from gemma_fit.api import BadInput
+
+        raise BadInput("--draft needs a model: MODEL or MODEL:QUANT (gemma-3-270m, gemma-3-1b:Q8_0)")
     return Speculative("mtp" if mtp else "draft", name.strip(), quant.strip(), draft_max, acceptance,
                        asked_both=mtp and draft is not None)

@@ -50,7 +50,7 @@ def server_defaults(version: str | None) -> tuple[str, ServerDefaults]:
     pinned, rows = _table()
     if version is None or version.strip().lower() in (pinned, LLAMA_CPP_COMMIT):
         return f"llama-server {pinned}", rows[-1]
-    m = re.fullmatch(r"\s*b?(\d{1,6})\s*", version, re.IGNORECASE)
+    m = re.fullmatch(r"\s*b?([0-9]{1,6})\s*", version, re.IGNORECASE)
     if m is None:
         raise BadInput(f"--engine-version '{printable(version, 60)}' is not a llama.cpp release: give its build "
                        f"number as `llama-server --version` prints it (b6890 or 6890), or {pinned}")

@@ -137,9 +137,13 @@ def resolve_speculative(target: ResolvedModel, *, mtp: bool, draft: str | None, 
     return Speculative(method, draft_id, quant, draft_max, p, source, file)
 
 
+_ARCH_GENERATION = {"gemma": "1", "gemma2": "2", "gemma3": "3", "gemma3n": "3n", "gemma4": "4"}  # a family's tokenizer
+
+
 def _generation(r: ResolvedModel) -> str | None:
+    """The Gemma generation: the database entry's, else the architecture's (a GGUF or config.json of the family)."""
     entry = r.entry
-    return str(entry.generation) if entry is not None else None
+    return str(entry.generation) if entry is not None else _ARCH_GENERATION.get(r.spec.arch)
 
 
 def _check_pair(target: ResolvedModel, draft: ResolvedModel) -> None:
@@ -147,11 +151,16 @@ def _check_pair(target: ResolvedModel, draft: ResolvedModel) -> None:
     type, size within 128, the same special tokens and texts); gemma-fit knows a family shares its tokenizer."""
     if draft.spec.id == target.spec.id:
         raise BadInput(f"--draft {draft.spec.id} is the target itself; a drafter is a smaller model of its family")
-    if abs(draft.spec.n_vocab - target.spec.n_vocab) > VOCAB_MAX_SIZE_DIFFERENCE \
-            or _generation(draft) != _generation(target):
+    if abs(draft.spec.n_vocab - target.spec.n_vocab) > VOCAB_MAX_SIZE_DIFFERENCE:
         raise BadInput(f"--draft {draft.spec.id} cannot draft for {target.spec.id}: llama.cpp needs the same "
-                       f"vocabulary (Gemma {_generation(draft)}, {draft.spec.n_vocab:,} tokens vs Gemma "
-                       f"{_generation(target)}, {target.spec.n_vocab:,})")
+                       f"vocabulary ({draft.spec.n_vocab:,} tokens against {target.spec.n_vocab:,})")
+    if _generation(draft) != _generation(target):
+        def family(r: ResolvedModel) -> str:
+            return f"Gemma {_generation(r)}'s" if _generation(r) else f"{r.spec.id}'s (not a database model)"
+
+        raise BadInput(f"--draft {draft.spec.id} cannot draft for {target.spec.id}: llama.cpp needs the same "
+                       f"tokenizer, and {family(draft)} is not {family(target)} (the same special tokens and texts, "
+                       "whatever the sizes)")
     if draft.spec.n_layer >= target.spec.n_layer and draft.spec.n_embd >= target.spec.n_embd:
         raise BadInput(f"--draft {draft.spec.id} is not smaller than {target.spec.id}: it would slow decoding down")
 

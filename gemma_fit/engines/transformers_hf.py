@@ -62,7 +62,7 @@ from gemma_fit.engines.hf_weights import (
     tower_params,
     vision_activation_bytes,
 )
-from gemma_fit.hardware.spec import Hardware
+from gemma_fit.hardware.spec import GPUSpec, Hardware
 from gemma_fit.memory.estimate import runtime_overhead
 from gemma_fit.memory.search import largest_fitting
 from gemma_fit.memory.settings import validate_shared
@@ -119,12 +119,19 @@ def full_logits_bytes(spec: ModelSpec, batch: int, tokens: int) -> int:
     return batch * tokens * spec.n_vocab * (2 + 4)
 
 
+def torch_device(g: GPUSpec) -> str:
+    """PyTorch's name for the GPU: ROCm builds keep "cuda"; Apple's is "mps", Intel's "xpu"."""
+    if g.backend == "metal":
+        return "mps"
+    return "xpu" if g.vendor == "intel" else "cuda"
+
+
 def _snippet(resolved: ResolvedModel, quant: str, s: EngineSettings[TransformersOptions], batch: int,
-             multi_gpu: bool) -> str:
+             multi_gpu: bool, device: str = "cuda") -> str:
     repo = checkpoint(resolved, quant) if quant in PRE_QUANTIZED else None
     repo = repo or hf_repo(resolved)
     lines = ["import torch", "from transformers import AutoModelForCausalLM, AutoTokenizer"]
-    device_map = '"auto"' if multi_gpu else '"cuda"'
+    device_map = '"auto"' if multi_gpu else f'"{device}"'
     kwargs = [json.dumps(repo), f"device_map={device_map}"]  # a Python string literal, whatever the path holds
     if quant in ("bf16", "fp16"):
         kwargs.append(f"dtype=torch.{'bfloat16' if quant == 'bf16' else 'float16'}")
@@ -237,7 +244,7 @@ def estimate_transformers(resolved: ResolvedModel, spec: ModelSpec, settings: En
         "tower_params": towers,
         "n_params_active": p.active,
         "offloads_layers": False,
-        "python": _snippet(resolved, quant, s, batch, len(devices) > 1),
+        "python": _snippet(resolved, quant, s, batch, len(devices) > 1, torch_device(devices[0]) if devices else "cpu"),
     }
     detail = EnginePlan(s, out_devices, p.total + towers, weights, None, extras, sources=(
         f"{VERSION} src/transformers/cache_utils.py DynamicSlidingWindowLayer, StaticSlidingWindowLayer",

@@ -14,7 +14,7 @@ from gemma_fit.db.rules import read_packaged_yaml
 
 def parse_version(text: str) -> tuple[int, ...] | None:
     """'0.12.6' or 'v0.12.6' (a release's own spelling) as numbers; None for anything else."""
-    m = re.fullmatch(r"\s*v?(\d{1,4}(?:\.\d{1,4}){1,3})\s*", text)
+    m = re.fullmatch(r"\s*v?([0-9]{1,4}(?:\.[0-9]{1,4}){1,3})\s*", text)
     return tuple(int(p) for p in m.group(1).split(".")) if m else None
 
 

@@ -30,8 +30,7 @@ Rules read from the vLLM 0.33.0 sdist (PyPI), file by file:
   bytes; FullAttentionSpec.max_memory_usage_bytes = cdiv(max_model_len, block_size) pages;
   SlidingWindowSpec.max_admission_blocks_per_request = cdiv(min(window - 1 + max_in_flight_tokens,
   max_model_len), block_size) + 1 (the hybrid allocator frees blocks that leave the window).
-- vllm/config/vllm.py max_in_flight_tokens = max_concurrent_batches (2 with async scheduling, on by
-  default) x max_num_batched_tokens.
+- vllm/config/vllm.py: max_in_flight_tokens = max_concurrent_batches (2, async scheduling) x max_num_batched_tokens.
 - vllm/v1/core/kv_cache_utils.py get_max_concurrency_for_kv_cache_config: concurrency = num_blocks /
   sum over groups of blocks per request; get_kv_cache_capacity: tokens = concurrency x max_model_len.
 - vllm/model_executor/models/gemma4.py: KV-shared layers (num_kv_shared_layers) set
@@ -39,9 +38,8 @@ Rules read from the vLLM 0.33.0 sdist (PyPI), file by file:
   still stored).
 - vllm/v1/worker/gpu_model_runner.py _dummy_sampler_run: the profile run computes logits for
   min(max_num_seqs, max_num_batched_tokens) rows over the full vocabulary (fp32) and samples.
-- vllm/model_executor/layers/quantization/__init__.py: no bitsandbytes method in 0.33.0.
-vLLM never offloads layers to the CPU unless told to (--cpu-offload-gb); it refuses to start when not
-even one max_model_len request fits (kv_cache_planning.py _check_enough_kv_cache_memory).
+- vllm/model_executor/layers/quantization/__init__.py: no bitsandbytes in 0.33.0. vLLM never offloads layers (but
+  --cpu-offload-gb); kv_cache_planning.py _check_enough_kv_cache_memory: no start if one max_model_len cannot fit.
 """
 
 from __future__ import annotations
@@ -206,8 +204,10 @@ def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSett
         raise BadInput(f"--ctx {max_model_len} is beyond the model's {spec.n_ctx_train} tokens (vLLM refuses it)")
     dev0 = min(devices, key=lambda d: d.usable_memory_bytes)
     d_tokens, d_seqs = batch_defaults(dev0.usable_memory_bytes, dev0.name)
-    tokens = o.max_num_batched_tokens or d_tokens
-    seqs = s.max_num_seqs or d_seqs
+    seqs = s.max_num_seqs or d_seqs  # vLLM refuses to start with fewer batched tokens than sequences (scheduler.py)
+    tokens = o.max_num_batched_tokens or max(d_tokens, seqs)
+    if tokens < seqs:
+        raise BadInput(f"--max-num-batched-tokens {tokens:,} is below max_num_seqs {seqs:,}: vLLM refuses to start")
     dtype_bytes = kv_dtype_bytes(s.kv_cache_dtype, quant)
 
     towers = tower_params(resolved) if (s.mmproj or s.images_per_prompt) else 0

@@ -24,11 +24,21 @@ class KVGroupType:
     page_bytes: int  # one layer's page after unification
 
 
+# vLLM's --kv-cache-dtype choices for these models (vllm/config/cache.py CacheDType; fp8_inc is Intel Gaudi's,
+# fp8_ds_mla DeepSeek's MLA layout): the value goes into the printed `vllm serve` command as it is, so nothing else.
+KV_DTYPES = ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2")
+
+
 def kv_dtype_bytes(kv_cache_dtype: str, quant: str) -> int:
+    if kv_cache_dtype not in KV_DTYPES:
+        from gemma_fit.base.suggest import did_you_mean
+        from gemma_fit.base.text import printable
+
+        near = did_you_mean(kv_cache_dtype.replace("bf16", "bfloat16").replace("fp16", "auto"), KV_DTYPES)
+        raise BadInput(f"--kv-cache-dtype {printable(kv_cache_dtype, 40)} is not one of vLLM's ({', '.join(KV_DTYPES)})"
+                       + near)
     if kv_cache_dtype.startswith("fp8"):
         return 1
-    if kv_cache_dtype not in ("auto", "bf16", "fp16", "bfloat16", "float16"):
-        raise BadInput(f"--kv-cache-dtype {kv_cache_dtype} is not a vLLM KV dtype (auto, fp8, fp8_e4m3, fp8_e5m2)")
     return 4 if quant == "fp32" else 2  # auto = the model dtype (fp8/int4 checkpoints keep bf16 activations)
 
 

@@ -45,7 +45,7 @@ class MachineFlags:
 
 NO_NUMA = "none"  # --numa none: llama.cpp run without --numa, the default the help states
 
-_RAM_TYPE = re.compile(r"^(ddr4|ddr5|lpddr4x?|lpddr5x?)-(\d{3,5})$")
+_RAM_TYPE = re.compile(r"^(ddr4|ddr5|lpddr4x?|lpddr5x?)-([0-9]{3,5})$")
 
 
 def _ram_bandwidth(flags: MachineFlags, extra: tuple[Path, ...]) -> tuple[float, str] | None:

@@ -18,6 +18,7 @@ from typing import Any
 
 import psutil
 
+from gemma_fit.base.record import record
 from gemma_fit.hardware.catalog import GPUSpec, load_gpus, match_device
 from gemma_fit.hardware.probe_other import Sysctl, _sysctl, apple_gpu, sysfs_gpus
 from gemma_fit.hardware.spec import with_rated_figures
@@ -37,6 +38,9 @@ def _text(value: Any) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
+MAX_PROBED_GPUS = 256  # past any one machine (an HGX node has 8 or 16)
+
+
 class _Query:
     """Calls NVML functions, turning NVMLError (and functions an old nvidia-ml-py lacks) into None."""
 
@@ -50,7 +54,9 @@ class _Query:
             return None
         try:
             return fn(*args)
-        except (self.error, NotImplementedError):
+        # NVMLError, a library older than the binding (NVMLLibraryMismatchError), bytes the binding decodes strictly
+        # (UnicodeDecodeError): what the driver cannot say is unknown
+        except Exception:  # noqa: BLE001
             return None
 
 
@@ -100,9 +106,31 @@ def _ecc(q: _Query, handle: Any) -> bool | None:
     return None
 
 
+MAX_GPU_BYTES = 1 << 44  # 16 TiB: past any GPU made; a driver's 2**64-1 is no figure
+
+
+@record
+class _Memory:
+    total: int
+    free: int
+    used: int
+
+
+def _memory(info: Any) -> _Memory | None:
+    """The driver's memory figures where they hold together (free and used within total), else unknown."""
+    try:
+        total, free, used = int(info.total), int(info.free), int(info.used)
+    except (AttributeError, TypeError, ValueError):
+        return None
+    if not 0 < total <= MAX_GPU_BYTES or not 0 <= free <= total or not 0 <= used <= total:
+        return None
+    return _Memory(total, free, used)
+
+
 def _compute_capability(q: _Query, handle: Any) -> str | None:
     cc = q("nvmlDeviceGetCudaComputeCapability", handle)
-    return f"{cc[0]}.{cc[1]}" if isinstance(cc, list | tuple) and len(cc) == 2 else None
+    ok = isinstance(cc, list | tuple) and len(cc) == 2 and all(isinstance(v, int) and 0 <= v < 100 for v in cc)
+    return f"{cc[0]}.{cc[1]}" if ok else None  # a driver's -1.-1 (unknown) is none
 
 
 def _probe_gpu(q: _Query, index: int, extra_dirs: tuple[Path, ...]) -> dict[str, Any]:
@@ -111,7 +139,7 @@ def _probe_gpu(q: _Query, index: int, extra_dirs: tuple[Path, ...]) -> dict[str,
         return {"index": index, "name": f"GPU {index} (not accessible)", "total_bytes": None, "free_bytes": None,
                 "pcie_gen": None, "pcie_width": None, "matched_id": None, "processes": []}
     name = _text(q("nvmlDeviceGetName", handle) or f"GPU {index}")
-    mem = q("nvmlDeviceGetMemoryInfo", handle)
+    mem = _memory(q("nvmlDeviceGetMemoryInfo", handle))
     total = int(mem.total) if mem is not None else None
     power_mw = q("nvmlDeviceGetEnforcedPowerLimit", handle)
     uuid = q("nvmlDeviceGetUUID", handle)
@@ -154,6 +182,9 @@ def probe_gpus(nvml: ModuleType | None = None, extra_dirs: tuple[Path, ...] = ()
     try:
         q = _Query(nvml)
         count = q("nvmlDeviceGetCount") or 0
+        if not isinstance(count, int) or not 0 <= count <= MAX_PROBED_GPUS:  # a broken driver's 2**32-1
+            out["notes"].append(f"NVML reports {count!r} GPUs, more than any machine has: none probed")
+            count = 0
         version = q("nvmlSystemGetDriverVersion")
         out["driver_version"] = _text(version) if version is not None else None
         out["cuda_driver_version"] = _cuda_version(q)

@@ -73,14 +73,22 @@ def select_hardware(gpu_names: list[str], hardware_file: Path | None, extra: tup
                     cpu_sockets=cpu.sockets if cpu else 1)
 
 
+SEALED_PLATFORMS = ("macos", "l4t", "dgx-os")  # unified_platform values of machines with no slot for a GPU
+
+
 def _one_unified_machine(gpus: list[GPUSpec]) -> None:
     """A unified-memory GPU is a whole machine (a Mac, a Jetson, a DGX Spark, a Strix Halo box): two of them are two
     machines, which one llama.cpp process cannot span (a discrete card beside one, an eGPU, can be)."""
     unified = [g.id for g in gpus if g.unified_memory]
+    sealed = [g for g in gpus if g.unified_memory and g.unified_platform in SEALED_PLATFORMS]
+    if sealed and len(gpus) > 1:  # a Mac, a Jetson, a DGX Spark take no other GPU (a Strix Halo box an eGPU can)
+        raise BadInput(f"{sealed[0].id} is a whole machine that takes no other GPU: check it on its own, or describe "
+                       "several machines in a cluster file (gemma-fit serve-plan --hardware CLUSTER.yaml: llama.cpp "
+                       "RPC)")
     if len(unified) > 1:
         raise BadInput(f"{' and '.join(unified)} are {len(unified)} machines (each a unified-memory system), not one: "
                        "one llama.cpp process runs on one; for several, describe them in a cluster file "
-                       "(gemma-fit serve-plan --cluster FILE: llama.cpp RPC)")
+                       "(gemma-fit serve-plan --hardware CLUSTER.yaml: llama.cpp RPC)")
 
 
 def _total_ram() -> int:

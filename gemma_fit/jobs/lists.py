@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from gemma_fit.base.errors import BadInput
+from gemma_fit.base.ranges import check_range
 from gemma_fit.base.record import record
 from gemma_fit.base.units import GIB
 from gemma_fit.db.catalog import BUILTIN, Catalog
@@ -69,6 +70,8 @@ def gpus(catalog: Catalog = BUILTIN, which: GpuFilter | None = None) -> list[Any
         _choice("--vendor", f.vendor, VENDORS)
     if f.backend is not None:
         _choice("--backend", f.backend, GPU_BACKENDS)
+    if f.min_memory_gib is not None:
+        check_range("--min-memory", f.min_memory_gib)
     entries = sorted(load_gpu_entries(catalog.hardware_dirs).values(),
                      key=lambda e: (_VENDOR_ORDER.get(e.vendor, 9), e.memory_bytes, e.id))
     return [e for e in entries if _keeps(f, e)]

@@ -31,7 +31,7 @@ EXPERTS = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"
 MAX_PATTERN_CHARS = 1000  # a hand-typed regex; longer is a mistake (and bounds the time to compile)
 MAX_OVERRIDES = 4096  # llama_max_tensor_buft_overrides()
 _LITERAL = re.compile(r"[^\\^$.*+?()\[\]{}|]*")  # a pattern of no special character matches itself
-_GPU_BUFFER = re.compile(r"^(CUDA|ROCm|Vulkan|SYCL|MTL|Metal|OpenCL|CANN|MUSA)(\d*)$")
+_GPU_BUFFER = re.compile(r"^(CUDA|ROCm|Vulkan|SYCL|MTL|Metal|OpenCL|CANN|MUSA)([0-9]*)$")
 
 
 @record

@@ -82,6 +82,8 @@ def f32(x: float) -> float:
 
 def split_points(free_bytes: list[int]) -> list[float]:
     """Cumulative, normalized split points in float32, as llama.cpp computes them."""
+    if not any(free_bytes):  # every GPU full (other processes hold it): no proportion to keep, an even split
+        free_bytes = [1] * len(free_bytes)
     sums, total = [], 0.0
     for b in free_bytes:
         total = f32(total + f32(float(b)))
