@@ -864,6 +864,14 @@ add("machines", "mac-and-a-card", ["check", "--model", M1, "--gpu", "rtx-4090", 
 add("machines", "strix-halo-and-an-egpu", ["check", "--model", M1, "--gpu", "ryzen-ai-max-395-128gb", "--gpu",
                                            "rtx-3090"], OK)  # OCuLink / USB4 boxes run this
 
+add("serve-plan", "ctx-zero-is-the-trained-context", [*SP, "--ctx", "0"], OK, must=("-c 32768",))  # not -c 256
+add("serve-plan", "ollama-ctx-below-request", [*SP, "--engine", "ollama", "--ctx", "1"], BAD)  # Ollama truncates
+add("serve-plan", "ollama-past-trained-context", [*SP, "--engine", "ollama", "--prompt-tokens", "200000"], BAD)
+
+for _engine in ("vllm", "ollama"):  # a report asks --mtp as typed: each cell's model names its own drafter
+    add("report", f"mtp-{_engine}", ["report", "--gpu", "h100-sxm", "--model", "gemma-4-31B", "--engine", _engine,
+                                      "--mtp", "--json"], OK)
+
 # --- known failures: cause -> (diagnosis, case ids); none today (docs/hostile.md lists the 16 fixed) ----------------
 # A fix turns its cases into XPASS, which strict xfail reports as a failure: remove the cause's entry with the fix.
 CAUSES: dict[str, tuple[str, list[str]]] = {}

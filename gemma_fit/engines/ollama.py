@@ -56,7 +56,13 @@ from gemma_fit.engines.base import (
 )
 from gemma_fit.engines.hf_weights import gguf_type_name, tower_params, vision_activation_bytes
 from gemma_fit.engines.llamacpp import LlamaCppResult, run_check, speed_of
-from gemma_fit.engines.speculative import draft_command, ollama_draft, with_drafter, with_speculation
+from gemma_fit.engines.speculative import (
+    draft_command,
+    ollama_draft,
+    resolve_asked,
+    with_drafter,
+    with_speculation,
+)
 from gemma_fit.engines.versions import defaults_of, release_label
 from gemma_fit.gguf.types import file_type
 from gemma_fit.hardware.spec import GPUSpec, Hardware
@@ -166,7 +172,10 @@ def estimate_ollama(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSe
                if by_vram else min(int(release["num_ctx"]), spec.n_ctx_train))
     parallel = s.max_num_seqs or int(release["num_parallel"])
     by_context = release["num_batch"] == "by context"
-    draft = ollama_draft(s.speculative, s.engine_version) if s.speculative else None
+    asked = s.speculative
+    if asked is not None and not asked.resolved:  # as a report or recommend asks it: this model's own drafter
+        asked = resolve_asked(resolved, asked, resolved.db_dirs)
+    draft = ollama_draft(asked, s.engine_version) if asked else None
     r, run, num_ctx = _run(resolved, quant, hardware, overhead, num_ctx, parallel, fa, kv, by_context, draft)
     while (auto_ctx and by_vram and release["ctx_step_down"] and not r.verdict.runs_on_gpu
            and (lower := _lower_tier(num_ctx)) is not None):  # sched.go steps down (v0.30.0 and later)

@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import Any
 
 from gemma_fit.base.errors import BadInput
-from gemma_fit.engines.mtp import Drafter, drafter_by_id
+from gemma_fit.engines.mtp import Drafter, drafter_by_id, drafter_for
 from gemma_fit.engines.versions import parse_version
 from gemma_fit.hardware.spec import Hardware
 
@@ -39,8 +39,9 @@ def vllm_drafter(spec: Any, engine_version: str, target_id: str) -> tuple[Any, D
     if target_id == "gemma-4-12B":
         raise BadInput("--mtp for gemma-4-12B on vLLM needs a nightly build (PR #44429, the 12B's unified assistant): "
                        "no release is modelled; use --engine llama.cpp")
-    d = drafter_by_id(spec.draft_model)
-    return replace(spec, draft_quant="bf16", draft_max=spec.draft_max or RECIPE_DRAFTS.get(target_id, 4)), d
+    d = drafter_by_id(spec.draft_model) if spec.draft_model else drafter_for(target_id)  # a report's ask names none
+    return replace(spec, draft_model=d.id, draft_quant="bf16",
+                   draft_max=spec.draft_max or RECIPE_DRAFTS.get(target_id, 4)), d
 
 
 def drafter_bytes(d: Drafter, tp: int) -> int:

@@ -41,14 +41,16 @@ def plan_document(*, model: str, quant: str | None, gpus: list[str], hardware: P
     if quant is not None:
         eng.canonical_quant(quant)  # '' or Q9_K: refused here, not read as the default
     llama = engine == registry.DEFAULT_ENGINE
-    if engine in (registry.DEFAULT_ENGINE, VLLM.name):
+    if engine in _SERVERS:
         _check_trained_context(resolve_model(model, catalog.model_dirs).spec, prompt_tokens, output_tokens, engine)
     if llama and ctx is None:
         _check_sized_context(parallel, prompt_tokens, output_tokens)
-    if ctx and engine in (registry.DEFAULT_ENGINE, VLLM.name):
+    if ctx and engine in _SERVERS:
         _check_holds_a_request(ctx, parallel if llama else 1, prompt_tokens, output_tokens, engine)
     n_ctx = ctx if ctx is not None else (parallel * (prompt_tokens + (output_tokens or 0)) if llama else 0)
-    settings = RunSettings(n_ctx=max(n_ctx, 256) if llama else n_ctx, n_parallel=parallel, speculative=speculative)
+    # --ctx 0 is llama.cpp's own: the trained context (-c 0), not 256 tokens
+    settings = RunSettings(n_ctx=max(n_ctx, 256) if llama and n_ctx else n_ctx, n_parallel=parallel,
+                           speculative=speculative)
     if speculative is not None and cluster is not None:
         raise BadInput("--mtp / --draft are modelled on one machine (llama.cpp), not on a cluster file yet")
     if cluster is None:
@@ -79,14 +81,20 @@ def _request(prompt_tokens: int, output_tokens: int | None) -> tuple[int, str]:
             f"--prompt-tokens {prompt_tokens:,} + --output-tokens {output_tokens:,}")
 
 
+# What each server does with a request longer than its context: (past --ctx, past the trained context). Ollama cuts
+# the prompt to num_ctx (llm/server.go: "truncating input prompt"), which answers another request than the one asked.
+_SERVERS = {registry.DEFAULT_ENGINE: ("llama-server rejects", "llama-server caps each slot there"),
+            "vllm": ("vLLM rejects", "vLLM's --max-model-len stops there"),
+            "ollama": ("Ollama truncates to its last tokens", "Ollama's num_ctx stops there")}
+
+
 def _check_trained_context(spec: ModelSpec, prompt_tokens: int, output_tokens: int | None, engine: str) -> None:
     """A request past the model's trained context is served by neither engine: llama-server caps each slot at
     n_ctx_train and rejects a longer request; vLLM refuses a --max-model-len past max_position_embeddings. Bad
     input, not a GO for a plan whose every request fails."""
     one, terms = _request(prompt_tokens, output_tokens)
     if one > spec.n_ctx_train:
-        server = "llama-server caps each slot there" if engine == registry.DEFAULT_ENGINE else \
-            "vLLM's --max-model-len stops there"
+        server = _SERVERS[engine][1]
         raise BadInput(f"{terms} = {one:,} tokens, more than {spec.id}'s trained context of {spec.n_ctx_train:,} "
                        f"({server}): a shorter request, or a model with a longer context")
 
@@ -110,8 +118,7 @@ def _check_holds_a_request(ctx: int, slots: int, prompt_tokens: int, output_toke
         return
     given = f"--ctx {ctx:,} over --parallel {slots} slots leaves {per_slot:,} tokens a slot," if slots > 1 else \
         f"--ctx {ctx:,} is"
-    server = "llama-server" if engine == registry.DEFAULT_ENGINE else "vLLM"
-    raise BadInput(f"{given} less than one request: {terms} = {one:,} tokens, which {server} rejects; give "
+    raise BadInput(f"{given} less than one request: {terms} = {one:,} tokens, which {_SERVERS[engine][0]}; give "
                    f"--ctx {slots * one:,} or more, or leave --ctx out (serve-plan sizes it)")
 
 
