@@ -872,6 +872,12 @@ for _engine in ("vllm", "ollama"):  # a report asks --mtp as typed: each cell's 
     add("report", f"mtp-{_engine}", ["report", "--gpu", "h100-sxm", "--model", "gemma-4-31B", "--engine", _engine,
                                       "--mtp", "--json"], OK)
 
+# llama.cpp's placement and kernel options under an engine that has none: refused, never dropped without a word
+for _engine, _args in {"vllm": ["-ot", "blk=CPU"], "transformers": ["-ngl", "10"], "ollama": ["--swa-full"],
+                       "vllm-ub": ["-ub", "256"], "vllm-ctv": ["--cache-type-v", "q8_0"]}.items():
+    add("engines", f"llamacpp-option-{_engine}", [*VLLM[:5], "--engine", _engine.split("-")[0], *_args], BAD)
+add("engines", "ollama-flash-attn", [*VLLM[:5], "--engine", "ollama", "-fa", "on"], OK)  # Ollama's own setting
+
 # --- known failures: cause -> (diagnosis, case ids); none today (docs/hostile.md lists the 16 fixed) ----------------
 # A fix turns its cases into XPASS, which strict xfail reports as a failure: remove the cause's entry with the fix.
 CAUSES: dict[str, tuple[str, list[str]]] = {}

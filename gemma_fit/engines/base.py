@@ -209,8 +209,11 @@ class EngineSettings(Generic[Opts]):
 
 
 def engine_settings(engine: str, quant: str, settings: RunSettings, workload: Workload, options: Opts,
-                    **common: Any) -> EngineSettings[Opts]:
-    """The settings every engine beyond llama.cpp shares, from llama.cpp's options and the workload."""
+                    flash_attn_used: bool = False, **common: Any) -> EngineSettings[Opts]:
+    """The settings every engine beyond llama.cpp shares, from llama.cpp's options and the workload; llama.cpp's
+    placement and kernel options, which none of them takes (-fa but where `flash_attn_used`: Ollama's), refused."""
+    refuse_llamacpp_only(replace(settings, flash_attn="auto") if flash_attn_used else settings,
+                         {"vllm": "vLLM", "ollama": "Ollama"}.get(engine, engine))
     return EngineSettings(engine=engine, quant=quant, options=options, max_model_len=settings.n_ctx,
                           mmproj=workload.mmproj is not None, images_per_prompt=workload.images or 0,
                           prompt_tokens=workload.prompt_tokens, output_tokens=workload.traffic.output_tokens,
@@ -299,3 +302,17 @@ def pinned_version(engine: str, modelled: str, version: str | None) -> str:
 
     raise BadInput(f"--engine-version '{printable(version, 40)}': gemma-fit's {engine} rules (memory, defaults) are "
                    f"read from {modelled}; give that version or leave --engine-version out")
+
+
+def refuse_llamacpp_only(s: RunSettings, engine: str) -> None:
+    """A llama.cpp placement or kernel option given to an engine that has none (vLLM, transformers) is bad input: the
+    answer would drop it without a word, and the printed command would not carry it."""
+    default = RunSettings()
+    given = [flag for flag, asked in (
+        ("-ot", bool(s.override_tensor)), ("--cpu-moe", s.cpu_moe), ("--n-cpu-moe", bool(s.n_cpu_moe)),
+        ("-ngl", s.n_gpu_layers is not None), ("--swa-full", s.swa_full), ("-ub", s.n_ubatch != default.n_ubatch),
+        ("-fa", s.flash_attn != default.flash_attn),
+        ("-ctv", s.cache_type_v.lower() != s.cache_type_k.lower())) if asked]  # one KV type: --cache-type-k's
+    if given:
+        raise BadInput(f"{', '.join(given)}: llama.cpp's option{'s' if len(given) > 1 else ''}, which {engine} has no "
+                       f"use for (gemma-fit check --help lists {engine}'s own)")

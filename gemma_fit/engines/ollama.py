@@ -315,7 +315,7 @@ class OllamaEngine:
         # --flash-attn auto = OLLAMA_FLASH_ATTENTION unset: llama-server's --flash-attn auto (v0.30.0 and later)
         return engine_settings(NAME, quant, s, request.workload, o,
                                max_num_seqs=s.n_parallel, kv_cache_dtype=o.kv_cache_dtype or s.cache_type_k,
-                               flash_attention={"on": True, "off": False}.get(s.flash_attn))
+                               flash_attention={"on": True, "off": False}.get(s.flash_attn), flash_attn_used=True)
 
     def offered_quants(self, resolved: ResolvedModel, ladder: tuple[str, ...]) -> tuple[str, ...]:
         """The file types of `ladder` the Ollama library has a tag of (all of them where it has none)."""
