@@ -878,6 +878,8 @@ for _engine, _args in {"vllm": ["-ot", "blk=CPU"], "transformers": ["-ngl", "10"
     add("engines", f"llamacpp-option-{_engine}", [*VLLM[:5], "--engine", _engine.split("-")[0], *_args], BAD)
 add("engines", "ollama-flash-attn", [*VLLM[:5], "--engine", "ollama", "-fa", "on"], OK)  # Ollama's own setting
 
+add("serve-plan", "vllm-pp-on-one-machine", [*SP, "--engine", "vllm", "--pipeline-parallel-size", "2"], BAD)
+
 # --- known failures: cause -> (diagnosis, case ids); none today (docs/hostile.md lists the 16 fixed) ----------------
 # A fix turns its cases into XPASS, which strict xfail reports as a failure: remove the cause's entry with the fix.
 CAUSES: dict[str, tuple[str, list[str]]] = {}

@@ -65,7 +65,8 @@ def select_hardware(gpu_names: list[str], hardware_file: Path | None, extra: tup
         else:
             gpus.extend(as_seen_by_software(_gpu(name, extra)))  # an MI250X is two devices to llama.cpp
     if len(gpus) > MAX_GPUS:
-        raise BadInput(f"{len(gpus)} GPUs: llama.cpp uses at most {MAX_GPUS} devices in one process")
+        raise BadInput(f"{len(gpus)} GPUs in one machine: gemma-fit plans at most {MAX_GPUS} (llama.cpp's device "
+                       "limit; an HGX node has 8 or 16): several machines are a cluster file")
     _one_unified_machine(gpus)
     label = " + ".join(g.name for g in gpus)
     cpu = _this_cpu(extra) if host is not None else None  # --gpu local: this machine's CPU runs the CPU layers

@@ -57,7 +57,11 @@ def plan_document(*, model: str, quant: str | None, gpus: list[str], hardware: P
         target = hardware if hardware is not None else gpus
         if not target:
             raise BadInput("give --gpu ID (repeat for several) or --hardware FILE (a machine or a cluster file)")
-        options: dict[str, Any] = {} if llama or tp is None else {"tensor_parallel_size": tp}
+        if pp or (tp and engine != VLLM.name):  # never dropped without a word: the printed command would lack it
+            raise BadInput("--pipeline-parallel-size is planned over a cluster file's nodes (vLLM on Ray); on one "
+                           "machine, vLLM splits its GPUs with --tensor-parallel-size" if pp else
+                           f"--tensor-parallel-size is vLLM's; {engine} splits layers over the GPUs")
+        options: dict[str, Any] = {} if tp is None else {"tensor_parallel_size": tp}
 
         def at(n: int) -> dict[str, Any]:
             if llama and ctx:  # --ctx stays: a slot of n_ctx / n that no longer holds a request is no plan
