@@ -24,9 +24,14 @@ def ascii_numbers() -> None:
         base._ascii_only = True
 
 
+def plain_digits(value: str) -> bool:
+    """A number as llama.cpp and the engines read one: ASCII only, no underscores."""
+    return value.isascii() and "_" not in value
+
+
 def _ascii_first(convert: Any) -> Any:
     def checked(self: Any, value: Any, param: Any, ctx: Any) -> Any:
-        if isinstance(value, str) and (not value.isascii() or "_" in value):
+        if isinstance(value, str) and not plain_digits(value):
             self.fail(f"{value!r} is not a valid {self.name} (ASCII digits, no underscores)", param, ctx)
         return convert(self, value, param, ctx)
 

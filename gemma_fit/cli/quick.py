@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gemma_fit.cli.check_words import DEFAULTS, WORDS
+from gemma_fit.cli.numbers import plain_digits
 from gemma_fit.cli.values import token_count
 
 
@@ -35,7 +36,7 @@ def _path(value: str) -> Path:
 def _ascii(read: Callable[[str], Any]) -> Callable[[str], Any]:
     """int() and float() as cli.numbers makes click's: ASCII digits, no underscores (else typer says so)."""
     def checked(value: str) -> Any:
-        if not value.isascii() or "_" in value:
+        if not plain_digits(value):
             raise ValueError(value)
         return read(value)
 

@@ -305,8 +305,8 @@ def pinned_version(engine: str, modelled: str, version: str | None) -> str:
 
 
 def refuse_llamacpp_only(s: RunSettings, engine: str) -> None:
-    """A llama.cpp placement or kernel option given to an engine that has none (vLLM, transformers) is bad input: the
-    answer would drop it without a word, and the printed command would not carry it."""
+    """A llama.cpp placement or kernel option given to an engine that has none (vLLM, transformers, Ollama) is bad
+    input: the answer would drop it without a word, and the printed command would not carry it."""
     default = RunSettings()
     given = [flag for flag, asked in (
         ("-ot", bool(s.override_tensor)), ("--cpu-moe", s.cpu_moe), ("--n-cpu-moe", bool(s.n_cpu_moe)),

@@ -257,12 +257,12 @@ def cost(model: str, quant: str | None, hardware: Any, ask: CostAsk, *, catalog:
         check_range("--hours-per-day", ask.hours_per_day)
     check_range("--prompt-tokens", ask.prompt_tokens)
     per_request = ask.tokens_per_request or 256
-    one = ask.prompt_tokens + per_request
-    if one * min(ask.users or 1, 256) > MAX_TOKENS:  # the server's -c holds every request at once; no --ctx to blame
-        who = f"{min(ask.users or 1, 256)} requests at once x " if ask.users and ask.users > 1 else ""
+    one, at_once = ask.prompt_tokens + per_request, min(ask.users or 1, 256)
+    if one * at_once > MAX_TOKENS:  # the server's -c holds every request at once; no --ctx to blame
+        who = f"{at_once} requests at once x " if at_once > 1 else ""
         raise BadInput(f"{who}(--prompt-tokens {ask.prompt_tokens:,} + {per_request:,} generated) = "
-                       f"{one * min(ask.users or 1, 256):,} tokens of context, more than the {MAX_TOKENS:,} gemma-fit "
-                       "plans for: fewer or shorter requests")
+                       f"{one * at_once:,} tokens of context, more than the {MAX_TOKENS:,} gemma-fit plans for: "
+                       "fewer or shorter requests")
 
     def at(slots: int) -> Any:
         s = RunSettings(n_ctx=max(4096, (ask.prompt_tokens + per_request) * slots), n_parallel=slots,
@@ -270,7 +270,7 @@ def cost(model: str, quant: str | None, hardware: Any, ask: CostAsk, *, catalog:
         return check(model, hardware, quant=quant, settings=s, machine=machine, catalog=catalog)
 
     if ask.users is not None:
-        r = at(max(1, min(ask.users, 256)))  # the requests one llama-server serves at once
+        r = at(at_once)  # the requests one llama-server serves at once
     else:  # a volume alone: as many requests at once as the volume needs, as a server batches them (up to 64)
         r = at(1)
         slots = 1
