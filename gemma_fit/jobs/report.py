@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from gemma_fit.base.collections_off import collections_paused
 from gemma_fit.base.errors import BadInput, GemmaFitError
 from gemma_fit.base.text import printable
 from gemma_fit.base.verdict import CELL_ERROR, CELL_STATES, cell_rank
@@ -321,7 +322,8 @@ def run_report(models: Sequence[str], quants: Sequence[str], gpus: Sequence[Sequ
     report["engine"] = eng.name
     from gemma_fit.jobs.report_answer import report_answer
 
-    report["answer"] = report_answer(report, catalog)
+    with collections_paused():  # its options are plain records; see base.collections_off
+        report["answer"] = report_answer(report, catalog)
     if not full:
         report["check_documents"] = (f"compact: {total:,} cells, more than {FULL_CHECK_MAX_CELLS:,}; each cell's "
                                      "check keeps its schema, server command and assumptions (gemma-fit check "

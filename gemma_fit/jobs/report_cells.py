@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from gemma_fit.base.collections_off import collect_young, collections_paused
 from gemma_fit.base.errors import BadInput
 from gemma_fit.base.record import record
 from gemma_fit.base.verdict import CELL_ERROR
@@ -124,16 +125,18 @@ def matrix_cells(m: Matrix, progress: ProgressFn | None = None, workers: int | N
     shared: dict[Any, Any] = {}
     step = max(1, m.total // 100)
     made = _serial(m, shared) if n <= 1 else _parallel(m, n, shared)
-    for done, (index, c) in enumerate(made, 1):
-        cells[index] = c
-        if progress is not None and (done % step == 0 or done == m.total):
-            progress(done, m.total)
+    with collections_paused():  # the cells hold no cycles: a collection would walk the growing list again and again
+        for done, (index, c) in enumerate(made, 1):
+            cells[index] = c
+            if progress is not None and (done % step == 0 or done == m.total):
+                progress(done, m.total)
     return cells
 
 
 def _serial(m: Matrix, shared: dict[Any, Any]) -> Iterator[tuple[int, Cell]]:
     for im, iq in m.plans:
         yield from plan_cells(m, im, iq, shared)
+        collect_young()
 
 
 _INHERITED: Matrix | None = None  # the matrix a forked worker finds in its copy of this module
@@ -141,7 +144,10 @@ _INHERITED: Matrix | None = None  # the matrix a forked worker finds in its copy
 
 def _worker_plan(plan: tuple[int, int]) -> list[tuple[int, Cell]]:
     assert _INHERITED is not None
-    return list(plan_cells(_INHERITED, plan[0], plan[1], {}))
+    with collections_paused():  # a worker's caches grow plan by plan: see base.collections_off
+        cells = list(plan_cells(_INHERITED, plan[0], plan[1], {}))
+    collect_young()
+    return cells
 
 
 def _parallel(m: Matrix, n: int, shared: dict[Any, Any]) -> Iterator[tuple[int, Cell]]:
