@@ -314,8 +314,10 @@ def test_vllm_serves_a_published_pre_quantized_checkpoint_and_says_when_there_is
     awq = estimate(resolve_model("gemma-3-27b"), "vllm", "awq-int4", FakeHardware(24.0))
     assert awq.command.startswith("vllm serve gaunernst/gemma-3-27b-it-qat-autoawq ")
     assert "--quantization" not in awq.command  # the checkpoint carries its config
-    none = estimate(resolve_model("gemma-2-2b"), "vllm", "awq-int4", FakeHardware(24.0))
-    assert any("none is known for gemma-2-2b" in r for r in none.reasons)
+    for engine, quant in (("vllm", "awq-int4"), ("vllm", "nvfp4"), ("transformers", "gptq-int4")):
+        # without a checkpoint the command would load bf16 weights while the estimate counted 4-bit ones
+        with pytest.raises(BadInput, match=f"no published {quant} checkpoint of gemma-2-2b is known"):
+            estimate(resolve_model("gemma-2-2b"), engine, quant, FakeHardware(24.0))
     fp8 = estimate(resolve_model("gemma-2-2b"), "vllm", "fp8", FakeHardware(24.0))
     assert "--quantization fp8" in fp8.command
 

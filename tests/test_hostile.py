@@ -880,6 +880,23 @@ add("engines", "ollama-flash-attn", [*VLLM[:5], "--engine", "ollama", "-fa", "on
 
 add("serve-plan", "vllm-pp-on-one-machine", [*SP, "--engine", "vllm", "--pipeline-parallel-size", "2"], BAD)
 
+# a pre-quantized format with no checkpoint to load: the command served bf16 while the estimate counted 4-bit weights
+for _engine, _quant in (("vllm", "nvfp4"), ("vllm", "awq-int4"), ("transformers", "gptq-int4")):
+    add("engines", f"no-checkpoint-{_engine}-{_quant}", ["check", "--model", "gemma-2-2b", "--gpu", "rtx-4090",
+                                                         "--engine", _engine, "--quant", _quant], BAD)
+add("engines", "checkpoint-known", [*VLLM[:5], "--engine", "vllm", "--quant", "awq-int4"], OK,
+    must=("vllm serve gaunernst/gemma-3-12b-it-qat-autoawq",))
+# vLLM's wheels since 0.31 carry kernels from compute capability 7.5 (T4) on: no V100, no Pascal
+for _gpu in ("v100-pcie-32gb", "p40"):
+    add("engines", f"vllm-on-{_gpu}", ["check", "--model", M1, "--gpu", _gpu, "--engine", "vllm"], BAD)
+add("engines", "vllm-0.20-on-v100", ["check", "--model", M1, "--gpu", "v100-pcie-32gb", "--engine", "vllm",
+                                     "--engine-version", "0.20.0"], OK)
+add("engines", "transformers-fp8-on-ampere", ["check", "--model", M1, "--gpu", "a100-80gb-sxm", "--engine",
+                                              "transformers", "--quant", "fp8"], BAD)  # FineGrainedFP8 needs 8.9
+add("engines", "transformers-fp8-on-hopper", ["check", "--model", M1, "--gpu", "h100-sxm", "--engine", "transformers",
+                                              "--quant", "fp8"], OK)
+add("engines", "transformers-ctx-below-a-request", [*VLLM[:5], "--engine", "transformers", "--ctx", "100"], BAD)
+
 # --- known failures: cause -> (diagnosis, case ids); none today (docs/hostile.md lists the 16 fixed) ----------------
 # A fix turns its cases into XPASS, which strict xfail reports as a failure: remove the cause's entry with the fix.
 CAUSES: dict[str, tuple[str, list[str]]] = {}

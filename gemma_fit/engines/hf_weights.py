@@ -164,6 +164,16 @@ def checkpoint(resolved: ResolvedModel, quant: str) -> str | None:
     return row["repo"] if row else None
 
 
+def no_checkpoint(resolved: ResolvedModel, quant: str, engine: str) -> str:
+    """Why a pre-quantized format cannot be planned for a model without a known checkpoint in it."""
+    others = sorted(m for m, row in _checkpoints().items() if quant in row)
+    known = f"; the database has one for {', '.join(others)}" if others else ""
+    return (f"--quant {quant}: no published {quant} checkpoint of {resolved.spec.id} is known "
+            f"(model_db/engines/checkpoints.yaml), and {engine} does not quantize to {quant} at load time{known}; "
+            "fp8 (quantized at load) or bf16 need none, and a folder holding your own checkpoint's config.json "
+            "can be given as the model")
+
+
 def hf_repo(resolved: ResolvedModel) -> str:
     """Where vLLM and transformers load the model from: the folder of a user's config.json, or the model's
     Hugging Face repository (the instruction-tuned one where the database has it)."""

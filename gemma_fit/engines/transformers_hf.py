@@ -58,6 +58,7 @@ from gemma_fit.engines.hf_weights import (
     hf_repo,
     hf_weight_bytes,
     kv_layers,
+    no_checkpoint,
     param_breakdown,
     tower_params,
     vision_activation_bytes,
@@ -144,8 +145,7 @@ def _snippet(resolved: ResolvedModel, quant: str, s: EngineSettings[Transformers
         lines[-1] = "from transformers import AutoModelForCausalLM, AutoTokenizer, FineGrainedFP8Config"
         kwargs.append("quantization_config=FineGrainedFP8Config()")
     else:
-        lines.append("# a pre-quantized checkpoint carries its own quantization config" if repo != hf_repo(resolved)
-                     else f"# no pre-quantized {quant} checkpoint of this model is known: this loads it in bfloat16")
+        lines.append("# a pre-quantized checkpoint carries its own quantization config")
         kwargs.append("dtype=torch.bfloat16")
     lines += [f"tok = AutoTokenizer.from_pretrained({json.dumps(repo)})",
               f"model = AutoModelForCausalLM.from_pretrained({', '.join(kwargs)})",
@@ -155,6 +155,17 @@ def _snippet(resolved: ResolvedModel, quant: str, s: EngineSettings[Transformers
     return "\n".join(lines)
 
 
+def _check_fp8(quant: str, devices: tuple[GPUSpec, ...]) -> None:
+    """FineGrainedFP8 asks torch for compute capability 8.9 (Ada, Hopper, Blackwell); below it transformers raises, or
+    in the newer releases keeps the weights in bf16 (quantizers/quantizer_finegrained_fp8.py validate_environment)."""
+    old = [g for g in devices if quant == "fp8" and g.backend == "cuda" and g.compute_capability
+           and float(g.compute_capability) < 8.9]
+    if old:
+        raise BadInput(f"--quant fp8 on --engine transformers needs compute capability 8.9 or higher (FineGrainedFP8: "
+                       f"RTX 40xx, L4, H100); {old[0].name} has {old[0].compute_capability}, where transformers "
+                       "refuses it or keeps bf16 weights; use bf16 or bnb-8bit, or --engine vllm (FP8 Marlin, Ampere)")
+
+
 def estimate_transformers(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSettings[TransformersOptions],
                           hardware: Hardware) -> CheckResult[EnginePlan]:
     s, o = settings, settings.options
@@ -162,6 +173,13 @@ def estimate_transformers(resolved: ResolvedModel, spec: ModelSpec, settings: En
     quant = canonical_hf_quant(s.quant, "transformers")
     if quant in UNSUPPORTED:
         raise BadInput(f"--quant {quant} on --engine transformers: {UNSUPPORTED[quant]}")
+    if quant in PRE_QUANTIZED and resolved.local_dir is None and checkpoint(resolved, quant) is None:
+        raise BadInput(no_checkpoint(resolved, quant, "transformers"))
+    request = s.prompt_tokens + o.max_new_tokens
+    if s.max_model_len and s.max_model_len < request:  # generate() would be asked for more tokens than planned
+        raise BadInput(f"--ctx {s.max_model_len:,} is shorter than one request: {s.prompt_tokens:,} prompt tokens + "
+                       f"{o.max_new_tokens:,} new tokens (--max-new-tokens) = {request:,}; give --ctx {request} or "
+                       "more, or fewer --prompt-tokens or --max-new-tokens")
     if o.cache_implementation not in ("dynamic", "static"):
         raise BadInput(f"--cache-implementation {o.cache_implementation} must be dynamic or static")
     if s.kv_cache_dtype not in ("auto", "bf16", "fp16"):
@@ -170,6 +188,7 @@ def estimate_transformers(resolved: ResolvedModel, spec: ModelSpec, settings: En
     devices = tuple(hardware.gpus)
     if not devices:
         raise BadInput("--engine transformers is modelled on GPUs only; use --engine llama.cpp for CPU")
+    _check_fp8(quant, devices)
     n_tokens = s.max_model_len or (s.prompt_tokens + o.max_new_tokens)
     prompt = min(s.prompt_tokens, n_tokens)
     if n_tokens > spec.n_ctx_train:

@@ -84,6 +84,7 @@ from gemma_fit.engines.vllm_mtp import (
     vllm_drafter,
     with_vllm_speculation,
 )
+from gemma_fit.engines.vllm_runs_on import check_checkpoint, check_devices
 from gemma_fit.hardware.spec import GPUSpec, Hardware
 from gemma_fit.memory.search import largest_fitting
 from gemma_fit.memory.settings import validate_shared
@@ -104,12 +105,9 @@ NON_TORCH_BYTES = 1 * GIB
 # (vllm/v1/worker/gpu_model_runner.py profile_cudagraph_memory: first capture + (n - 1) x per-graph, >= 1 MiB
 # per graph) and subtracts it (vllm/envs.py VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS default 1).
 CUDA_GRAPH_BYTES = 512 * MIB
-# vllm/platforms/__init__.py: the CUDA, ROCm and XPU platforms (and TPU, CPU), not Apple's Metal nor Vulkan
-VLLM_BACKENDS = ("cuda", "rocm", "sycl")
 SAMPLER_COPIES = 2  # fp32 logits + probabilities in the dummy sampler run
 UNSUPPORTED = {"bnb-8bit": "vLLM 0.33.0 has no bitsandbytes quantization; use awq-int4, gptq-int4, fp8 or nvfp4",
                "bnb-4bit": "vLLM 0.33.0 has no bitsandbytes quantization; use awq-int4, gptq-int4, fp8 or nvfp4"}
-QUANT_FLAG = {"fp8": "fp8", "awq-int4": "awq_marlin", "gptq-int4": "gptq_marlin", "nvfp4": "modelopt_fp4"}
 
 
 @record
@@ -183,13 +181,8 @@ def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSett
     asked = quant
     defaults = defaults_of(NAME, s.engine_version)
     quant = model_dtype(spec.arch, quant, devices, defaults["no_float16_fallback"]) if devices else quant
-    if not devices:
-        raise BadInput("--engine vllm needs a GPU (vLLM's CPU backend is not modelled); use --engine llama.cpp")
-    other = [d for d in devices if d.backend not in VLLM_BACKENDS]
-    if other:
-        hint = "--backend sycl (Intel's XPU), or " if other[0].vendor == "intel" else ""
-        raise BadInput(f"--engine vllm runs on CUDA, ROCm and Intel XPU GPUs; {other[0].name} is a {other[0].backend} "
-                       f"device here ({hint}--engine llama.cpp or ollama)")
+    check_devices(devices, s.engine_version or release_label(NAME, "vLLM", None), defaults)
+    check_checkpoint(resolved, asked)
     tp = o.tensor_parallel_size
     if tp < 1 or tp > len(devices):
         raise BadInput(f"--tensor-parallel-size {tp} needs {tp} GPUs; {len(devices)} given")
@@ -276,10 +269,10 @@ def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSett
     elif quant != asked:
         reasons.insert(1, f"{devices[0].name} has no bfloat16: vLLM loads {spec.arch} in float16 (the same size)")
     repo = checkpoint(resolved, quant)
-    if quant in PRE_QUANTIZED:
+    if quant in PRE_QUANTIZED:  # a model without one is refused (_check_checkpoint); a user's own folder has its own
         reasons.append(f"{quant} loads the pre-quantized checkpoint {repo} (vLLM does not quantize {quant} at "
-                       "load time)" if repo else f"{quant} needs a pre-quantized checkpoint, and none is known for "
-                       f"{resolved.spec.id}: the command names the base repo, which vLLM serves unquantized")
+                       "load time)" if repo else f"{quant} loads from {hf_repo(resolved)}, taken to hold a {quant} "
+                       "checkpoint")
     if not s.mmproj and s.images_per_prompt == 0 and tower_params(resolved):
         reasons.append("vision off: --limit-mm-per-prompt '{\"image\": 0}' keeps the vision tower out of memory "
                        "(give --images N to serve images)")
