@@ -895,6 +895,12 @@ add("engines", "transformers-fp8-on-ampere", ["check", "--model", M1, "--gpu", "
                                               "transformers", "--quant", "fp8"], BAD)  # FineGrainedFP8 needs 8.9
 add("engines", "transformers-fp8-on-hopper", ["check", "--model", M1, "--gpu", "h100-sxm", "--engine", "transformers",
                                               "--quant", "fp8"], OK)
+# drafting options where no cell would use them, and a drafter no model takes: said, not dropped or blamed on speed
+add("report", "mtp-transformers", ["report", "--gpu", "h100-sxm", "--model", "gemma-4-31B", "--engine",
+                                   "transformers", "--mtp"], BAD)
+add("report", "draft-model-vllm", ["report", "--gpu", "h100-sxm", "--model", "gemma-4-31B", "--engine", "vllm",
+                                   "--draft", "gemma-4-E2B"], BAD)
+add("recommend", "draft-for-no-model", ["recommend", "--gpu", "rtx-4090", "--draft", "gemma-4-31B"], BAD)
 add("engines", "transformers-ctx-below-a-request", [*VLLM[:5], "--engine", "transformers", "--ctx", "100"], BAD)
 
 # --- known failures: cause -> (diagnosis, case ids); none today (docs/hostile.md lists the 16 fixed) ----------------

@@ -338,6 +338,14 @@ def check_ask(asked: Speculative | None, model_dirs: tuple[Any, ...] = ()) -> No
             file_type(quant)
 
 
+def check_drafting_engine(engine: str, asked: Speculative) -> None:
+    """--mtp and --draft where the engine drafts: llama.cpp both, vLLM and Ollama Gemma 4's own MTP drafter."""
+    if engine not in ("llama.cpp", "vllm", "ollama"):
+        raise BadInput(f"--mtp / --draft are modelled for llama.cpp, vLLM and Ollama (--mtp); not for {engine}")
+    if engine != "llama.cpp" and asked.method != "mtp":
+        raise BadInput(f"--draft MODEL on --engine {engine} is not modelled; --mtp (Gemma 4's own drafter) is")
+
+
 def with_model_drafter(target: ResolvedModel, settings: RunSettings, hardware: Hardware) -> RunSettings:
     """The settings with this model's drafter counted, the drafter as asked (--mtp / --draft) resolved for it: for
     answers over many models (recommend), where a model without a drafter for the ask is no candidate (BadInput)."""

@@ -88,10 +88,7 @@ def check(model: str | ResolvedModel | None, hardware: Hardware | str | Sequence
 
 def _speculative(engine: str, resolved: ResolvedModel, asked: Any, catalog: Catalog) -> Any:
     """--mtp / --draft resolved for the engine that runs them (llama.cpp's -md and --spec-type)."""
-    from gemma_fit.engines.speculative import resolve_asked
+    from gemma_fit.engines.speculative import check_drafting_engine, resolve_asked
 
-    if engine not in (registry.DEFAULT_ENGINE, "vllm", "ollama"):
-        raise BadInput(f"--mtp / --draft are modelled for llama.cpp, vLLM and Ollama (--mtp); not for {engine}")
-    if engine != registry.DEFAULT_ENGINE and asked.method != "mtp":
-        raise BadInput(f"--draft MODEL on --engine {engine} is not modelled; --mtp (Gemma 4's own drafter) is")
+    check_drafting_engine(engine, asked)
     return resolve_asked(resolved, asked, catalog.model_dirs)

@@ -111,6 +111,26 @@ def _models(needs: Needs, catalog: Catalog) -> tuple[list[ResolvedModel], list[s
     return out, skipped
 
 
+def _drafted(models: list[ResolvedModel], base: RunSettings, hw: Hardware, skipped: list[str]) -> list[ResolvedModel]:
+    """With --mtp / --draft, the models the drafter asked can draft for; the others are skipped with why (a drafter
+    that drafts for none is bad input, not "nothing fits")."""
+    if base.speculative is None:
+        return models
+    out, why = [], []
+    for m in models:
+        try:
+            with_model_drafter(m, base, hw)
+        except BadInput as exc:
+            why.append(f"{m.spec.id}: {exc}")
+            continue
+        out.append(m)
+    if not out and why:
+        # the last is the newest and largest model, the drafter's own family when it has one: the telling reason
+        raise BadInput(f"the drafter asked drafts for none of the {len(why)} models; {why[-1].split(': ', 1)[1]}")
+    skipped.extend(why)
+    return out
+
+
 def _fits_with_margin(r: LlamaCppResult, margin: int) -> bool:
     est = r.detail.estimate
     return r.verdict in (Verdict.GO, Verdict.OFFLOAD) and all(d.headroom_bytes >= margin for d in est.devices)
@@ -167,6 +187,7 @@ def recommend(hw: Hardware, needs: Needs, settings: RunSettings | None = None, e
     check_ask(base.speculative, catalog.model_dirs)
     found: list[Candidate] = []
     checked = 0
+    models = _drafted(models, base, hw, skipped)
     for m in models:
         for quant in eng.offered_quants(m, QUANT_LADDER):
             for kv in KV_CACHE_TYPES:

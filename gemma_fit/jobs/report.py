@@ -160,6 +160,10 @@ def check_settings(settings: RunSettings, models: Sequence[ResolvedModel], ctxs:
     if settings.n_gpu_layers is not None and settings.n_gpu_layers < 0:
         raise BadInput(f"--n-gpu-layers {settings.n_gpu_layers} is impossible: a number of layers from 0 "
                        "(more than a model has means all), or auto")
+    if settings.speculative is not None:  # every cell would drop it without a word
+        from gemma_fit.engines.speculative import check_drafting_engine
+
+        check_drafting_engine(engine.name, settings.speculative)
     widest = max(models, key=lambda m: m.spec.n_ctx_train).spec  # --ctx 0: the per-sequence check at its widest
     rules = validate if engine.ranks_plans else validate_shared  # llama.cpp's plans (and Ollama's) or another's
     for c in ctxs:
