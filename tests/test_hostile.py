@@ -900,6 +900,10 @@ add("report", "mtp-transformers", ["report", "--gpu", "h100-sxm", "--model", "ge
                                    "transformers", "--mtp"], BAD)
 add("report", "draft-model-vllm", ["report", "--gpu", "h100-sxm", "--model", "gemma-4-31B", "--engine", "vllm",
                                    "--draft", "gemma-4-E2B"], BAD)
+add("recommend", "ollama-draft-model", ["recommend", "--gpu", "rtx-4090", "--engine", "ollama", "--draft",
+                                        "gemma-4-E2B", "--acceptance", "0.6"], BAD)  # Ollama drafts with MTP only
+add("recommend", "mtp-ollama-line-drafts", ["recommend", "--gpu", "rtx-4090", "--mtp", "--top", "1"], OK,
+    must=("DRAFT ./mtp-gemma-4",))  # the Ollama alternative runs the drafter the speed counts
 add("recommend", "draft-for-no-model", ["recommend", "--gpu", "rtx-4090", "--draft", "gemma-4-31B"], BAD)
 add("engines", "transformers-ctx-below-a-request", [*VLLM[:5], "--engine", "transformers", "--ctx", "100"], BAD)
 

@@ -339,7 +339,9 @@ class OllamaEngine:
         if kv != "f16":
             env.append(f"OLLAMA_KV_CACHE_TYPE={kv}")  # llama.cpp's auto flash attention takes a quantized V cache
         run, _ = ollama_run(r.resolved, r.quant)
-        return f"{' '.join(env)} ollama serve & sleep 3; {run}"
+        command = f"{' '.join(env)} ollama serve & sleep 3; {run}"
+        draft = r.detail.settings.speculative  # --mtp: Gemma 4's drafter beside the model, as check prints it
+        return draft_command(command, ollama_draft(draft, "")) if draft is not None else command
 
     def validate(self, request: CheckRequest) -> None:
         validate_numbers(self.settings(request))

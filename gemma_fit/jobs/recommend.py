@@ -26,7 +26,7 @@ from gemma_fit.engines import registry
 from gemma_fit.engines.decision import Option, Ranked, best, rank, scales
 from gemma_fit.engines.llamacpp import LlamaCppResult, run_check
 from gemma_fit.engines.projector import with_projector
-from gemma_fit.engines.speculative import check_ask, with_model_drafter
+from gemma_fit.engines.speculative import check_ask, check_drafting_engine, with_model_drafter
 from gemma_fit.gguf.quality import RANKING_BENCHMARK, Quality, quality
 from gemma_fit.hardware.spec import Hardware
 from gemma_fit.jobs.needs import PREFERENCES, Needs
@@ -185,6 +185,8 @@ def recommend(hw: Hardware, needs: Needs, settings: RunSettings | None = None, e
     for m in models[:1]:  # settings llama.cpp refuses for every model are bad input, not "nothing fits"
         validate(base, m.spec)
     check_ask(base.speculative, catalog.model_dirs)
+    if base.speculative is not None:  # Ollama drafts with Gemma 4's MTP drafter only
+        check_drafting_engine(engine, base.speculative)
     found: list[Candidate] = []
     checked = 0
     models = _drafted(models, base, hw, skipped)
@@ -235,8 +237,16 @@ def candidate_json(c: Candidate, rank: int, rec: Recommendation) -> dict[str, An
                            "benchmark_source": c.quality.benchmark.source if c.quality.benchmark else None,
                            "retention": round(c.quality.retention, 4), "retention_how": c.quality.retention_how},
         "llama_server_command": r.command,
-        "ollama_command": registry.plan_engine(OLLAMA, "recommend").plan_command(r, rec.needs.n_parallel),
+        "ollama_command": _ollama_command(r, rec.needs.n_parallel),
     }
+
+
+def _ollama_command(r: LlamaCppResult, n_parallel: int) -> str | None:
+    """The plan through Ollama; None where Ollama cannot run it as counted (a drafter other than Gemma 4's MTP one)."""
+    draft = r.detail.settings.speculative
+    if draft is not None and draft.method != "mtp":
+        return None
+    return registry.plan_engine(OLLAMA, "recommend").plan_command(r, n_parallel)
 
 
 def scales_note(names: Sequence[str]) -> str | None:
