@@ -843,6 +843,11 @@ for _key in ("newline-forge", "ansi", "bidi-rlo"):
 _EVIL_PSU = {**_GPU, "id": "evil-gpu", "aliases": [], "device_names": [], "pcie_gen": True}
 add("hardware-db", "gpu-pcie-gen-true", ["--hardware-db", ".", "check", "--gpu", "evil-gpu", "--model", M1], BAD,
     files={"g.yaml": yaml.safe_dump({"gpus": [_EVIL_PSU]})})
+_EVIL_CC = {**_GPU, "id": "evil-gpu", "aliases": [], "device_names": [], "compute_capability": "gfx1100"}
+for _engine in ("vllm", "transformers"):  # the engines compare a CUDA GPU's capability as a number
+    add("hardware-db", f"cuda-gpu-gfx-capability-{_engine}", ["--hardware-db", ".", "check", "--gpu", "evil-gpu",
+                                                              "--model", M1, "--engine", _engine], BAD,
+        files={"g.yaml": yaml.safe_dump({"gpus": [_EVIL_CC]})})
 
 # --- and by the engines' corpus (vLLM, transformers, Ollama options; numbers; drafters; mixed machines) ------------
 VLLM = ["check", "--model", "gemma-3-12b", "--gpu", "h100-sxm", "--engine", "vllm"]

@@ -199,7 +199,9 @@ def validate(s: RunSettings, model: ModelSpec) -> RunSettings:
     if key not in _VALID:
         if len(_VALID) >= _MAX_KEPT:
             _VALID.clear()
-        _VALID[key] = _validate(s, model)
+        v = _validate(s, model)
+        _VALID[key] = s if v == s else v  # the caller's object when nothing changed: equal settings of every model
+        # stay one object, and the caches keyed on them find it by identity instead of comparing ~30 fields
     return _VALID[key]
 
 
