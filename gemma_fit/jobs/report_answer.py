@@ -10,7 +10,7 @@ from functools import cache
 from typing import Any
 
 from gemma_fit.db.catalog import BUILTIN, Catalog
-from gemma_fit.engines.decision import LOW_BITS, Option, Ranked, best, best_sound, rank
+from gemma_fit.engines.decision import LOW_BITS, QUALITY_RESOLUTION, Option, Ranked, best, best_sound, rank
 from gemma_fit.gguf.quality import Quality, quality
 from gemma_fit.gguf.types import file_type
 from gemma_fit.hardware.prices import current_price, price_table, prices_as_of
@@ -34,6 +34,12 @@ def _score(model: str, quant: str) -> tuple[Quality, float]:
         return Quality(None, None, 1.0, "not measured"), 16.0
 
 
+def _rule_score(cell: dict[str, Any]) -> float:
+    """The quality the decision rule compares (Option.score: -1 where there is none)."""
+    score = _score(cell["model"], cell["quant"])[0].score
+    return score if score is not None else -1.0
+
+
 def _option(c: dict[str, Any], has_gpu: bool) -> Option[dict[str, Any]]:
     q, bits = _score(c["model"], c["quant"])
     return Option(c, c["model"], c["quant"], bits, c["verdict"] in RUNS, q, c.get("decode_tokens_per_s") or 0.0,
@@ -48,6 +54,10 @@ def _best(cells: list[dict[str, Any]], has_gpu: bool) -> Ranked[dict[str, Any]] 
     # best_sound's own class (on the GPU, 4+ bits, at the floor) read off the cells before any option is built
     top = [c for c in cells if c["verdict"] in RUNS and (c.get("decode_tokens_per_s") or 0.0) >= USABLE_TPS
            and _score(c["model"], c["quant"])[1] >= LOW_BITS]
+    if top:  # within that class the rule picks among the scores the data cannot tell from the best: only those
+        scores = [_rule_score(c) for c in top]
+        floor = max(scores) - QUALITY_RESOLUTION
+        top = [c for c, score in zip(top, scores, strict=True) if score >= floor]
     runs = best_sound([_option(c, has_gpu) for c in top], USABLE_TPS)
     return runs if runs is not None else best([_option(c, has_gpu) for c in cells], USABLE_TPS)
 
