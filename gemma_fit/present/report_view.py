@@ -5,7 +5,7 @@ model and quant are never cut."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, Any
 
 from gemma_fit.base.text import printable
@@ -155,6 +155,19 @@ def progress_bar(console: Console) -> Any:
                     console=console, transient=True)
 
 
+def _cell_encoder() -> Callable[[dict[str, Any]], str]:
+    """One compact cell as strict JSON: the C encoder made once and called per cell (JSONEncoder.encode makes one per
+    call, a quarter of the time of ~430k cells), without the circular-reference check a cell of plain values needs
+    not; the same text as json.dumps(cell, allow_nan=False)."""
+    from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
+
+    plain = json.JSONEncoder(allow_nan=False)
+    if c_make_encoder is None:  # a Python without the C speed-ups
+        return plain.encode
+    encode = c_make_encoder(None, plain.default, encode_basestring_ascii, None, ": ", ", ", False, False, False)
+    return lambda cell: "".join(encode(cell, 0))
+
+
 def write_report_json(report: dict[str, Any], fp: IO[str]) -> None:
     """The report as JSON, written as it is encoded (a large report is never one string in memory). A compact
     report (thousands of cells, "check_documents" says so) has one line per cell: the C encoder writes a cell
@@ -164,7 +177,7 @@ def write_report_json(report: dict[str, Any], fp: IO[str]) -> None:
         json.dump(report, fp, indent=2, allow_nan=False)
         fp.write("\n")
         return
-    encode = json.JSONEncoder(allow_nan=False).encode
+    encode = _cell_encoder()
     fp.write("{")
     for n, (key, value) in enumerate(report.items()):
         fp.write(f'{"," if n else ""}\n  {json.dumps(key)}: ')
