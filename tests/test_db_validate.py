@@ -71,7 +71,7 @@ def line_text(problem: Problem) -> str:
         ("usable_memory_bytes: 17171480576", "usable_memory_bytes: 27171480576", "a4000", "exceeds memory_bytes",
          'id: "a4000"'),
         ('    source: "https://www.nvidia.com', '    source: "www.nvidia.com', "a4000.source", "pattern", "source"),
-        ('backend: "cuda"', 'backend: "metal"', "a4000.backend", "not a llama.cpp backend for nvidia", "backend"),
+        ('backend: "cuda"', 'backend: "metal"', "a4000", "not a llama.cpp backend for nvidia", 'id: "a4000"'),
         ("boost_clock_mhz: 1560", "boost_clock_mhz: 17000", "a4000.boost_clock_mhz", "", "boost_clock_mhz"),
         ("fp32_tflops: 19.17", "fp32_tflops: 191.7", "a4000.fp32_tflops", "61442 FP32 lanes", "fp32_tflops"),
         ("boost_clock_mhz: 1560", "boost_clock_mhz: 156", "a4000.fp32_tflops", "outside 256-10752 for ampere",

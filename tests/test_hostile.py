@@ -843,6 +843,12 @@ for _key in ("newline-forge", "ansi", "bidi-rlo"):
 _EVIL_PSU = {**_GPU, "id": "evil-gpu", "aliases": [], "device_names": [], "pcie_gen": True}
 add("hardware-db", "gpu-pcie-gen-true", ["--hardware-db", ".", "check", "--gpu", "evil-gpu", "--model", M1], BAD,
     files={"g.yaml": yaml.safe_dump({"gpus": [_EVIL_PSU]})})
+for _key, _fields in {"apple-cuda": {"vendor": "apple", "backend": "cuda"},
+                      "nvidia-sycl": {"backend": "sycl"}}.items():  # a backend the vendor has not: refused at load
+    add("hardware-db", f"gpu-backend-{_key}", ["--hardware-db", ".", "check", "--gpu", "evil-gpu", "--model", M1,
+                                               "--engine", "vllm"], BAD,
+        files={"g.yaml": yaml.safe_dump({"gpus": [{**_GPU, "id": "evil-gpu", "aliases": [], "device_names": [],
+                                                   **_fields}]})})
 _EVIL_CC = {**_GPU, "id": "evil-gpu", "aliases": [], "device_names": [], "compute_capability": "gfx1100"}
 for _engine in ("vllm", "transformers"):  # the engines compare a CUDA GPU's capability as a number
     add("hardware-db", f"cuda-gpu-gfx-capability-{_engine}", ["--hardware-db", ".", "check", "--gpu", "evil-gpu",
@@ -909,6 +915,13 @@ add("recommend", "ollama-draft-model", ["recommend", "--gpu", "rtx-4090", "--eng
                                         "gemma-4-E2B", "--acceptance", "0.6"], BAD)  # Ollama drafts with MTP only
 add("recommend", "mtp-ollama-line-drafts", ["recommend", "--gpu", "rtx-4090", "--mtp", "--top", "1"], OK,
     must=("DRAFT ./mtp-gemma-4",))  # the Ollama alternative runs the drafter the speed counts
+for _value in ("nan", "1.5", "-1"):  # report under vLLM took them into every cell's speed (nan: an internal error)
+    add("report", f"vllm-mtp-acceptance-{_value}", ["report", "--gpu", "rtx-4090", "--model", "gemma-4-E2B", "--engine",
+                                                    "vllm", "--mtp", "--acceptance", _value, "--json"], BAD)
+add("report", "vllm-mtp-draft-max-0", ["report", "--gpu", "rtx-4090", "--model", "gemma-4-31B", "--engine", "vllm",
+                                       "--mtp", "--draft-max", "0", "--json"], BAD)
+add("engines", "transformers-max-new-tokens-0", [*VLLM[:5], "--engine", "transformers", "--max-new-tokens", "0"],
+    BAD)  # generate() refuses it
 add("recommend", "draft-for-no-model", ["recommend", "--gpu", "rtx-4090", "--draft", "gemma-4-31B"], BAD)
 add("engines", "transformers-ctx-below-a-request", [*VLLM[:5], "--engine", "transformers", "--ctx", "100"], BAD)
 

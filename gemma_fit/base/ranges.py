@@ -67,7 +67,7 @@ RANGES: dict[str, Range] = {
     "--pipeline-parallel-size": Range(1, 64),
     "--block-size": Range(1, 1024),
     "--batch-size": Range(1, MAX_SEQUENCES),
-    "--max-new-tokens": Range(0, MAX_TOKENS),
+    "--max-new-tokens": Range(1, MAX_TOKENS, "tokens generate() adds (transformers refuses 0)"),
     "--gpu-overhead": Range(0, 2**50, "bytes"),
     # the machine said on the command line
     "--ram": Range(0.25, 64 * 1024, "GiB of system memory", integer=False),

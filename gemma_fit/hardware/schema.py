@@ -149,6 +149,9 @@ class GPUEntry(Strict):
             raise ValueError("cuda_total_bytes exceeds memory_bytes")
         if self.unified_platform is not None and not self.unified_memory:
             raise ValueError("unified_platform is only for unified_memory: true")
+        if self.backend not in BACKENDS[self.vendor]:  # the engines choose kernels and commands by the backend
+            raise ValueError(f"backend '{self.backend}' is not a llama.cpp backend for {self.vendor} GPUs "
+                             f"({', '.join(sorted(BACKENDS[self.vendor]))})")
         cc = self.compute_capability  # the engines compare a CUDA GPU's as a number (vLLM's floor, FP8 kernels)
         if self.backend == "cuda" and cc is not None and cc.startswith("gfx"):
             raise ValueError(f"a CUDA GPU's compute_capability is like '8.6', not the AMD target {cc!r}")

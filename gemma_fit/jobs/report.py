@@ -161,9 +161,10 @@ def check_settings(settings: RunSettings, models: Sequence[ResolvedModel], ctxs:
         raise BadInput(f"--n-gpu-layers {settings.n_gpu_layers} is impossible: a number of layers from 0 "
                        "(more than a model has means all), or auto")
     if settings.speculative is not None:  # every cell would drop it without a word
-        from gemma_fit.engines.speculative import check_drafting_engine
+        from gemma_fit.engines.speculative import check_ask, check_drafting_engine
 
         check_drafting_engine(engine.name, settings.speculative)
+        check_ask(settings.speculative, models[0].db_dirs)  # --acceptance, --draft-max: each engine's cells take them
     widest = max(models, key=lambda m: m.spec.n_ctx_train).spec  # --ctx 0: the per-sequence check at its widest
     rules = validate if engine.ranks_plans else validate_shared  # llama.cpp's plans (and Ollama's) or another's
     for c in ctxs:

@@ -17,7 +17,6 @@ from gemma_fit.hardware.power_schema import PowerModesEntry
 from gemma_fit.hardware.price_schema import ApiEntry, ElectricityEntry, PriceEntry, RentEntry, SourcedPrice
 from gemma_fit.hardware.prices import price_month
 from gemma_fit.hardware.schema import (
-    BACKENDS,
     CPUEntry,
     GPUEntry,
     GPUSlot,
@@ -134,9 +133,6 @@ def _gpu_memory_checks(e: GPUEntry) -> Iterator[tuple[str, str]]:
 
 
 def _gpu_vendor_checks(e: GPUEntry) -> Iterator[tuple[str, str]]:
-    if e.backend not in BACKENDS[e.vendor]:
-        yield ("backend", f"'{e.backend}' is not a llama.cpp backend for {e.vendor} GPUs "
-               f"({', '.join(sorted(BACKENDS[e.vendor]))})")
     cc = e.compute_capability
     if e.vendor == "nvidia" and (cc is None or not re.fullmatch(r"\d+\.\d+", cc)):
         yield ("compute_capability", f"NVIDIA GPUs need a CUDA compute capability like '8.6', not {cc!r}")
