@@ -27,7 +27,7 @@ def check_devices(devices: tuple[GPUSpec, ...], release: str, defaults: dict[str
     floor = float(defaults["min_compute_capability"])
     old = [d for d in devices if d.backend == "cuda" and d.compute_capability and float(d.compute_capability) < floor]
     if old:
-        raise BadInput(f"{release} needs an NVIDIA GPU of compute capability {floor:g} or higher; {old[0].name} has "
+        raise BadInput(f"{release} needs an NVIDIA GPU of compute capability {floor:.1f} or higher; {old[0].name} has "
                        f"{old[0].compute_capability} (--engine llama.cpp or ollama run there)")
 
 
