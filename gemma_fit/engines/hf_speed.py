@@ -81,7 +81,7 @@ def matrix_tflops(g: GPUSpec, quant: str, engine: str) -> float:
     if quant == "fp32":  # no tensor cores for float32 matrices before TF32 (Ampere); vLLM does not enable TF32
         return g.fp32_tflops or fp16
     if engine == "vllm" and g.backend == "cuda":
-        cc = float(g.compute_capability) if g.compute_capability else 0.0
+        cc = g.cuda_capability or 0.0
         if quant == "fp8" and cc >= 8.9 and g.int8_tensor_tops:
             return g.int8_tensor_tops
         if quant == "nvfp4" and cc >= 10.0 and g.int8_tensor_tops:

@@ -164,7 +164,14 @@ def checkpoint(resolved: ResolvedModel, quant: str) -> str | None:
     return row["repo"] if row else None
 
 
-def no_checkpoint(resolved: ResolvedModel, quant: str, engine: str) -> str:
+def require_checkpoint(resolved: ResolvedModel, quant: str, engine: str) -> None:
+    """AWQ, GPTQ and NVFP4 load only from a checkpoint quantized ahead of time: without a known one (or the user's own
+    folder) the printed command would load the bf16 weights while the estimate counted 4-bit ones."""
+    if quant in PRE_QUANTIZED and resolved.local_dir is None and checkpoint(resolved, quant) is None:
+        raise BadInput(_no_checkpoint(resolved, quant, engine))
+
+
+def _no_checkpoint(resolved: ResolvedModel, quant: str, engine: str) -> str:
     """Why a pre-quantized format cannot be planned for a model without a known checkpoint in it."""
     others = sorted(m for m, row in _checkpoints().items() if quant in row)
     known = f"; the database has one for {', '.join(others)}" if others else ""

@@ -58,8 +58,8 @@ from gemma_fit.engines.hf_weights import (
     hf_repo,
     hf_weight_bytes,
     kv_layers,
-    no_checkpoint,
     param_breakdown,
+    require_checkpoint,
     tower_params,
     vision_activation_bytes,
 )
@@ -158,8 +158,7 @@ def _snippet(resolved: ResolvedModel, quant: str, s: EngineSettings[Transformers
 def _check_fp8(quant: str, devices: tuple[GPUSpec, ...]) -> None:
     """FineGrainedFP8 asks torch for compute capability 8.9 (Ada, Hopper, Blackwell); below it transformers raises, or
     in the newer releases keeps the weights in bf16 (quantizers/quantizer_finegrained_fp8.py validate_environment)."""
-    old = [g for g in devices if quant == "fp8" and g.backend == "cuda" and g.compute_capability
-           and float(g.compute_capability) < 8.9]
+    old = [g for g in devices if quant == "fp8" and (g.cuda_capability or 8.9) < 8.9]
     if old:
         raise BadInput(f"--quant fp8 on --engine transformers needs compute capability 8.9 or higher (FineGrainedFP8: "
                        f"RTX 40xx, L4, H100); {old[0].name} has {old[0].compute_capability}, where transformers "
@@ -173,8 +172,7 @@ def estimate_transformers(resolved: ResolvedModel, spec: ModelSpec, settings: En
     quant = canonical_hf_quant(s.quant, "transformers")
     if quant in UNSUPPORTED:
         raise BadInput(f"--quant {quant} on --engine transformers: {UNSUPPORTED[quant]}")
-    if quant in PRE_QUANTIZED and resolved.local_dir is None and checkpoint(resolved, quant) is None:
-        raise BadInput(no_checkpoint(resolved, quant, "transformers"))
+    require_checkpoint(resolved, quant, "transformers")
     request = s.prompt_tokens + o.max_new_tokens
     if s.max_model_len and s.max_model_len < request:  # generate() would be asked for more tokens than planned
         raise BadInput(f"--ctx {s.max_model_len:,} is shorter than one request: {s.prompt_tokens:,} prompt tokens + "
@@ -189,8 +187,8 @@ def estimate_transformers(resolved: ResolvedModel, spec: ModelSpec, settings: En
     if not devices:
         raise BadInput("--engine transformers is modelled on GPUs only; use --engine llama.cpp for CPU")
     _check_fp8(quant, devices)
-    n_tokens = s.max_model_len or (s.prompt_tokens + o.max_new_tokens)
-    prompt = min(s.prompt_tokens, n_tokens)
+    n_tokens = s.max_model_len or request  # at least one request (refused above when shorter)
+    prompt = s.prompt_tokens
     if n_tokens > spec.n_ctx_train:
         raise BadInput(f"{n_tokens} tokens is beyond the model's {spec.n_ctx_train}")
 

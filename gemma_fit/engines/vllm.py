@@ -71,6 +71,7 @@ from gemma_fit.engines.hf_weights import (
     hf_repo,
     hf_weight_bytes,
     param_breakdown,
+    require_checkpoint,
     tower_params,
     vision_activation_bytes,
 )
@@ -84,7 +85,7 @@ from gemma_fit.engines.vllm_mtp import (
     vllm_drafter,
     with_vllm_speculation,
 )
-from gemma_fit.engines.vllm_runs_on import check_checkpoint, check_devices
+from gemma_fit.engines.vllm_runs_on import check_devices
 from gemma_fit.hardware.spec import GPUSpec, Hardware
 from gemma_fit.memory.search import largest_fitting
 from gemma_fit.memory.settings import validate_shared
@@ -182,7 +183,7 @@ def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSett
     defaults = defaults_of(NAME, s.engine_version)
     quant = model_dtype(spec.arch, quant, devices, defaults["no_float16_fallback"]) if devices else quant
     check_devices(devices, s.engine_version or release_label(NAME, "vLLM", None), defaults)
-    check_checkpoint(resolved, asked)
+    require_checkpoint(resolved, asked, "vLLM")
     tp = o.tensor_parallel_size
     if tp < 1 or tp > len(devices):
         raise BadInput(f"--tensor-parallel-size {tp} needs {tp} GPUs; {len(devices)} given")
@@ -269,7 +270,7 @@ def estimate_vllm(resolved: ResolvedModel, spec: ModelSpec, settings: EngineSett
     elif quant != asked:
         reasons.insert(1, f"{devices[0].name} has no bfloat16: vLLM loads {spec.arch} in float16 (the same size)")
     repo = checkpoint(resolved, quant)
-    if quant in PRE_QUANTIZED:  # a model without one is refused (_check_checkpoint); a user's own folder has its own
+    if quant in PRE_QUANTIZED:  # a model without one is refused (require_checkpoint); a user's own folder has its own
         reasons.append(f"{quant} loads the pre-quantized checkpoint {repo} (vLLM does not quantize {quant} at "
                        "load time)" if repo else f"{quant} loads from {hf_repo(resolved)}, taken to hold a {quant} "
                        "checkpoint")

@@ -1,14 +1,12 @@
-"""What vLLM runs at all, before any memory is counted: the NVIDIA GPUs its wheels carry kernels for (by release,
-model_db/engines/versions.yaml), and the weight formats it can only load from a checkpoint quantized ahead of time."""
+"""What vLLM runs on at all, before any memory is counted: the GPUs of its platforms, NVIDIA ones from the compute
+capability its wheels carry kernels for (by release, model_db/engines/versions.yaml)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from gemma_fit.base.errors import BadInput
-from gemma_fit.engines.hf_weights import PRE_QUANTIZED, checkpoint, no_checkpoint
 from gemma_fit.hardware.spec import GPUSpec
-from gemma_fit.model.catalog import ResolvedModel
 
 # vllm/platforms/__init__.py: the CUDA, ROCm and XPU platforms (and TPU, CPU), not Apple's Metal nor Vulkan
 VLLM_BACKENDS = ("cuda", "rocm", "sycl")
@@ -25,14 +23,8 @@ def check_devices(devices: tuple[GPUSpec, ...], release: str, defaults: dict[str
         raise BadInput(f"--engine vllm runs on CUDA, ROCm and Intel XPU GPUs; {other[0].name} is a {other[0].backend} "
                        f"device here ({hint}--engine llama.cpp or ollama)")
     floor = float(defaults["min_compute_capability"])
-    old = [d for d in devices if d.backend == "cuda" and d.compute_capability and float(d.compute_capability) < floor]
+    old = [d for d in devices if (d.cuda_capability or floor) < floor]
     if old:
         raise BadInput(f"{release} needs an NVIDIA GPU of compute capability {floor:.1f} or higher; {old[0].name} has "
                        f"{old[0].compute_capability} (--engine llama.cpp or ollama run there)")
 
-
-def check_checkpoint(resolved: ResolvedModel, quant: str) -> None:
-    """AWQ, GPTQ and NVFP4 load only from a checkpoint quantized ahead of time: without one the command would serve the
-    bf16 weights while the estimate counted 4-bit ones."""
-    if quant in PRE_QUANTIZED and resolved.local_dir is None and checkpoint(resolved, quant) is None:
-        raise BadInput(no_checkpoint(resolved, quant, "vLLM"))

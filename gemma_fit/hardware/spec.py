@@ -95,6 +95,14 @@ class GPUSpec:
     # distributions ship
     vulkan_driver: str | None = None
 
+    @property
+    def cuda_capability(self) -> float | None:
+        """An NVIDIA GPU's compute capability as a number (8.9) for the engines' kernel floors; None off CUDA or where
+        unknown (the schema keeps a CUDA GPU's in that form)."""
+        if self.backend != "cuda" or not self.compute_capability:
+            return None
+        return float(self.compute_capability)
+
 
 def with_rated_figures(probed: GPUSpec, rated: GPUSpec | None) -> GPUSpec:
     """A GPU a probe found (its memory, clocks and links as they are now) with the database entry's rated throughput
