@@ -95,6 +95,31 @@ def test_a_ud_plan_says_its_mix_is_not_published_and_keeps_the_excess_free() -> 
     assert ud.detail.estimate.devices[0].total_bytes == plain.detail.estimate.devices[0].total_bytes
 
 
+@pytest.mark.parametrize(("typed", "mix_of", "evidence"), [
+    ("UD-Q4_K_M", "Q4_K_M", "UD-Q4_K_M"),  # published for 26B-A4B: its own file elsewhere, the most it shows
+    ("ud_q5_k_m", "Q5_K_M", "UD-Q6_K"),  # nearest published types: UD-Q4_K_M below, UD-Q6_K above
+    ("UD-Q8_0", "Q8_0", "UD-Q6_K"),  # nothing above: the nearest below
+    ("UD-IQ4_XS", "IQ4_XS", "UD-IQ3_XXS"),
+])
+def test_a_ud_name_after_a_plain_type_is_that_type_with_the_nearest_published_excess(
+        typed: str, mix_of: str, evidence: str) -> None:
+    """Unsloth's Gemma 4 files are named UD-Q4_K_M, UD-Q6_K ...: the name a user copies from the file is accepted,
+    planned as the plain type's mix, and keeps free what the nearest published UD types weigh more."""
+    ft = file_type(typed)
+    assert ft.name == typed.upper().replace("UD_", "UD-") and ft.mix_of == mix_of
+    plan = build_plan(resolve_model("gemma-4-31b").spec, ft.name)
+    assert plan.tensors == build_plan(resolve_model("gemma-4-31b").spec, mix_of).tensors
+    ud = unpublished_mix(plan)
+    assert ud is not None and ud.excess_ratio > 0
+    nearest = [r for r in unsloth_ud() if r == evidence]
+    assert nearest and (evidence in ud.evidence or typed.upper() == evidence)
+
+
+def test_ud_is_not_a_prefix_for_unquantized_types() -> None:
+    with pytest.raises(BadInput, match="unknown quant 'UD-F16'"):
+        file_type("UD-F16")
+
+
 TAGS = sorted({t.tag: t for t in ollama_tags().values()}.values(), key=lambda t: t.tag)
 
 

@@ -68,7 +68,16 @@ def file_types() -> dict[str, FileType]:
     for name, u in unsloth_ud().items():
         base = out[u["mix_of"]]
         out[name] = FileType(name=name, id=base.id, default_type=base.default_type, mix_of=base.name)
+    for name, base_name in ud_plain_names().items():
+        base = out[base_name]
+        out.setdefault(name, FileType(name=name, id=base.id, default_type=base.default_type, mix_of=base.name))
     return out
+
+
+def ud_plain_names() -> dict[str, str]:
+    """UD-<llama.cpp type> -> that type, for every quantized type the contract names: Unsloth's Gemma 4 files are
+    named so (gemma-4-26B-A4B-it-UD-Q4_K_M.gguf), and a user copies the name from the file."""
+    return {f"UD-{q}": q for q in CONTRACT_QUANTS if q not in _UNQUANTIZED}
 
 
 def mix_type(ft: FileType) -> FileType:
@@ -91,7 +100,7 @@ def unsloth_ud() -> dict[str, dict]:
 @cache
 def _aliases() -> dict[str, str]:
     out = {alias.upper().replace("-", "_"): name for name, r in recipes().items() for alias in r.get("aliases", [])}
-    out |= {name.replace("-", "_"): name for name in unsloth_ud()}  # UD_Q4_K_XL, ud-q4_k_xl
+    out |= {name.replace("-", "_"): name for name in (*unsloth_ud(), *ud_plain_names())}  # UD_Q4_K_XL, ud-q4_k_xl
     return out
 
 
@@ -108,6 +117,7 @@ CONTRACT_QUANTS = (
     "Q5_K_S", "Q5_K_M", "Q6_K", "Q8_0", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ3_XXS", "IQ3_S",
     "IQ3_M", "IQ4_NL", "IQ4_XS", "BF16", "F16", "F32",
 )
+_UNQUANTIZED = ("BF16", "F16", "F32")
 
 
 def quant_names() -> tuple[str, ...]:

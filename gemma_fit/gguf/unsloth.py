@@ -34,18 +34,39 @@ def _ratio(recipe: str, model_id: str) -> float:
     return published / estimated_file_bytes(build_plan(resolve_model(model_id).spec, recipe)) - 1
 
 
+def _bits(recipe: str) -> float:
+    from gemma_fit.gguf.types import file_types
+
+    return file_types()[recipe].default_type.bits_per_weight
+
+
+def _nearest_plain_named(recipe: str) -> list[tuple[str, str]]:
+    """(recipe, model) of the published UD files named after a plain llama.cpp type (UD-IQ2_XXS, UD-Q4_K_M ...)
+    whose type is the nearest below and the nearest above `recipe`'s in bits per weight: how much Unsloth
+    upgrades a mix varies with its bits (a 2-bit file gains more than a 6-bit one)."""
+    named = [r for r, u in unsloth_ud().items() if r == f"UD-{u['mix_of']}"]
+    below = [r for r in named if _bits(r) <= _bits(recipe)]
+    above = [r for r in named if _bits(r) >= _bits(recipe)]
+    picked = sorted({*sorted(below, key=_bits)[-1:], *sorted(above, key=_bits)[:1]}, key=_bits)
+    return [(r, m) for r in picked for m in unsloth_ud()[r]["published_bytes"]]
+
+
 def unpublished_mix(plan: TensorPlan) -> UnpublishedMix | None:
     """The UD excess of `plan`: its own model's published file where there is one, else the largest excess
-    any published file of that recipe shows."""
+    any published file of that recipe shows; a UD-<type> name with no published file of its own takes the
+    largest the files named after the nearest plain types show."""
     recipe = plan.ftype.name
     if plan.ftype.mix_of is None:
         return None
-    published = unsloth_ud()[recipe]["published_bytes"]
-    if plan.model.id in published:
+    entry = unsloth_ud().get(recipe)
+    if entry is not None and plan.model.id in entry["published_bytes"]:
         ratio, evidence = _ratio(recipe, plan.model.id), f"the published {plan.model.id} file"
     else:
-        worst = max(published, key=lambda m: _ratio(recipe, m))
-        ratio, evidence = _ratio(recipe, worst), f"the most any published file shows: {worst}"
+        pool = [(recipe, m) for m in entry["published_bytes"]] if entry is not None else _nearest_plain_named(recipe)
+        worst_recipe, worst = max(pool, key=lambda rm: _ratio(*rm))
+        ratio = _ratio(worst_recipe, worst)
+        evidence = f"the most any published file shows: {worst}" if entry is not None else (
+            f"the most the nearest published UD types show: {worst_recipe} of {worst}")
     ratio = max(ratio, 0.0)
     return UnpublishedMix(recipe, plan.ftype.mix_of, ratio, evidence,
                           math.ceil(ratio * estimated_file_bytes(plan)))

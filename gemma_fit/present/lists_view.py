@@ -87,6 +87,8 @@ def render_quants(out: Console, rows: list[dict[str, Any]]) -> None:
     cells = [[_text(r["quant"]), _text(r["base_type"]), f"{r['base_bits_per_weight']:.4g}", str(r["ftype_id"])]
              for r in rows]
     out.print(fitted_table(cols, cells, out.width))
+    out.print("Any quantized type above with Unsloth's UD- prefix (their Gemma 4 files: UD-Q4_K_M, UD-Q5_K_M ...) is "
+              "planned as that type, keeping free what their published UD files weigh more.", soft_wrap=False)
 
 
 def render_cpus(out: Console, rows: list[dict[str, Any]]) -> None:
