@@ -40,7 +40,7 @@ from gemma_fit.memory.settings import RunSettings  # noqa: E402
 from gemma_fit.model.catalog import resolve_model  # noqa: E402
 from gemma_fit.speed.calibration import split_terms  # noqa: E402
 from gemma_fit.speed.links import default_attachment, peer_link  # noqa: E402
-from gemma_fit.speed.serve_llamacpp import llamacpp_pipeline  # noqa: E402
+from gemma_fit.speed.serve_llamacpp import METAL_MV_MAX_COLUMNS, llamacpp_pipeline  # noqa: E402
 from gemma_fit.speed.traffic import LoadPoint, closed_loop  # noqa: E402
 
 RUNS = ROOT / "benchmarks" / "data" / "serving_runs.csv"
@@ -96,12 +96,16 @@ def _llama_check(gpu: str, backend: str, arch: str, quant: str, n: int, n_ctx: i
     return hw, run_check(resolve_model(arch, []), quant, s, hw, prompt_tokens=prompt)
 
 
-def predict_llamacpp(r: dict[str, str], reread: float) -> float:
+def predict_llamacpp(r: dict[str, str], terms: dict[str, float]) -> float:
     """llama-batched-bench's S_TG (mode decode), or a llama-server's output tokens/s with every request's prompt
-    prefilled in turn (mode closed)."""
+    prefilled in turn (mode closed). `terms`: reread (the shared share of a weight pass per further sequence) and,
+    for a Metal run, metal_reread and metal_tile (0: no tiled-kernel switch)."""
     p, o, n = int(r["input_len"]), int(r["output_len"]), int(r["concurrency"])
     hw, c = _llama_check(r["gpu"], r.get("backend", ""), r["arch"], r["quant"], n, n * (p + o), p)
-    pipe = llamacpp_pipeline(c.detail.plan, c.detail.estimate, hw, p + o // 2, reread)
+    metal = r.get("backend") == "metal"
+    reread = terms.get("metal_reread", terms["reread"]) if metal else terms["reread"]
+    pipe = llamacpp_pipeline(c.detail.plan, c.detail.estimate, hw, p + o // 2, reread,
+                             terms.get("metal_tile", 0.0) if metal else 0.0)
     if r["mode"] == "closed":
         return closed_loop(pipe, float(c.performance.prefill_tokens_per_s), LoadPoint(p, o, n)).aggregate_tokens_per_s
     return pipe.aggregate_tokens_per_s(n)
@@ -127,10 +131,26 @@ def fit_vllm(rows: list[dict[str, str]]) -> dict[str, float]:
     return best_terms
 
 
-def fit_llamacpp(rows: list[dict[str, str]]) -> float:
+def _best(grid: list[float], rows: list[dict[str, str]], terms_of) -> float:  # noqa: ANN001
+    errs = {f: median(_err(predict_llamacpp(r, terms_of(f)), float(r["aggregate_tps"])) for r in rows) for f in grid}
+    return min(errs, key=lambda f: errs[f])
+
+
+def fit_llamacpp(rows: list[dict[str, str]]) -> dict[str, float]:
+    """The shared share of a weight pass per further sequence, on every backend's rows but Metal's; Metal's own
+    share on its batches of 2-8 (ggml-metal's matrix-vector kernels) and its tiled kernel's efficiency on its larger
+    ones, each where its rows exist."""
     grid = [x / 200 for x in range(0, 41)]
-    preds = {f: median(_err(predict_llamacpp(r, f), float(r["aggregate_tps"])) for r in rows) for f in grid}
-    return min(preds, key=lambda f: preds[f])
+    other = [r for r in rows if r.get("backend") != "metal"]
+    terms = {"reread": _best(grid, other, lambda f: {"reread": f})}
+    metal = [r for r in rows if r.get("backend") == "metal"]
+    vector = [r for r in metal if 1 < int(r["concurrency"]) <= METAL_MV_MAX_COLUMNS]
+    tiled = [r for r in metal if int(r["concurrency"]) > METAL_MV_MAX_COLUMNS]
+    if vector:
+        terms["metal_reread"] = _best([x / 40 for x in range(0, 41)], vector, lambda f: terms | {"metal_reread": f})
+    if tiled:
+        terms["metal_tile"] = _best([x / 100 for x in range(5, 101)], tiled, lambda f: terms | {"metal_tile": f})
+    return terms
 
 
 def _report(name: str, rows: list[dict[str, str]], predict, fit) -> object:  # noqa: ANN001
@@ -160,14 +180,18 @@ def _report(name: str, rows: list[dict[str, str]], predict, fit) -> object:  # n
 def main() -> None:
     all_runs = runs()
     vllm_terms = _report("vLLM", [r for r in all_runs if r["engine"] == "vllm"], predict_vllm, fit_vllm)
-    reread = _report("llama.cpp", [r for r in all_runs if r["engine"] == "llama.cpp"], predict_llamacpp,
-                       fit_llamacpp)
+    llama = _report("llama.cpp", [r for r in all_runs if r["engine"] == "llama.cpp"], predict_llamacpp,
+                      fit_llamacpp)
     if "--write" in sys.argv:
         doc = yaml.safe_load(VLLM_YAML.read_text())
         doc["vllm"]["default"] = {k: round(float(v), 4) for k, v in vllm_terms.items()}  # type: ignore[union-attr]
         _write(VLLM_YAML, doc)
         doc = yaml.safe_load(LLAMA_YAML.read_text())
-        doc["terms"] = {"weight_pass_share_per_sequence": float(reread)}  # type: ignore[index]
+        doc["terms"] = {"weight_pass_share_per_sequence": float(llama["reread"])}  # type: ignore[index]
+        if "metal_reread" in llama or "metal_tile" in llama:
+            doc["backends"] = {"metal": {"weight_pass_share_per_sequence": float(llama.get("metal_reread",
+                                                                                            llama["reread"])),
+                                         "matrix_tile_efficiency": float(llama.get("metal_tile", 0.0))}}
         _write(LLAMA_YAML, doc)
 
 

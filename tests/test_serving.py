@@ -89,6 +89,38 @@ def test_llamacpp_aggregate_never_falls_as_sequences_are_added(reread: float, fl
     assert all(b >= a * (1 - 1e-9) for a, b in zip(agg, agg[1:], strict=False))
 
 
+def test_metal_batches_past_eight_run_whole_tiles_of_the_matrix_kernel() -> None:
+    # ggml-metal: up to 8 columns the matrix-vector kernels (further sequences cost `reread` of a weight pass), past 8
+    # the tiled mul_mm, 32 columns a tile, each tile its whole width's FLOPs at tile_flops_s (20 GFLOP x 32 at 10
+    # TFLOP/s: 64 ms, more than the 10 ms weight read)
+    w = _stage(overlap=False, reread=0.2, kv_bytes_per_seq=0.0, fixed_s=0.0, tile_from=8, tile=32, tile_flops_s=10e12)
+    pipe = Pipeline((w,))
+    assert pipe.step_s(8) - pipe.step_s(1) == pytest.approx(7 * 0.2 * 10e-3)
+    assert pipe.step_s(9) == pipe.step_s(16) == pipe.step_s(32) == pytest.approx(32 * 20e9 / 10e12)
+    assert pipe.step_s(33) == pytest.approx(2 * pipe.step_s(32))  # a second tile
+    assert pipe.aggregate_tokens_per_s(16) < pipe.aggregate_tokens_per_s(8)  # half a tile wasted: as measured
+    assert pipe.bound(16) == "compute"
+
+
+def test_an_m2_ultra_serves_sixteen_no_faster_than_eight_as_its_published_runs_do() -> None:
+    """llama.cpp's benches/mac-m2-ultra: Gemma 3 4B QAT at 512 + 32 tokens, 441.8 tok/s at 8 sequences, 424.1 at 16,
+    788.2 at 32 (benchmarks/data/serving_runs.csv)."""
+    from gemma_fit.engines.llamacpp import run_check
+    from gemma_fit.hardware.select import hardware_of
+    from gemma_fit.memory.settings import RunSettings
+    from gemma_fit.model.catalog import resolve_model
+    from gemma_fit.speed.serve_llamacpp import llamacpp_pipeline
+
+    hw = replace(hardware_of(["m2-ultra-192gb"], None, ()), speed_calibration=None)
+    s = RunSettings(n_ctx=32 * 544, n_parallel=32, kv_unified=True, n_batch=2048, n_ubatch=2048, flash_attn="on")
+    c = run_check(resolve_model("gemma-3-4b", []), "QAT_Q4_0", s, hw, prompt_tokens=512)
+    pipe = llamacpp_pipeline(c.detail.plan, c.detail.estimate, hw, 528)
+    agg = {n: pipe.aggregate_tokens_per_s(n) for n in (8, 16, 32)}
+    assert agg[16] < agg[8] and agg[32] > 1.7 * agg[16]
+    for n, published in ((8, 441.8), (16, 424.1), (32, 788.2)):
+        assert abs(agg[n] / published - 1) < 0.25
+
+
 def test_closed_loop_with_prefill_is_slower_than_decode_alone() -> None:
     pipe = Pipeline((_stage(),))
     c = closed_loop(pipe, 5000.0, LoadPoint(1024, 256, 16))
@@ -421,11 +453,15 @@ def test_serving_terms_are_the_fit_of_the_published_runs() -> None:
     terms = fit_serving.fit_vllm(vllm)
     committed = yaml.safe_load(fit_serving.VLLM_YAML.read_text())["vllm"]["default"]
     assert {k: round(v, 4) for k, v in terms.items()} == committed
-    reread = fit_serving.fit_llamacpp(llama)
-    assert yaml.safe_load(fit_serving.LLAMA_YAML.read_text())["terms"]["weight_pass_share_per_sequence"] == reread
+    fitted = fit_serving.fit_llamacpp(llama)
+    doc = yaml.safe_load(fit_serving.LLAMA_YAML.read_text())
+    assert doc["terms"]["weight_pass_share_per_sequence"] == fitted["reread"]
+    metal = doc["backends"]["metal"]
+    assert (metal["weight_pass_share_per_sequence"], metal["matrix_tile_efficiency"]) == (
+        fitted["metal_reread"], fitted["metal_tile"])
     err = [abs(fit_serving.predict_vllm(r, terms) / float(r["aggregate_tps"]) - 1) for r in vllm]
     assert median(err) < 0.10
-    err = [abs(fit_serving.predict_llamacpp(r, reread) / float(r["aggregate_tps"]) - 1) for r in llama]
+    err = [abs(fit_serving.predict_llamacpp(r, fitted) / float(r["aggregate_tps"]) - 1) for r in llama]
     assert median(err) < 0.10
     assert len({r["gpu"] + r["backend"] for r in llama}) >= 3  # fitted over several machines and backends
     checks = [r for r in runs if r["engine"] == "vllm" and r["use"] == "check"]

@@ -44,6 +44,11 @@ class StageWork:
     overlap: bool = True  # reading and multiplying overlap (a roofline); False: each sequence past the first adds
     # its arithmetic to the read (llama.cpp's kernels)
     reread: float = 0.0  # overlap False: the share of one token's weight pass each further sequence costs at least
+    # llama.cpp on Metal: a batch wider than `tile_from` columns leaves the matrix-vector kernels for the tiled
+    # matrix-matrix one, which pads the batch to whole tiles of `tile` columns and runs them at `tile_flops_s`
+    tile_from: int = 0  # 0: no such switch (the matrix-vector path's cost grows smoothly)
+    tile: int = 0
+    tile_flops_s: float = 0.0
 
 
 def experts_touched(share: float, batch: int) -> float:
@@ -66,6 +71,10 @@ def stage_step_s(w: StageWork, batch: int, kv_seqs: int | None = None) -> float:
     return matmul + attention + w.fixed_s + comm
 
 
+def _tiled(w: StageWork, batch: int) -> bool:
+    return not w.overlap and bool(w.tile_from) and batch > w.tile_from and w.tile > 0 and w.tile_flops_s > 0
+
+
 def _token_pass_s(w: StageWork) -> float:
     """One token's weight pass: the dense weights and the experts it routes to."""
     return (w.shared_bytes + w.expert_bytes * w.expert_share) / w.bytes_s if w.bytes_s else 0.0
@@ -79,6 +88,9 @@ def _further_s(w: StageWork, batch: int, memory: float) -> float:
     if batch <= 1:
         return 0.0
     token_pass = _token_pass_s(w)
+    if _tiled(w, batch):  # every tile computes its whole width, however few of its columns the batch fills
+        tiles = -(-batch // w.tile)
+        return max(0.0, min(tiles * w.tile * w.flops_per_token / w.tile_flops_s - memory, batch * token_pass - memory))
     per_seq = max(w.flops_per_token / w.flops_s if w.flops_s else 0.0, w.reread * token_pass)
     return max(0.0, min(per_seq * (batch - 1), batch * token_pass - memory))
 

@@ -5,12 +5,14 @@ sequence gives the same seconds per token.
 With several sequences llama-server decodes every busy slot in one batch per step. Batches of up to 8 go
 through the quantized matrix-vector kernels (ggml-cuda mmvq.cu), larger ones through MMQ; each sequence past the
 first costs its FLOPs at the prefill's calibrated matrix rate or a fitted share of one token's weight pass,
-whichever is more (speed.batch); attention reads each slot's own KV cells; the logits of every sequence (n_vocab
-float32) come back to the host.
+whichever is more (speed.batch). Metal's share is its own, and past 8 sequences ggml-metal's tiled mul_mm computes
+whole tiles of columns at a fitted share of the prefill rate. Attention reads each slot's own KV cells; the logits of
+every sequence (n_vocab float32) come back to the host.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import cache
 
 from gemma_fit.db.rules import read_packaged_yaml
@@ -32,12 +34,29 @@ from gemma_fit.speed.rates import matmul_tops
 from gemma_fit.speed.traffic import Serving, serve
 from gemma_fit.speed.work import DeviceWork, LayerWork, device_work
 
+# ggml-metal picks its matrix kernel by the batch's columns (ggml-metal-common.cpp, ggml_metal_op_mul_mat_use_mm):
+# up to 8 the matrix-vector kernels (mul_mv, mul_mv_ext), beyond that the tiled mul_mm, whose tile is 32 columns
+# wide, or 128 with the Metal 4 tensor API of M5 GPUs (ggml-metal-device.cpp: nr1 = 32, or NRB = 16 x 4 x 2).
+METAL_MV_MAX_COLUMNS = 8
+_METAL_TENSOR_API_ARCHS = ("apple-m5",)
+
+
+def metal_tile(g: GPUSpec) -> int:
+    return 128 if g.arch in _METAL_TENSOR_API_ARCHS else 32
+
 
 @cache
-def batched_terms() -> dict[str, float]:
+def _batched_doc() -> dict:
+    return dict(read_packaged_yaml("llamacpp/batched_decode.yaml"))
+
+
+def batched_terms(backend: str | None = None) -> dict[str, float]:
     """model_db/llamacpp/batched_decode.yaml (benchmarks/fit_serving.py --write): the share of one token's weight
-    pass each further sequence of a batched decode step costs, fitted on published llama-batched-bench runs."""
-    return {k: float(v) for k, v in read_packaged_yaml("llamacpp/batched_decode.yaml")["terms"].items()}
+    pass each further sequence of a batched decode step costs, fitted on published llama-batched-bench runs, with a
+    backend's own terms over the shared ones (Metal: its matrix-vector share and its tiled kernel's efficiency)."""
+    doc = _batched_doc()
+    terms = {k: float(v) for k, v in doc["terms"].items()}
+    return terms | {k: float(v) for k, v in (doc.get("backends") or {}).get(backend or "", {}).items()}
 
 
 def _output_flops(plan: TensorPlan) -> float:
@@ -53,27 +72,34 @@ def _stage(name: str, w: LayerWork, kv: float, flops: float, bytes_s: float, flo
 
 
 def _gpu_stage(g: GPUSpec, i: int, work: DeviceWork, plan: TensorPlan, est: MemoryEstimate, share: float,
-               reread: float) -> StageWork:
+               reread: float | None, tile_efficiency: float | None) -> StageWork:
     m = decode_model(g)
     weights = plan.ftype.default_type
     eff, _ = prefill_efficiency(g, weights.is_quantized)
     w = work.work[i]
     flops = w.dense_flops + w.expert_flops + (_output_flops(plan) if est.placement.output_device == i else 0.0)
-    return _stage(g.id, w, work.kv_read[i], flops, (g.memory_bandwidth_gbps or 0) * 1e9 * m.efficiency,
-                  matmul_tops(g, weights.is_quantized, weights.name) * 1e12 * eff,
-                  work.nodes[i] * m.seconds_per_node, share, reread)
+    terms = batched_terms(g.backend)
+    flops_s = matmul_tops(g, weights.is_quantized, weights.name) * 1e12 * eff
+    stage = _stage(g.id, w, work.kv_read[i], flops, (g.memory_bandwidth_gbps or 0) * 1e9 * m.efficiency, flops_s,
+                   work.nodes[i] * m.seconds_per_node, share,
+                   terms["weight_pass_share_per_sequence"] if reread is None else reread)
+    tile_eff = terms.get("matrix_tile_efficiency") if tile_efficiency is None else tile_efficiency
+    if g.backend != "metal" or not tile_eff:
+        return stage
+    return replace(stage, tile_from=METAL_MV_MAX_COLUMNS, tile=metal_tile(g), tile_flops_s=flops_s * tile_eff)
 
 
 def llamacpp_pipeline(plan: TensorPlan, est: MemoryEstimate, hardware: Hardware, position: int,
-                      reread: float | None = None) -> Pipeline:
+                      reread: float | None = None, tile_efficiency: float | None = None) -> Pipeline:
     """The decode step of this plan, with each sequence at `position` tokens of context. `reread`: the share of one
-    token's weight pass each further sequence costs at least (None: the fitted one; 0: its FLOPs alone)."""
-    reread = batched_terms()["weight_pass_share_per_sequence"] if reread is None else reread
+    token's weight pass each further sequence costs at least (None: the fitted one of each GPU's backend; 0: its
+    FLOPs alone); `tile_efficiency`: Metal's tiled matrix kernel's share of the prefill rate (None: the fitted one)."""
     gpus = hardware.gpus
     model = plan.model
     share = model.n_expert_used / model.n_expert if model.n_expert else 0.0
     work = device_work(plan, est, len(gpus), max(1, min(position, est.n_ctx)))
-    stages = [_gpu_stage(g, i, work, plan, est, share, reread) for i, g in enumerate(gpus)]
+    stages = [_gpu_stage(g, i, work, plan, est, share, reread, tile_efficiency) for i, g in enumerate(gpus)]
+    reread = batched_terms()["weight_pass_share_per_sequence"] if reread is None else reread
     notes: list[str] = []
     if work.read(CPU) > 0 or not gpus:
         rates = cpu_of(hardware)
