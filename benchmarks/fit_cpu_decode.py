@@ -12,7 +12,9 @@ Reads benchmarks/data/cpu_published_runs.csv (every row has the URL where its nu
   threads x that figure.
 - **Prefill**: the prompt-processing rows (use_in_median "pp") give matrix-product GFLOP/s per thread:
   2 x (parameters without the token-embedding and output matrices, which a prompt does not multiply
-  per token) x tokens/s / threads; the median per instruction-set group.
+  per token) x tokens/s / threads; the median per instruction-set group. A core's arithmetic scales with its
+  clock, so the rows of CPUs whose performance cores' boost clock is known (benchmarks/data/cpu_clocks.yaml,
+  each with its source) also give GFLOP/s per thread per GHz, whose median a CPU with a known clock takes.
 
 Prints the per-row figures and the leave-one-CPU-out errors (each CPU's rows predicted from the other
 CPUs' medians), and with --write stores the medians in model_db/llamacpp/cpu_decode.yaml.
@@ -32,6 +34,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 RUNS = REPO / "benchmarks" / "data" / "cpu_published_runs.csv"
+CLOCKS = REPO / "benchmarks" / "data" / "cpu_clocks.yaml"
 TABLE = REPO / "model_db" / "llamacpp" / "cpu_decode.yaml"
 GIB = 1024**3
 FAMILY = {"avx2": "x86", "avx512": "x86", "amx": "x86", "neon": "arm", "sve": "arm", "neon-v8.0": "arm"}
@@ -89,8 +92,16 @@ def prefill_rows() -> list[dict[str, object]]:
         if base is None or params is None or threads is None:
             continue
         gflops = 2 * (params - NOT_MULTIPLIED_B[base]) * float(r["tokens_per_s"]) / threads
-        out.append({"cpu": r["cpu"], "group": PREFILL_GROUP[_isa(r)], "per_thread": gflops, "source": r["source_url"]})
+        clock = clocks().get(r["cpu"])
+        out.append({"cpu": r["cpu"], "group": PREFILL_GROUP[_isa(r)], "per_thread": gflops, "source": r["source_url"],
+                    "per_ghz": gflops / clock if clock else None})
     return out
+
+
+def clocks() -> dict[str, float]:
+    """The benchmark CPUs' performance-core boost clocks (GHz), by the runs' CPU name."""
+    data = yaml.safe_load(CLOCKS.read_text(encoding="utf-8"))["clocks"]
+    return {name: float(c["boost_clock_ghz"]) for name, c in data.items()}
 
 
 def decode_terms(data: list[dict[str, object]], skip_cpu: str | None = None) -> tuple[dict[str, float], float]:
@@ -114,12 +125,15 @@ def predicted_bandwidth(d: dict[str, object], eff: dict[str, float], per_thread:
     return min(bw, per_thread * int(d["threads"])) if d["threads"] else bw  # type: ignore[call-overload]
 
 
-def prefill_medians(data: list[dict[str, object]], skip_cpu: str | None = None) -> dict[str, tuple[float, int]]:
+def prefill_medians(data: list[dict[str, object]], skip_cpu: str | None = None,
+                    key: str = "per_thread") -> dict[str, tuple[float, int]]:
+    """Per group: the median of `key` (per_thread GFLOP/s, or per_ghz: per thread per GHz of boost) and its runs."""
     out = {}
     for group in sorted({str(d["group"]) for d in data}):
-        rates = [float(d["per_thread"]) for d in data if d["group"] == group and d["cpu"] != skip_cpu]  # type: ignore[arg-type]
+        rates = [float(d[key]) for d in data  # type: ignore[arg-type]
+                 if d["group"] == group and d["cpu"] != skip_cpu and d.get(key) is not None]
         if rates:
-            out[group] = (round(statistics.median(rates), 1), len(rates))
+            out[group] = (round(statistics.median(rates), 2 if key == "per_ghz" else 1), len(rates))
     return out
 
 
@@ -136,12 +150,14 @@ def decode_errors(data: list[dict[str, object]]) -> list[float]:
     return errors
 
 
-def prefill_errors(data: list[dict[str, object]]) -> list[float]:
+def prefill_errors(data: list[dict[str, object]], key: str = "per_thread") -> list[float]:
+    """|predicted/measured - 1| of each row with `key`, its CPU left out: per_thread, or per_ghz (the rate a CPU of
+    known clock is predicted at)."""
     errors = []
     for d in data:
-        others = prefill_medians(data, skip_cpu=str(d["cpu"]))
-        if d["group"] in others:
-            errors.append(abs(others[str(d["group"])][0] / float(d["per_thread"]) - 1))  # type: ignore[arg-type]
+        others = prefill_medians(data, skip_cpu=str(d["cpu"]), key=key)
+        if d["group"] in others and d.get(key) is not None:
+            errors.append(abs(others[str(d["group"])][0] / float(d[key]) - 1))  # type: ignore[arg-type]
     return errors
 
 
@@ -285,18 +301,22 @@ def main() -> None:
         print(f"  tg {d['family']:4} {ratio} of datasheet, {float(d['effective']):6.1f} GB/s on "  # type: ignore[arg-type]
               f"{d['threads'] or '?'} threads  {d['cpu']}")
     for d in pre:
-        print(f"  pp {d['group']:6} {float(d['per_thread']):6.1f} GFLOP/s per thread  {d['cpu']}")  # type: ignore[arg-type]
+        ghz = f"{float(d['per_ghz']):5.1f} per GHz" if d["per_ghz"] else "  clock unknown"  # type: ignore[arg-type]
+        print(f"  pp {d['group']:6} {float(d['per_thread']):6.1f} GFLOP/s per thread, {ghz}  {d['cpu']}")  # type: ignore[arg-type]
     n_eff = {f: sum(1 for d in dec if d["family"] == f and d["median"] and d["datasheet"]) for f in eff}
     n_thread = sum(1 for d in dec if d["threads"] and int(d["threads"]) <= MAX_THREAD_LIMITED)  # type: ignore[call-overload]
     prefill = prefill_medians(pre)
+    per_ghz = prefill_medians(pre, key="per_ghz")
     for fam, e in eff.items():
         print(f"{fam}: decode efficiency {e:.3f} of datasheet bandwidth (median of {n_eff[fam]} runs)")
     print(f"decode bandwidth per thread: {per_thread:.1f} GB/s (median of {n_thread} runs on "
           f"<= {MAX_THREAD_LIMITED} threads)")
     for group, (rate, n) in prefill.items():
-        print(f"{group}: prefill {rate:.1f} GFLOP/s per thread (median of {n} runs)")
+        ghz = f", {per_ghz[group][0]:.2f} per GHz of boost (median of {per_ghz[group][1]})" if group in per_ghz else ""
+        print(f"{group}: prefill {rate:.1f} GFLOP/s per thread (median of {n} runs){ghz}")
     print(_summary("decode", decode_errors(dec)))
-    print(_summary("prefill", prefill_errors(pre)))
+    print(_summary("prefill (per thread)", prefill_errors(pre)))
+    print(_summary("prefill (per thread per GHz of boost)", prefill_errors(pre, "per_ghz")))
     cpus: dict[str, dict[str, object]] = dict(cpu_decode_fits())
     for cid, fit in cpus.items():
         print(f"{cid}: decode efficiency {fit['efficiency']} of datasheet bandwidth (its own {fit['n']} Gemma runs, "
@@ -315,7 +335,9 @@ def main() -> None:
         body = {"source": "benchmarks/fit_cpu_decode.py over benchmarks/data/cpu_published_runs.csv",
                 "families": {fam: {"efficiency": round(e, 3), "n": n_eff[fam]} for fam, e in eff.items()},
                 "per_thread": {"gbps": round(per_thread, 1), "n": n_thread, "max_threads": MAX_THREAD_LIMITED},
-                "prefill": {g: {"gflops_per_thread": rate, "n": n} for g, (rate, n) in prefill.items()},
+                "prefill": {g: {"gflops_per_thread": rate, "n": n,
+                                **({"gflops_per_thread_per_ghz": per_ghz[g][0], "n_clocked": per_ghz[g][1]}
+                                   if g in per_ghz else {})} for g, (rate, n) in prefill.items()},
                 **({"attention": attention} if attention else {}),
                 "cpus": cpus}
         TABLE.write_text(head + yaml.safe_dump(body, sort_keys=False), encoding="utf-8")

@@ -118,9 +118,39 @@ def test_cpu_flag_sets_kernels_threads_and_notes() -> None:
     assert (rates.cpu.isa, rates.threads) == ("avx512", 16)
     assert any(n.startswith("--cpu: AMD Ryzen 9 7950X") for n in hw.notes)
     assert prefill_gflops_per_thread(rates)[0] == prefill_gflops_per_thread(
-        CPURates(CPUSpec("x", "x86", "amx"), "", 1))[0]  # AMX CPUs run the AVX-512 group's rate
+        CPURates(CPUSpec("x", "x86", "amx", boost_clock_ghz=5.7), "", 1))[0]  # AMX CPUs run the AVX-512 group's rate
     hw = with_machine_flags(_cpu_box(), MachineFlags(cpu="7950x", threads=4))
     assert cpu_of(hw).threads == 4
+
+
+def test_a_cpu_of_known_clock_prefills_at_its_group_rate_per_ghz() -> None:
+    """A core's arithmetic scales with its clock: the 7950X (5.7 GHz boost, hardware_db) takes the AVX-512 group's
+    GFLOP/s per thread per GHz x 5.7; a CPU of unknown clock the group's per-thread median."""
+    import yaml
+
+    group = yaml.safe_load((Path(__file__).parent.parent / "model_db/llamacpp/cpu_decode.yaml").read_text())["prefill"]
+    fast = resolve_cpu("7950x")
+    assert fast.boost_clock_ghz == 5.7
+    rate, how = prefill_gflops_per_thread(CPURates(fast, "", 16))
+    assert rate == pytest.approx(round(group["avx512"]["gflops_per_thread_per_ghz"] * 5.7, 1))
+    assert "5.7 GHz boost" in how
+    slow = replace(fast, boost_clock_ghz=3.0)
+    assert prefill_gflops_per_thread(CPURates(slow, "", 16))[0] < rate
+    unknown = replace(fast, boost_clock_ghz=None)
+    assert prefill_gflops_per_thread(CPURates(unknown, "", 16))[0] == group["avx512"]["gflops_per_thread"]
+
+
+def test_the_probe_reads_the_fastest_cores_clock_from_cpufreq(tmp_path: Path) -> None:
+    from gemma_fit.hardware.probe_cpu import max_clock_ghz
+
+    assert max_clock_ghz(tmp_path) is None  # a VM without cpufreq
+    for i, khz in enumerate(("4500000", "5700000\n", "garbage")):
+        d = tmp_path / f"cpu{i}" / "cpufreq"
+        d.mkdir(parents=True)
+        (d / "cpuinfo_max_freq").write_text(khz)
+    assert max_clock_ghz(tmp_path) == 5.7
+    (tmp_path / "cpu0" / "cpufreq" / "cpuinfo_max_freq").write_text("99999999999")  # out of range: ignored
+    assert max_clock_ghz(tmp_path) == 5.7
 
 
 def test_unknown_cpu_defaults_to_avx2_and_says_so() -> None:

@@ -265,7 +265,7 @@ def cpu_spec(entry: CPUEntry, extra_dirs: tuple[Path, ...] = ()) -> CPUSpec:
               else f"{kind} x {entry.memory_channels:g} channels")
     return CPUSpec(entry.name, entry.family, entry.isa, entry.cores, entry.threads, entry.performance_cores,
                    round(per_channel * entry.memory_channels, 2), memory, entry.source, entry.dotprod is not False,
-                   entry.id)
+                   entry.id, boost_clock_ghz=entry.boost_clock_ghz)
 
 
 def find_cpu(name: str, extra_dirs: tuple[Path, ...] = ()) -> CPUSpec | None:

@@ -2,7 +2,8 @@
 
 Linux reads /proc/cpuinfo (x86 `model name` and `flags`; ARM `Features`, where `sve` and `asimd`
 say which kernels ggml-cpu runs) and counts physical cores by (`physical id`, `core id`); macOS asks
-sysctl (`machdep.cpu.brand_string`, `hw.physicalcpu`, `hw.perflevel0.physicalcpu` for the P-cores).
+sysctl (`machdep.cpu.brand_string`, `hw.physicalcpu`, `hw.perflevel0.physicalcpu` for the P-cores). The
+cores' maximum clock comes from cpufreq (Linux) or the database entry of the CPU's name.
 Tests pass recorded outputs to the pure parsers.
 """
 
@@ -74,11 +75,31 @@ def with_database(cpu: CPUSpec, find: FindCPU | None) -> CPUSpec:
         return cpu
     return replace(cpu, performance_cores=cpu.performance_cores or known.performance_cores,
                    ram_bandwidth_gbps=known.ram_bandwidth_gbps, memory=known.memory, id=known.id,
+                   boost_clock_ghz=known.boost_clock_ghz or cpu.boost_clock_ghz,
                    source=f"{cpu.source}; memory from the database entry for {known.name}")
 
 
+MAX_CPUFREQ_FILES = 4096  # a bound on what the probe reads, whatever the machine
+
+
+def max_clock_ghz(root: Path = Path("/sys/devices/system/cpu")) -> float | None:
+    """The fastest core's maximum clock the kernel's cpufreq states (cpuinfo_max_freq, kHz), or None where it
+    states none (most virtual machines): a hybrid chip's performance cores clock highest."""
+    best = 0
+    try:
+        for i, path in enumerate(sorted(root.glob("cpu[0-9]*/cpufreq/cpuinfo_max_freq"))):
+            if i >= MAX_CPUFREQ_FILES:
+                break
+            text = path.read_text(encoding="ascii", errors="replace")[:32].strip()
+            if text.isascii() and text.isdigit() and 100_000 <= int(text) <= 10_000_000:  # 0.1 to 10 GHz
+                best = max(best, int(text))
+    except OSError:
+        return None
+    return round(best / 1e6, 3) if best else None
+
+
 def local_cpu(find: FindCPU | None = None, cpuinfo: Path = Path("/proc/cpuinfo"),
-              sysctl: Sysctl = _sysctl) -> CPUSpec | None:
+              sysctl: Sysctl = _sysctl, cpufreq: Path = Path("/sys/devices/system/cpu")) -> CPUSpec | None:
     """This machine's CPU, or None where neither source answers."""
     cpu = None
     if platform.system() == "Darwin":
@@ -89,4 +110,6 @@ def local_cpu(find: FindCPU | None = None, cpuinfo: Path = Path("/proc/cpuinfo")
                                    platform.machine())
         except OSError:
             cpu = None
+        if cpu is not None:
+            cpu = replace(cpu, boost_clock_ghz=max_clock_ghz(cpufreq))
     return with_database(cpu, find) if cpu else None

@@ -241,6 +241,8 @@ class CPUEntry(Strict):
     threads: int = Field(ge=1, le=2048)
     performance_cores: int | None = Field(default=None, ge=1, le=1024)
     dotprod: bool | None = None  # arm: False for Armv8.0 cores without SDOT/UDOT (Cortex-A72, A53); None: has them
+    # the performance cores' maximum boost clock as the vendor states it (its source: `source` or one of `sources`)
+    boost_clock_ghz: float | None = Field(default=None, ge=0.5, le=7.0)
     memory_type: Literal["ddr4", "ddr5", "lpddr4", "lpddr4x", "lpddr5", "lpddr5x"]
     memory_speed_mts: int = Field(ge=800, le=12_000)
     memory_channels: float = Field(ge=0.25, le=24)  # 64-bit channels (LPDDR: bus width / 64; a 32-bit bus is 0.5)

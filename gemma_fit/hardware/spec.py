@@ -162,6 +162,7 @@ class CPUSpec:
     dotprod: bool = True  # arm: the SDOT/UDOT instructions llama.cpp's quantized NEON kernels use (Armv8.2+)
     id: str = ""  # its hardware_db/cpus.yaml id; "" for a CPU the database does not know
     sockets: int = 1  # a probed machine's packages (/proc/cpuinfo's physical ids); its cores count them all
+    boost_clock_ghz: float | None = None  # the performance cores' maximum boost clock (prefill scales with it)
 
     @property
     def default_threads(self) -> int | None:

@@ -131,6 +131,11 @@ def prefill_gflops_per_thread(rates: CPURates, file_type: str = "") -> tuple[flo
     group = "arm-v8.0" if rates.cpu.family == "arm" and not rates.cpu.dotprod else PREFILL_GROUP[rates.cpu.isa]
     entry = _terms()["prefill"][group]
     rate, where = float(entry["gflops_per_thread"]), f"{group} median of {entry['n']} published runs"
+    per_ghz, clock = entry.get("gflops_per_thread_per_ghz"), rates.cpu.boost_clock_ghz
+    if per_ghz and clock:  # a core's arithmetic scales with its clock: the group's rate per GHz x this CPU's boost
+        rate = round(float(per_ghz) * clock, 1)
+        where = (f"{group} median of {entry['n_clocked']} published runs, {float(per_ghz):g} GFLOP/s per GHz x "
+                 f"{clock:g} GHz boost")
     own = (published_cpus().get(rates.cpu.id) or {}).get("prefill") if rates.cpu.id else None
     if own:
         by_type = own.get("by_type") or {}
