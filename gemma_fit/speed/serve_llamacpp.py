@@ -50,6 +50,7 @@ def _batched_doc() -> dict:
     return dict(read_packaged_yaml("llamacpp/batched_decode.yaml"))
 
 
+@cache
 def batched_terms(backend: str | None = None) -> dict[str, float]:
     """model_db/llamacpp/batched_decode.yaml (benchmarks/fit_serving.py --write): the share of one token's weight
     pass each further sequence of a batched decode step costs, fitted on published llama-batched-bench runs, with a
