@@ -92,6 +92,20 @@ def test_broken_gpu_entry_is_named(hw_copy: Path, old: str, new: str, field: str
     assert PROBLEM_LINE.match(str(mine[0])), str(mine[0])
 
 
+@pytest.mark.parametrize(("new", "message"), [
+    ("boost_clock_ghz: 0", "greater than or equal to 0.5"),  # MHz typed as GHz is caught the other way
+    ("boost_clock_ghz: 5700", "less than or equal to 7"),
+    ("boost_clock_ghz: .nan", "less than or equal to 7"),
+    ('boost_clock_ghz: "fast"', "valid number"),
+])
+def test_a_cpu_boost_clock_out_of_range_is_named(hw_copy: Path, new: str, message: str) -> None:
+    path = hw_copy / "cpus.yaml"
+    edit_entry(path, "ryzen-9-7950x", "boost_clock_ghz: 5.7", new)
+    problems = [p for p in validate_paths([hw_copy]) if p.field == "ryzen-9-7950x.boost_clock_ghz"]
+    assert problems and message in problems[0].message
+    assert "boost_clock_ghz" in line_text(problems[0])
+
+
 def test_tensor_figure_on_an_arch_without_tensor_units(hw_copy: Path) -> None:
     """Pascal and RDNA 2 have no matrix units: a tensor figure there (e.g. the FP32 rate) is flagged."""
     path = hw_copy / "gpus" / "nvidia-datacenter.yaml"
