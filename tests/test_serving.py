@@ -121,6 +121,27 @@ def test_an_m2_ultra_serves_sixteen_no_faster_than_eight_as_its_published_runs_d
         assert abs(agg[n] / published - 1) < 0.25
 
 
+def test_only_metal_stages_switch_to_the_tiled_kernel() -> None:
+    """The tile rule is ggml-metal's: a CUDA card's batched step keeps the shared share and no tile, an M2 32-column
+    tiles, an M5 128 (its tensor API)."""
+    from gemma_fit.engines.llamacpp import run_check
+    from gemma_fit.hardware.select import hardware_of
+    from gemma_fit.memory.settings import RunSettings
+    from gemma_fit.model.catalog import resolve_model
+    from gemma_fit.speed.serve_llamacpp import batched_terms, llamacpp_pipeline
+
+    s = RunSettings(n_ctx=8192, n_parallel=16, kv_unified=True, n_batch=2048, n_ubatch=512, flash_attn="on")
+    tiles = {}
+    for gpu in ("rtx-4090", "m2-ultra-192gb", "m5-max-128gb"):
+        hw = replace(hardware_of([gpu], None, ()), speed_calibration=None)
+        c = run_check(resolve_model("gemma-3-4b", []), "Q4_0", s, hw, prompt_tokens=256)
+        stage = llamacpp_pipeline(c.detail.plan, c.detail.estimate, hw, 256).stages[0]
+        tiles[gpu] = (stage.tile_from, stage.tile, stage.reread)
+    shared = batched_terms()["weight_pass_share_per_sequence"]
+    metal = batched_terms("metal")["weight_pass_share_per_sequence"]
+    assert tiles == {"rtx-4090": (0, 0, shared), "m2-ultra-192gb": (8, 32, metal), "m5-max-128gb": (8, 128, metal)}
+
+
 def test_closed_loop_with_prefill_is_slower_than_decode_alone() -> None:
     pipe = Pipeline((_stage(),))
     c = closed_loop(pipe, 5000.0, LoadPoint(1024, 256, 16))
