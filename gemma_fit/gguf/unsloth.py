@@ -10,7 +10,7 @@ from functools import cache
 from gemma_fit.base.record import record
 from gemma_fit.gguf.layout import estimated_file_bytes
 from gemma_fit.gguf.tensors import TensorPlan, build_plan
-from gemma_fit.gguf.types import unsloth_ud
+from gemma_fit.gguf.types import file_types, unsloth_ud
 
 
 @record
@@ -35,8 +35,6 @@ def _ratio(recipe: str, model_id: str) -> float:
 
 
 def _bits(recipe: str) -> float:
-    from gemma_fit.gguf.types import file_types
-
     return file_types()[recipe].default_type.bits_per_weight
 
 

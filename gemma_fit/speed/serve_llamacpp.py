@@ -46,16 +46,11 @@ def metal_tile(g: GPUSpec) -> int:
 
 
 @cache
-def _batched_doc() -> dict:
-    return dict(read_packaged_yaml("llamacpp/batched_decode.yaml"))
-
-
-@cache
 def batched_terms(backend: str | None = None) -> dict[str, float]:
     """model_db/llamacpp/batched_decode.yaml (benchmarks/fit_serving.py --write): the share of one token's weight
     pass each further sequence of a batched decode step costs, fitted on published llama-batched-bench runs, with a
     backend's own terms over the shared ones (Metal: its matrix-vector share and its tiled kernel's efficiency)."""
-    doc = _batched_doc()
+    doc = read_packaged_yaml("llamacpp/batched_decode.yaml")
     terms = {k: float(v) for k, v in doc["terms"].items()}
     return terms | {k: float(v) for k, v in (doc.get("backends") or {}).get(backend or "", {}).items()}
 
@@ -100,7 +95,7 @@ def llamacpp_pipeline(plan: TensorPlan, est: MemoryEstimate, hardware: Hardware,
     share = model.n_expert_used / model.n_expert if model.n_expert else 0.0
     work = device_work(plan, est, len(gpus), max(1, min(position, est.n_ctx)))
     stages = [_gpu_stage(g, i, work, plan, est, share, reread, tile_efficiency) for i, g in enumerate(gpus)]
-    reread = batched_terms()["weight_pass_share_per_sequence"] if reread is None else reread
+    cpu_reread = batched_terms()["weight_pass_share_per_sequence"] if reread is None else reread
     notes: list[str] = []
     if work.read(CPU) > 0 or not gpus:
         rates = cpu_of(hardware)
@@ -109,7 +104,7 @@ def llamacpp_pipeline(plan: TensorPlan, est: MemoryEstimate, hardware: Hardware,
         w = work.work[CPU]
         flops = w.dense_flops + w.expert_flops + (_output_flops(plan) if est.placement.output_device == CPU else 0.0)
         stages.append(_stage("cpu", w, work.kv_read[CPU], flops, bw * 1e9,  # the CPU runs prefill's kernels
-                             per_thread * (rates.threads or 8) * 1e9, 0.0, share, reread))
+                             per_thread * (rates.threads or 8) * 1e9, 0.0, share, cpu_reread))
     factors = hardware.speed_calibration.decode_points() if hardware.speed_calibration else ()
     if not gpus:
         return Pipeline(tuple(stages), speed_factors=factors)
