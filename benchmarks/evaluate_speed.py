@@ -96,9 +96,9 @@ def rows() -> list[dict[str, Any]]:
     out = []
     with (DATA / "backend_published_runs.csv").open() as f:
         for r in csv.DictReader(f):
-            if "gemma" not in r["model"].lower() or not r["machine_id"] or r["tool"] not in ("llama-bench",
-                                                                                               "llama-batched-bench",
-                                                                                               "llama-server"):
+            # "llama.cpp harness": a page's own timing of llama.cpp at llama-bench's settings (VulkanForge's wiki)
+            if "gemma" not in r["model"].lower() or not r["machine_id"] or r["tool"] not in (
+                    "llama-bench", "llama-batched-bench", "llama-server", "llama.cpp harness"):
                 continue
             m = _measurement(r["test"], _int(r["n_prompt"]), _int(r["n_gen"]), _int(r["depth"]),
                              _int(r["concurrency"], 1), float(r["tokens_per_s"]), _ubatch(r["test"], r["notes"]))
