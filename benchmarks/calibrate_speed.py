@@ -36,6 +36,7 @@ from gemma_fit.hardware.schema import BACKENDS  # noqa: E402
 from gemma_fit.speed.calibration import (  # noqa: E402
     NEAREST_GROUP,
     REFERENCE_CLOCK_MHZ,
+    SCALAR_SUFFIX,
     decode_group,
     prefill_group,
 )
@@ -65,6 +66,8 @@ BENCH_LAYERS = {"Llama 2 7B": 32, "Llama 3 8B": 32, "Llama 3 70B": 80, "Llama 3.
 # Bytes per element of the token embedding in llama-quantize's output for an untied model (the
 # file type's base type: Q4_0 -> Q4_0, Q4_K_M -> Q4_K, Q8_0 -> Q8_0, F16 -> F16).
 EMBD_BYTES = {"Q4_0": 18 / 32, "Q4_K_M": 144 / 256, "Q8_0": 34 / 32, "F16": 2.0}
+# The type most of a file type's matrices are stored in, which picks the kernel's rate (speed.rates.matmul_tops).
+BASE_TYPE = {"Q4_0": "Q4_0", "Q4_K_M": "Q4_K", "Q8_0": "Q8_0", "F16": "F16"}
 
 
 def bytes_per_token(row: dict) -> tuple[float, float]:
@@ -136,7 +139,7 @@ def prefill_parts(p: dict, decode_fits: dict) -> tuple[float, float] | None:
     # the layers' matrices are read once per ubatch (not the embedding, nor the output matrix: one token's logits)
     read = float(row["model_size_gib"]) * 2**30 * params / (float(row["params_b"]) * 1e9)
     quantized = row["quant"] not in ("F16", "BF16", "F32")
-    tops = matmul_tops(gpu, quantized)
+    tops = matmul_tops(gpu, quantized, BASE_TYPE[row["quant"]])
     fit = decode_fits.get(gpu.backend)
     if not tops or not gpu.memory_bandwidth_gbps or fit is None:
         return None
@@ -259,6 +262,13 @@ def table(points: list[dict]) -> dict:
     return result
 
 
+def by_group(points: list[dict]) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = defaultdict(list)
+    for q in points:
+        out[q["group"]].append(q["eff"])
+    return out
+
+
 def _predict_prefill_error(train: list[dict], p: dict) -> float | None:
     """|predicted - measured| / measured tokens/s of prefill row p, everything fitted without its GPU."""
     fits = decode_fits(train)
@@ -266,6 +276,9 @@ def _predict_prefill_error(train: list[dict], p: dict) -> float | None:
     trained = [q for q in with_prefill_efficiencies(train, fits) if q["kind"] == "prefill"]
     same = [q["eff"] for q in trained if q["group"] == p["group"]]
     near = [q["eff"] for q in trained if q["group"] == NEAREST_GROUP.get(p["group"])]
+    if not near and p["group"].endswith(SCALAR_SUFFIX):  # calibration.scalar_peers: the other scalar-shader groups
+        near = [statistics.median(v) for g, v in by_group(trained).items()
+                if g.endswith(SCALAR_SUFFIX) and g != p["group"]]
     pool = same or near or [q["eff"] for q in trained if q["group"].split("-")[0] == p["group"].split("-")[0]]
     if parts is None or prefill_efficiency(p, fits) is None or not pool:
         return None

@@ -55,8 +55,8 @@ MIN_SHARE = 0.2
 KINDS = {"prefill": "prefill", "decode": "decode", "batched": "decode"}
 # A prompt longer than this tells attention's efficiency, not the matrix products': its time grows with the square of
 # its length (the Arc Pro B70's Gemma 4 31B prompts at 4,096 to 32,768 tokens, fitted as matrix products, halved the
-# SYCL figure its pp512 runs give).
-MAX_RATE_PROMPT = 2048
+# SYCL figure its pp512 runs give). A single ubatch's worth more (a page's 2,049-token prompts) still tells the rate.
+MAX_RATE_PROMPT = 4095
 
 
 def excluded(r: dict[str, Any]) -> bool:
@@ -188,6 +188,11 @@ def fit(rows: list[dict[str, Any]], without: LeaveOut | None = None) -> dict[str
             if len(points) >= (MIN_CHIP_RUNS if table is chips else MIN_RUNS):
                 out[kind][key] = {"efficiency": round(min(machine_median(points), 0.98), 4), "runs": len(points),
                                   "machines": len({m for m, _ in points})}
+    pooled = [p for (kind, group), points in groups.items() if kind == "attention" and cal.matrix_unit_attention(group)
+              for p in points]
+    if len({m for m, _ in pooled}) >= 2:  # calibration.ATTENTION_POOL: a vendor's backend without runs at depth
+        out["attention"][cal.ATTENTION_POOL] = {"efficiency": round(machine_median(pooled), 4), "runs": len(pooled),
+                                                "machines": len({m for m, _ in pooled})}
     return out
 
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,6 +17,7 @@ from gemma_fit import check
 from gemma_fit.engines.llamacpp import run_check
 from gemma_fit.hardware.catalog import load_gpus
 from gemma_fit.hardware.select import select_hardware
+from gemma_fit.hardware.spec import GPUSpec
 from gemma_fit.memory.settings import RunSettings
 from gemma_fit.model.catalog import resolve_model
 from gemma_fit.present.documents import check_json
@@ -196,6 +198,73 @@ def test_vulkan_on_rdna4_multiplies_k_quants_at_the_fp16_rate() -> None:
     assert matmul_tops(rocm, True, "Q4_K") == rocm.int8_tensor_tops
     rdna3 = hardware_of(["rx-7900-xtx"], "vulkan", (), MachineFlags()).gpus[0]
     assert matmul_tops(rdna3, True, "Q4_K") == rdna3.int8_tensor_tops
+
+
+def test_vulkan_multiplies_experts_at_the_fp16_rate_on_amd() -> None:
+    """The INT8 pipelines serve MUL_MAT only: a mixture-of-experts layer's MUL_MAT_ID dequantizes to FP16 on RDNA 3 and
+    4 whatever the type (matmul_id_subgroup_*), so an RX 9070 XT's Q4_0 experts run at half its INT8 rate, its dense
+    Q4_0 products at the full rate; CUDA's MMQ multiplies both as INT8."""
+    from gemma_fit.gguf.tensors import build_plan
+    from gemma_fit.hardware.flags import MachineFlags
+    from gemma_fit.hardware.select import hardware_of
+    from gemma_fit.speed.prefill import _prefill_rates
+    from gemma_fit.speed.rates import matmul_tops
+
+    xt = hardware_of(["rx-9070-xt"], "vulkan", (), MachineFlags()).gpus[0]
+    assert matmul_tops(xt, True, "Q4_0") == xt.int8_tensor_tops
+    assert matmul_tops(xt, True, "Q4_0", experts=True) == xt.fp16_tensor_tflops
+    assert xt.int8_tensor_tops == pytest.approx(2 * xt.fp16_tensor_tflops, rel=0.01)
+    assert matmul_tops(xt, True, "Q2_K") == xt.fp16_tensor_tflops  # no INT8 pipeline for Q2_K
+    cuda = load_gpus(())["rtx-4090"]
+    assert matmul_tops(cuda, True, "Q4_0", experts=True) == cuda.int8_tensor_tops
+    rates = _prefill_rates(xt, build_plan(resolve_model("gemma-4-26B-A4B").spec, "Q4_0").ftype.default_type)
+    assert rates.expert_flops_s == pytest.approx(rates.matmul_flops_s / 2, rel=0.01)
+
+
+def test_vulkan_runs_its_scalar_shaders_where_it_has_no_cooperative_matrices() -> None:
+    """ggml_vk_khr_cooperative_matrix_support: Intel only from Xe2 (the A770 "has performance regressions"), AMD from
+    RDNA 3 (the first with WMMA), NVIDIA where tensor cores are. Elsewhere the prompt's products and attention run on
+    the shader cores at their FP32 rate, in a calibration group of their own: an Arc A770's matrix units sit idle."""
+    from gemma_fit.hardware.flags import MachineFlags
+    from gemma_fit.hardware.select import hardware_of
+    from gemma_fit.speed.calibration import prefill_group
+    from gemma_fit.speed.rates import attention_tflops, matmul_tops, vulkan_coopmat
+
+    def vk(gpu: str) -> GPUSpec:
+        return hardware_of([gpu], "vulkan", (), MachineFlags()).gpus[0]
+
+    scalar = {g: vk(g) for g in ("arc-a770-16gb", "rx-6700-xt", "gtx-1070")}
+    for g in scalar.values():
+        assert not vulkan_coopmat(g) and prefill_group(g).endswith("-scalar")
+        assert matmul_tops(g, True, "Q4_0") == matmul_tops(g, False, "F16") == attention_tflops(g) == g.fp32_tflops
+    assert scalar["arc-a770-16gb"].int8_tensor_tops  # it has XMX units; llama.cpp does not use them through Vulkan
+    for gpu in ("arc-b580", "rx-7900-xtx", "ryzen-ai-max-395-128gb", "rtx-4090"):
+        g = vk(gpu)
+        assert vulkan_coopmat(g) and prefill_group(g) == f"vulkan-{g.vendor}"
+        assert matmul_tops(g, True, "Q4_0") in (g.int8_tensor_tops, g.fp16_tensor_tflops)
+    a770_sycl = hardware_of(["arc-a770-16gb"], "sycl", (), MachineFlags()).gpus[0]
+    assert matmul_tops(a770_sycl, True, "Q4_0") == a770_sycl.int8_tensor_tops  # SYCL reaches the XMX units
+    said = {g: check("gemma-3-12b", g, backend="vulkan").performance for g in ("rx-6900-xt", "rx-7900-xtx")}
+    assert said["rx-6900-xt"] is not None and "shader cores" in said["rx-6900-xt"].bottleneck
+    assert said["rx-7900-xtx"] is not None and "tensor throughput" in said["rx-7900-xtx"].bottleneck
+
+
+def test_attention_without_runs_at_depth_takes_the_matrix_unit_pool() -> None:
+    """A backend and vendor with no published runs at depth (NVIDIA through Vulkan) take the attention share pooled
+    over the backends whose flash attention runs on matrix units, not the matrix products' much larger share; Metal
+    (measured against its shader rate) and Vulkan's scalar shaders keep the matrix products' share."""
+    from gemma_fit.hardware.flags import MachineFlags
+    from gemma_fit.hardware.select import hardware_of
+    from gemma_fit.speed.calibration import ATTENTION_POOL, attention_efficiency, prefill_efficiency, published_groups
+
+    pool = published_groups()["attention"][ATTENTION_POOL]
+    assert pool["machines"] >= 2 and 0 < pool["efficiency"] < 0.5
+    nvidia_vk = hardware_of(["rtx-4090"], "vulkan", (), MachineFlags()).gpus[0]
+    assert attention_efficiency(nvidia_vk, True) == pool["efficiency"]
+    assert attention_efficiency(nvidia_vk, True) < prefill_efficiency(nvidia_vk, True)[0]
+    for gpu, backend in (("m4-max-64gb", "metal"), ("arc-a770-16gb", "vulkan")):
+        g = hardware_of([gpu], backend, (), MachineFlags()).gpus[0]
+        assert attention_efficiency(g, True) == prefill_efficiency(g, True)[0]
 
 
 def test_strix_halo_rates_follow_the_rdna3_convention() -> None:

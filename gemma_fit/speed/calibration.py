@@ -5,6 +5,7 @@ benchmarks/calibrate_speed.py from published llama-bench runs and measurements k
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
 from functools import cache, wraps
 from typing import Any, TypeVar
@@ -12,6 +13,7 @@ from typing import Any, TypeVar
 from gemma_fit.base.record import record
 from gemma_fit.db.rules import read_packaged_yaml
 from gemma_fit.hardware.spec import GPUSpec
+from gemma_fit.speed.rates import uses_matrix_units, vulkan_coopmat
 
 T = TypeVar("T")
 _BY_GPU: dict[tuple[object, ...], tuple[GPUSpec, Any]] = {}
@@ -70,8 +72,8 @@ def prefill_group(gpu: GPUSpec, quantized: bool = True) -> str:
     workstation cards; data-centre tensor chips stand apart. Other backends: one group each."""
     if not quantized:
         return f"{gpu.backend}-fp16"
-    if gpu.backend == "vulkan":  # each vendor's driver runs Vulkan's matrix kernels its own way
-        return f"vulkan-{gpu.vendor}"
+    if gpu.backend == "vulkan":  # each vendor's driver runs Vulkan's matrix kernels its own way, scalar ones apart
+        return f"vulkan-{gpu.vendor}" + ("" if vulkan_coopmat(gpu) else "-scalar")
     if gpu.backend != "cuda":
         return f"{gpu.backend}-quantized"
     if gpu.compute_capability in DATACENTER_TENSOR_CC:
@@ -145,12 +147,30 @@ def prefill_efficiency(gpu: GPUSpec, quantized: bool) -> tuple[float, str]:
     return published_efficiency("prefill", group, gpu) or efficiency_for_group("prefill", group)
 
 
+# The attention entry pooled over every backend and vendor whose flash attention runs on matrix units (CUDA, ROCm,
+# SYCL, Vulkan's cooperative matrices; not Metal's, measured against its shader rate, nor a driver fitted apart): what
+# a backend-vendor pair without published runs at depth takes. Their kernels reach a like share of the FP16 tensor rate
+# (CUDA 0.14, ROCm 0.11, Strix Halo's RADV 0.15), well under what the matrix products do (0.25 to 0.45).
+ATTENTION_POOL = "matrix-units"
+
+
+def matrix_unit_attention(group: str) -> bool:
+    """Whether an attention group (`backend-vendor`, or `.../driver`) is one ATTENTION_POOL pools."""
+    return not group.startswith("metal") and "/" not in group
+
+
 @per_gpu
 def attention_efficiency(gpu: GPUSpec, quantized: bool) -> float:
     """The share of the FP16 rate prompt attention (flash attention's kernels) reaches: fitted on published runs at
-    depth (llama-bench -d) where there are some for this backend and vendor, else the matrix products' share."""
+    depth (llama-bench -d) where there are some for this backend and vendor, else the pool over the backends that run
+    it on matrix units where this GPU does too (ATTENTION_POOL), else the matrix products' share."""
     own = published_efficiency("attention", f"{gpu.backend}-{gpu.vendor}", gpu)
-    return own[0] if own is not None else prefill_efficiency(gpu, quantized)[0]
+    if own is not None:
+        return own[0]
+    pool = (published_groups().get("attention") or {}).get(ATTENTION_POOL)
+    group = driver_group(f"{gpu.backend}-{gpu.vendor}", gpu)
+    on_units = uses_matrix_units(gpu) and matrix_unit_attention(group)
+    return float(pool["efficiency"]) if pool and on_units else prefill_efficiency(gpu, quantized)[0]
 
 
 @per_gpu
@@ -192,6 +212,18 @@ def node_cost(gpu: GPUSpec, fit: dict) -> float:
 NEAREST_GROUP = {"cuda-datacenter": "cuda-pro", "rocm-fp16": "cuda-fp16"}
 
 
+# Vulkan's scalar-shader groups (prefill_group) share their basis, the shader FP32 rate, which the other Vulkan groups
+# (the matrix units' rates) do not: one without runs borrows the median of the others, not the backend's.
+SCALAR_SUFFIX = "-scalar"
+
+
+def scalar_peers(group: str, groups: dict[str, Any]) -> list[float]:
+    """The efficiencies of the other scalar-shader groups, for a scalar-shader group without runs of its own."""
+    if not group.endswith(SCALAR_SUFFIX):
+        return []
+    return [float(v["efficiency"]) for g, v in groups.items() if g.endswith(SCALAR_SUFFIX) and g != group]
+
+
 def efficiency_for_group(kind: str, group: str) -> tuple[float, str]:
     """Calibrated median efficiency of a group ("cuda-ampere", "cuda-consumer"), and where it comes from."""
     table = calibration()[kind]
@@ -199,6 +231,9 @@ def efficiency_for_group(kind: str, group: str) -> tuple[float, str]:
     for g in (group, NEAREST_GROUP.get(group)):
         if g in table["groups"]:
             return float(table["groups"][g]["efficiency"]), f"{g} median of {table['groups'][g]['n']} runs"
+    peers = scalar_peers(group, table["groups"])
+    if peers:
+        return float(statistics.median(peers)), f"median of the other {backend} scalar-shader groups (no {group} data)"
     if backend in table["backends"]:
         return float(table["backends"][backend]["efficiency"]), f"{backend} median (no {group} data)"
     all_effs = [v["efficiency"] for v in table["backends"].values()]

@@ -38,6 +38,7 @@ from gemma_fit.speed.graph import graph_nodes
 from gemma_fit.speed.links import Link, default_attachment, host_link, peer_link
 from gemma_fit.speed.load import load_bottleneck, load_seconds
 from gemma_fit.speed.prefill import handovers, prefill_seconds
+from gemma_fit.speed.rates import uses_matrix_units
 from gemma_fit.speed.traffic import Serving
 from gemma_fit.speed.work import DeviceWork, attended_kv, device_work, token_work
 
@@ -279,8 +280,9 @@ def _bottleneck(times: dict[str, float], gpus: tuple[GPUSpec, ...], est: MemoryE
         return (f"decode is bound by kernel overhead on {gpu.name}: the model's {n_nodes:,} kernels cost more "
                 "per token than reading its weights; a GPU with a higher clock moves it, more bandwidth does not, "
                 "and serving several requests at once (--parallel) raises total throughput")
+    units = "tensor throughput" if uses_matrix_units(gpu) else "arithmetic on the shader cores (no matrix units in use)"
     text = (f"decode is bound by {gpu.name} memory bandwidth ({gpu.memory_bandwidth_gbps:g} GB/s): a smaller quant "
-            f"or a GPU with more bandwidth moves it; prefill is bound by tensor throughput")
+            f"or a GPU with more bandwidth moves it; prefill is bound by {units}")
     if len(gpus) > 1:
         text += "; with a layer split the GPUs take turns, so their times add up"
         best = max(modes, key=lambda k: modes[k]) if modes else "layer"

@@ -35,6 +35,7 @@ class _PrefillRates:
     """What one GPU reaches in prefill, looked up once per prediction."""
 
     matmul_flops_s: float  # matrix FLOP/s (rated x calibrated efficiency)
+    expert_flops_s: float  # the same for the experts' products (Vulkan multiplies them in FP16 on AMD)
     attention_flops_s: float
     bytes_s: float  # memory bandwidth at the decode efficiency
     seconds_per_kernel: float
@@ -48,7 +49,8 @@ def _prefill_rates(g: GPUSpec, weight_type: GGMLType) -> _PrefillRates:
     eff, _ = prefill_efficiency(g, quantized)
     dm = decode_model(g)
     attn = attention_tflops(g) * 1e12 * attention_efficiency(g, quantized)
-    return _PrefillRates(matmul_tops(g, quantized, weight_type.name) * 1e12 * eff, attn,
+    return _PrefillRates(matmul_tops(g, quantized, weight_type.name) * 1e12 * eff,
+                         matmul_tops(g, quantized, weight_type.name, experts=True) * 1e12 * eff, attn,
                          (g.memory_bandwidth_gbps or 0) * 1e9 * dm.efficiency, dm.seconds_per_node,
                          quantized, expert_call_s(g))
 
@@ -72,7 +74,7 @@ def _gpu_ubatch_s(r: _PrefillRates, w: LayerWork, nodes: float, matmul_nodes: fl
         # quantized experts take the whole ubatch's tile, F16/BF16 GEMMs their own tokens' (speed.mmq)
         padding = expert_padding(u, model.n_expert_used, model.n_expert, batch_sized_tiles=r.quantized) \
             if model.n_expert else 1.0
-        experts = max(w.expert_flops * u * padding / r.matmul_flops_s, expert_read) if w.expert_flops else 0.0
+        experts = max(w.expert_flops * u * padding / r.expert_flops_s, expert_read) if w.expert_flops else 0.0
     elementwise = elementwise_bytes(nodes, matmul_nodes, ffn_elements, model.n_embd, u) / r.bytes_s
     return dense + experts + elementwise + nodes * r.seconds_per_kernel + expert_loop_s(r, expert_matrices, u, model)
 

@@ -7,22 +7,34 @@ from functools import cache
 from gemma_fit.hardware.snapshot import known_hardware
 from gemma_fit.hardware.spec import GPUSpec
 
-# Quantized types llama.cpp's Vulkan backend dequantizes to FP16 for the FP16 cooperative matrices on RDNA 4, where it
-# multiplies the others as INT8 on the same units (ggml-vulkan.cpp: the matmul_*_q8_1 coopmat pipelines are built for
-# RDNA 3 and 4, on RDNA 4 without Q4_1, Q5_1, Q4_K and Q5_K). RDNA 3's INT8 and FP16 rates are equal; RDNA 4's INT8
-# is twice its FP16.
-VULKAN_RDNA4_FP16_TYPES = ("Q4_1", "Q5_1", "Q4_K", "Q5_K")
+# Quantized types llama.cpp's Vulkan backend multiplies as INT8 on AMD's matrix units (ggml-vulkan.cpp: the
+# matmul_*_q8_1 coopmat pipelines, built for RDNA 3 and 4, on RDNA 4 without Q4_1, Q5_1, Q4_K and Q5_K); it dequantizes
+# the others to FP16 for the FP16 cooperative matrices. Those pipelines serve MUL_MAT only: a mixture-of-experts
+# layer's MUL_MAT_ID goes through the dequantizing FP16 ones (matmul_id_subgroup_*) whatever the type. RDNA 3's INT8
+# and FP16 rates are equal; RDNA 4's INT8 is twice its FP16.
+VULKAN_INT8_MMQ_TYPES = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "IQ4_NL", "IQ4_XS", "MXFP4", "Q3_K", "Q4_K", "Q5_K",
+                         "Q6_K", "NVFP4")
+VULKAN_RDNA4_FP16_TYPES = ("Q4_1", "Q5_1", "Q4_K", "Q5_K", "NVFP4")
+
+# GPUs on which llama.cpp's Vulkan backend multiplies prompt matrices with cooperative matrices (the matrix units), by
+# ggml-vulkan.cpp ggml_vk_khr_cooperative_matrix_support and the drivers' extension lists: Intel only Xe2 (older Arc,
+# the A770 among them, "has performance regressions" there), AMD from RDNA 3 (the first with WMMA; AMD's own drivers
+# are refused it on older chips, Mesa's RADV exposes it only where WMMA exists), NVIDIA wherever tensor cores are.
+# Elsewhere its scalar shaders run the products on the shader cores ("matrix cores: none" in its device line).
+VULKAN_COOPMAT_ARCHS = {"intel": ("xe2-hpg",), "amd": ("rdna3", "rdna4")}
 
 
-def matmul_tops(g: GPUSpec, quantized: bool, weight_type: str = "") -> float:
-    """Dense throughput llama.cpp's prompt matmuls run at: INT8 tensor cores for quantized weights
-    (MMQ; FP16 for the types Vulkan dequantizes on RDNA 4), FP16 tensor cores otherwise; half that on a GeForce
+def matmul_tops(g: GPUSpec, quantized: bool, weight_type: str = "", experts: bool = False) -> float:
+    """Dense throughput llama.cpp's prompt matmuls (`experts`: a mixture-of-experts layer's) run at: INT8 tensor cores
+    for quantized weights (MMQ; FP16 where Vulkan dequantizes on AMD: VULKAN_INT8_MMQ_TYPES), FP16 tensor cores
+    otherwise, the shader FP32 rate where Vulkan runs its scalar shaders (vulkan_coopmat); half that on a GeForce
     card where the GEMMs over weights of `weight_type` accumulate in FP32 (accumulates_fp32). Without tensor cores,
-    from the shader
-    FP32 rate: x4 for quantized weights where a 4-way int8 dot product exists (CUDA DP4A from compute capability 6.1,
-    AMD's dot4 on RDNA), which MMQ uses; x2 on GP100 (compute capability 6.0), which has no DP4A and
+    from the shader FP32 rate: x4 for quantized weights where a 4-way int8 dot product exists (CUDA DP4A from compute
+    capability 6.1, AMD's dot4 on RDNA), which MMQ uses; x2 on GP100 (compute capability 6.0), which has no DP4A and
     runs FP16 at twice its FP32 rate through cuBLAS."""
-    if quantized and g.int8_tensor_tops and not _vulkan_fp16(g, weight_type):
+    if g.backend == "vulkan" and not vulkan_coopmat(g):
+        return g.fp32_tflops or 0.0  # the scalar shaders: the matrix units, if any, sit idle
+    if quantized and g.int8_tensor_tops and not _vulkan_fp16(g, weight_type, experts):
         return g.int8_tensor_tops
     if g.fp16_tensor_tflops:
         half = g.fp32_accumulate_half_rate and accumulates_fp32(g, weight_type)
@@ -49,12 +61,31 @@ def _apple_fp32_from_cores(g: GPUSpec) -> float:
     return g.gpu_cores * _apple_tflops_per_core() if g.backend == "metal" and g.gpu_cores else 0.0
 
 
-def _vulkan_fp16(g: GPUSpec, weight_type: str) -> bool:
-    return g.backend == "vulkan" and g.arch == "rdna4" and weight_type in VULKAN_RDNA4_FP16_TYPES
+def vulkan_coopmat(g: GPUSpec) -> bool:
+    """Whether llama.cpp's Vulkan backend reaches this GPU's matrix units (VULKAN_COOPMAT_ARCHS)."""
+    if g.vendor == "nvidia":
+        return bool(g.fp16_tensor_tflops)
+    return g.arch in VULKAN_COOPMAT_ARCHS.get(g.vendor, ())
+
+
+def uses_matrix_units(g: GPUSpec) -> bool:
+    """Whether llama.cpp's prompt products on this GPU run on its tensor (matrix) units."""
+    return bool(g.fp16_tensor_tflops) and (g.backend != "vulkan" or vulkan_coopmat(g))
+
+
+def _vulkan_fp16(g: GPUSpec, weight_type: str, experts: bool) -> bool:
+    """Whether Vulkan dequantizes these AMD products to FP16 rather than multiplying them as INT8."""
+    if g.backend != "vulkan" or g.vendor != "amd":
+        return False
+    return experts or weight_type not in VULKAN_INT8_MMQ_TYPES or (
+        g.arch == "rdna4" and weight_type in VULKAN_RDNA4_FP16_TYPES)
 
 
 def attention_tflops(g: GPUSpec) -> float:
-    """Attention runs in FP16 on the tensor cores (flash attention's MMA kernels or cuBLAS)."""
+    """Attention runs in FP16 on the tensor cores (flash attention's MMA kernels or cuBLAS); Vulkan's scalar
+    flash-attention shaders where it has no cooperative matrices."""
+    if g.backend == "vulkan" and not vulkan_coopmat(g):
+        return g.fp32_tflops or 0.0
     return g.fp16_tensor_tflops or g.fp32_tflops or _apple_fp32_from_cores(g)
 
 
