@@ -27,6 +27,7 @@ import statistics
 import sys
 from collections import defaultdict
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -59,9 +60,17 @@ KINDS = {"prefill": "prefill", "decode": "decode", "batched": "decode"}
 MAX_RATE_PROMPT = 4095
 
 
+UNFITTED = REPO / "benchmarks" / "data" / "unfitted_runs.yaml"
+
+
+@cache
+def _unfitted() -> frozenset[tuple[str, str]]:
+    return frozenset((e["source_url"], t) for e in yaml.safe_load(UNFITTED.read_text()) for t in e["tests"])
+
+
 def excluded(r: dict[str, Any]) -> bool:
-    """Rows no figure is fitted on (none now: AMDVLK runs have groups of their own)."""
-    return False
+    """Rows no figure is fitted on: benchmarks/data/unfitted_runs.yaml, each with its reason (still scored)."""
+    return (r["source"], r["m"].test) in _unfitted()
 
 
 def _gpu(r: dict[str, Any]) -> Any:
@@ -296,23 +305,27 @@ def _set_node_cost(key: str, entry: dict[str, Any] | None) -> None:
         table[key] = entry
 
 
-def fit_node_costs(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def fit_node_costs(rows: list[dict[str, Any]], without: LeaveOut | None = None,
+                   keys: set[str] | None = None) -> dict[str, dict[str, Any]]:
     """The per-node cost of each chip whose backend's llama-bench fit borrowed CUDA's (ROCm: Llama 7B only, which
     cannot tell a fixed cost per kernel from the efficiency) or rests on one model size (ONE_SIZE_NODE_COST), and
     whose published single-stream decode runs cover several models: the grid value (or the backend's own figure)
     whose fit (efficiencies refitted at each value) makes those runs' squared log error smallest; where that is the
-    backend's figure, the chip keeps it without an entry of its own, as other chips of the backend do."""
+    backend's figure, the chip keeps it without an entry of its own, as other chips of the backend do. `without`
+    leaves rows out (a machine, a source); `keys` limits the chips refitted."""
     out: dict[str, dict[str, Any]] = {}
-    decode = [r for r in rows if r["m"].kind == "decode" and r["m"].concurrency == 1 and not excluded(r)]
-    for key in sorted({k for r in decode if (k := node_cost_key(r))}):
+    decode = [r for r in rows if r["m"].kind == "decode" and r["m"].concurrency == 1 and not excluded(r)
+              and not (without and without(r))]
+    for key in sorted({k for r in decode if (k := node_cost_key(r)) and (keys is None or k in keys)}):
         mine = [r for r in decode if node_cost_key(r) == key]
         if len({r["model"] for r in mine}) < MIN_NODE_COST_MODELS:
+            _set_node_cost(key, None)
             continue
         best: tuple[float, float] | None = None
         backend = float((cal.calibration()["decode"].get("fits") or {})[key.split("@")[0]]["seconds_per_node"])
         for tau in sorted({*NODE_COST_GRID, backend}):
             _set_node_cost(key, {"seconds_per_node": tau})
-            install(fit_in_turn(rows))
+            install(fit_in_turn(rows, without))
             err = sum(math.log(p / r["m"].tokens_per_s) ** 2 for r in mine if (p := ev.predict_row(r)))
             if best is None or err < best[0]:
                 best = (err, tau)
@@ -351,10 +364,13 @@ def left_out(rows: list[dict[str, Any]], own_cpus: dict[str, Any], by: str) -> d
     fitted = dict(cal.published_groups().get("node_cost") or {})
     for value in sorted({key(r) for r in rows}):
         group = [r for r in rows if key(r) == value]
-        gone = {node_cost_key(r) for r in group}  # a chip's per-node cost leaves with its runs
+        without: LeaveOut = lambda r, v=value: key(r) == v  # noqa: E731
+        gone = {node_cost_key(r) for r in group} & set(fitted)  # a chip's per-node cost is refitted without its runs
         for k, entry in fitted.items():
             _set_node_cost(k, None if k in gone else entry)
-        install(fit_in_turn(rows, without=lambda r, v=value: key(r) == v))
+        if gone:
+            fit_node_costs(rows, without, gone)
+        install(fit_in_turn(rows, without=without))
         cpus = {r["machine"] for r in group}
         cpu_figures({k: v for k, v in own_cpus.items() if k not in cpus})
         for k, errs in errors(group).items():

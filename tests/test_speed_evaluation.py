@@ -44,3 +44,15 @@ def test_published_fits_are_the_fit_of_the_runs() -> None:
     finally:  # the live tables back as shipped, for the tests this worker runs next
         fit_backends.install({k: committed.get(k, {}) for k in KINDS})
     assert {k: table[k] for k in KINDS} == {k: committed.get(k, {}) for k in KINDS}
+
+
+def test_every_unfitted_run_names_a_scored_row() -> None:
+    """benchmarks/data/unfitted_runs.yaml keeps runs out of the fits, never out of the scores: each entry names rows
+    evaluate_speed scores (a stale URL or test name would silently fit the run again), and gives its reason."""
+    entries = yaml.safe_load(fit_backends.UNFITTED.read_text())
+    scored = {(r["source"], r["m"].test) for r in evaluate_speed.rows()}
+    for e in entries:
+        assert len(e["reason"]) > 80
+        assert {(e["source_url"], t) for t in e["tests"]} <= scored, e["source_url"]
+    groups, done = evaluate_speed.evaluate("group")
+    assert sum(fit_backends.excluded(r) for r in done) == sum(len(e["tests"]) for e in entries)
