@@ -274,3 +274,19 @@ def test_strix_halo_rates_follow_the_rdna3_convention() -> None:
     per_cu_clock = {g.id: g.fp16_tensor_tflops * 1e6 / (cus * g.boost_clock_mhz) for g, cus in ((xtx, 96), (halo, 40))}
     assert round(per_cu_clock["rx-7900-xtx"]) == round(per_cu_clock["ryzen-ai-max-395-128gb"]) == 512
     assert halo.int8_tensor_tops == halo.fp16_tensor_tflops
+
+
+def test_sycl_on_arc_a_series_decodes_at_its_documented_rate() -> None:
+    """llama.cpp's SYCL page gives the A770 55 tok/s on llama-2-7b Q4_0: the A-series' SYCL decode comes from that row
+    (not from other backends' median, which had it twice Vulkan's), and Xe2 cards keep the B70's published figure."""
+    from gemma_fit.hardware.flags import MachineFlags
+    from gemma_fit.hardware.select import hardware_of
+    from gemma_fit.speed.calibration import decode_model
+
+    a770 = hardware_of(["arc-a770-16gb"], "sycl", (), MachineFlags()).gpus[0]
+    assert "sycl-xe-hpg" in decode_model(a770).source
+    b580 = hardware_of(["arc-b580"], "sycl", (), MachineFlags()).gpus[0]
+    assert "sycl-xe2-hpg" in decode_model(b580).source
+    rates = {b: check("gemma-3-12b", "arc-a770-16gb", backend=b).performance for b in ("sycl", "vulkan")}
+    assert rates["sycl"] is not None and rates["vulkan"] is not None
+    assert 0.8 < rates["sycl"].decode_tokens_per_s / rates["vulkan"].decode_tokens_per_s < 1.3
