@@ -5,10 +5,12 @@ Rows: every published llama.cpp run of a Gemma model on a machine hardware_db kn
 benchmarks/data/backend_published_runs.csv (llama-bench pp/tg at any depth, llama-batched-bench S_TG),
 benchmarks/data/gemma_llamabench.csv (llama-bench) and benchmarks/data/serving_runs.csv (llama-batched-bench S_TG:
 several sequences at once). Each test is predicted exactly as `gemma-fit bench` predicts it (jobs.bench.predicted:
-the same settings llama.cpp ran, the machine's backend, its threads), with the model as shipped. No term of the
-single-stream model is fitted on these rows (the batched decode term is fitted on the serving_runs.csv rows by
-benchmarks/fit_serving.py, whose leave-one-setup-out error is the one to expect); the per-machine and per-source
-breakdowns (--by machine, --by source) show whether one machine or one page carries a group.
+the same settings llama.cpp ran, the machine's backend, its threads), with the model as shipped. The figures are
+in-sample: benchmarks/fit_backends.py fits the published-run efficiencies and per-kernel costs on these rows (its
+machine-left-out and source-left-out columns are the errors to expect on a new machine), and
+benchmarks/fit_serving.py the batched decode term on the serving_runs.csv rows (its leave-one-setup-out error is the
+one to expect); the per-machine and per-source breakdowns (--by machine, --by source) show whether one machine or one
+page carries a group.
 
     python benchmarks/evaluate_speed.py [--by group|machine|source] [--json]
 Prints median and worst |error| per group and the count; error = (predicted - published) / published.
