@@ -129,7 +129,11 @@ def _moe(r: dict[str, Any]) -> bool:
 
 
 def _quantized(r: dict[str, Any]) -> bool:
-    return "bf16" not in r["quant"].lower() and "f16" not in r["quant"].lower()
+    """Whether the row's weights take their backend's quantized groups (calibration.quantized_group)."""
+    q = r["quant"].lower()
+    weight_type = "BF16" if "bf16" in q else "F16" if "f16" in q else "Q4_0"  # any quantized type
+    g = _gpu(r)
+    return cal.quantized_group(g, weight_type) if g is not None else weight_type == "Q4_0"
 
 
 def implied(r: dict[str, Any], kind: str, key: str) -> float | None:

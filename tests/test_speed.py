@@ -290,3 +290,24 @@ def test_sycl_on_arc_a_series_decodes_at_its_documented_rate() -> None:
     rates = {b: check("gemma-3-12b", "arc-a770-16gb", backend=b).performance for b in ("sycl", "vulkan")}
     assert rates["sycl"] is not None and rates["vulkan"] is not None
     assert 0.8 < rates["sycl"].decode_tokens_per_s / rates["vulkan"].decode_tokens_per_s < 1.3
+
+
+def test_f16_weights_through_vulkan_take_the_quantized_pipelines_figure() -> None:
+    """ggml-vulkan multiplies F16 weights with the FP16 cooperative-matrix pipelines its quantized types reach once
+    dequantized, so F16 prompts take the quantized group; BF16 keeps `vulkan-fp16` (its scalar fallback where the driver
+    has no BF16 matrices, which Strix Halo's BF16 runs measured). CUDA's F16 and BF16 GEMMs keep their own group."""
+    from gemma_fit.hardware.flags import MachineFlags
+    from gemma_fit.hardware.select import hardware_of
+    from gemma_fit.speed.calibration import prefill_group, quantized_group
+
+    xtx = hardware_of(["rx-7900-xtx"], "vulkan", (), MachineFlags()).gpus[0]
+    assert quantized_group(xtx, "F16") and not quantized_group(xtx, "BF16") and quantized_group(xtx, "Q4_K")
+    cuda = load_gpus(())["rtx-4090"]
+    assert prefill_group(cuda, quantized_group(cuda, "F16")) == "cuda-fp16"
+    prefill = {}
+    for q in ("F16", "BF16", "Q4_K_M"):
+        perf = check("gemma-3-4b", "rx-7900-xtx", quant=q, backend="vulkan").performance
+        assert perf is not None
+        prefill[q] = perf.prefill_tokens_per_s
+    f16, bf16, q4 = prefill["F16"], prefill["BF16"], prefill["Q4_K_M"]
+    assert f16 > 2 * bf16 and 0.7 < f16 / q4 < 1.4

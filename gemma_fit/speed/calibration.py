@@ -65,6 +65,18 @@ def decode_group(gpu: GPUSpec) -> str:
 DATACENTER_TENSOR_CC = ("8.0", "9.0", "10.0", "11.0")
 
 
+UNQUANTIZED = ("F32", "F16", "BF16")
+
+
+def quantized_group(gpu: GPUSpec, weight_type: str) -> bool:
+    """Whether a prompt over weights of this type takes the backend's quantized group (prefill_group): every quantized
+    type, and F16 through Vulkan, whose FP16 cooperative-matrix (or scalar) pipelines are the ones its quantized types
+    run through once dequantized. BF16 keeps `vulkan-fp16`: it takes BF16 matrices only where the driver offers them,
+    else a scalar fallback (ggml-vulkan.cpp "BF16 fallback for coopmat devices without bf16 coopmat support"), which
+    is what Strix Halo's BF16 runs, the group's data, measured."""
+    return weight_type not in UNQUANTIZED or (gpu.backend == "vulkan" and weight_type == "F16")
+
+
 def prefill_group(gpu: GPUSpec, quantized: bool = True) -> str:
     """Prefill efficiency groups. F16/BF16 weights go through cuBLAS (hipBLAS, Metal's own GEMM), not
     llama.cpp's MMQ kernels: one group per backend. Quantized weights on CUDA: GeForce cards boost

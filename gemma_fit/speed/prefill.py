@@ -15,7 +15,14 @@ from gemma_fit.memory.estimate import MemoryEstimate
 from gemma_fit.memory.placement import CPU
 from gemma_fit.model.spec import ModelSpec
 from gemma_fit.speed.batch import experts_touched
-from gemma_fit.speed.calibration import attention_efficiency, decode_model, expert_call_s, per_gpu, prefill_efficiency
+from gemma_fit.speed.calibration import (
+    attention_efficiency,
+    decode_model,
+    expert_call_s,
+    per_gpu,
+    prefill_efficiency,
+    quantized_group,
+)
 from gemma_fit.speed.cpu import CPURates, cpu_attention_s, cpu_prefill_s
 from gemma_fit.speed.links import Link
 from gemma_fit.speed.mmq import expert_padding, padded_columns
@@ -46,9 +53,10 @@ class _PrefillRates:
 @per_gpu
 def _prefill_rates(g: GPUSpec, weight_type: GGMLType) -> _PrefillRates:
     quantized = weight_type.is_quantized
-    eff, _ = prefill_efficiency(g, quantized)
+    group = quantized_group(g, weight_type.name)  # Vulkan's F16 weights share its quantized types' pipelines
+    eff, _ = prefill_efficiency(g, group)
     dm = decode_model(g)
-    attn = attention_tflops(g) * 1e12 * attention_efficiency(g, quantized)
+    attn = attention_tflops(g) * 1e12 * attention_efficiency(g, group)
     return _PrefillRates(matmul_tops(g, quantized, weight_type.name) * 1e12 * eff,
                          matmul_tops(g, quantized, weight_type.name, experts=True) * 1e12 * eff, attn,
                          (g.memory_bandwidth_gbps or 0) * 1e9 * dm.efficiency, dm.seconds_per_node,

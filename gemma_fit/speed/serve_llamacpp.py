@@ -21,7 +21,7 @@ from gemma_fit.hardware.spec import GPUSpec, Hardware
 from gemma_fit.memory.estimate import MemoryEstimate
 from gemma_fit.memory.placement import CPU
 from gemma_fit.speed.batch import Pipeline, StageWork
-from gemma_fit.speed.calibration import decode_model, prefill_efficiency
+from gemma_fit.speed.calibration import decode_model, prefill_efficiency, quantized_group
 from gemma_fit.speed.cpu import (
     cpu_of,
     decode_bandwidth_gbps,
@@ -71,7 +71,7 @@ def _gpu_stage(g: GPUSpec, i: int, work: DeviceWork, plan: TensorPlan, est: Memo
                reread: float | None, tile_efficiency: float | None) -> StageWork:
     m = decode_model(g)
     weights = plan.ftype.default_type
-    eff, _ = prefill_efficiency(g, weights.is_quantized)
+    eff, _ = prefill_efficiency(g, quantized_group(g, weights.name))
     w = work.work[i]
     flops = w.dense_flops + w.expert_flops + (_output_flops(plan) if est.placement.output_device == i else 0.0)
     terms = batched_terms(g.backend)
