@@ -244,6 +244,12 @@ def test_vulkan_runs_its_scalar_shaders_where_it_has_no_cooperative_matrices() -
         assert matmul_tops(g, True, "Q4_0") in (g.int8_tensor_tops, g.fp16_tensor_tflops)
     a770_sycl = hardware_of(["arc-a770-16gb"], "sycl", (), MachineFlags()).gpus[0]
     assert matmul_tops(a770_sycl, True, "Q4_0") == a770_sycl.int8_tensor_tops  # SYCL reaches the XMX units
+    arc = {b: check("gemma-3-12b", "arc-a770-16gb", backend=b).performance for b in ("vulkan", "sycl")}
+    assert arc["vulkan"] is not None and "--backend sycl uses them" in arc["vulkan"].bottleneck
+    assert arc["sycl"] is not None and "--backend sycl" not in arc["sycl"].bottleneck
+    assert arc["sycl"].prefill_tokens_per_s > 1.5 * arc["vulkan"].prefill_tokens_per_s  # as the advice says
+    moe = check("gemma-4-26B-A4B", "arc-a770-16gb", quant="Q3_K_M", backend="vulkan").performance
+    assert moe is not None and "--backend sycl" not in moe.bottleneck  # SYCL's host loop over experts: no gain
     said = {g: check("gemma-3-12b", g, backend="vulkan").performance for g in ("rx-6900-xt", "rx-7900-xtx")}
     assert said["rx-6900-xt"] is not None and "shader cores" in said["rx-6900-xt"].bottleneck
     assert said["rx-7900-xtx"] is not None and "tensor throughput" in said["rx-7900-xtx"].bottleneck

@@ -38,7 +38,7 @@ from gemma_fit.speed.graph import graph_nodes
 from gemma_fit.speed.links import Link, default_attachment, host_link, peer_link
 from gemma_fit.speed.load import load_bottleneck, load_seconds
 from gemma_fit.speed.prefill import handovers, prefill_seconds
-from gemma_fit.speed.rates import uses_matrix_units
+from gemma_fit.speed.rates import idle_matrix_units, uses_matrix_units
 from gemma_fit.speed.traffic import Serving
 from gemma_fit.speed.work import DeviceWork, attended_kv, device_work, token_work
 
@@ -281,6 +281,10 @@ def _bottleneck(times: dict[str, float], gpus: tuple[GPUSpec, ...], est: MemoryE
                 "per token than reading its weights; a GPU with a higher clock moves it, more bandwidth does not, "
                 "and serving several requests at once (--parallel) raises total throughput")
     units = "tensor throughput" if uses_matrix_units(gpu) else "arithmetic on the shader cores (no matrix units in use)"
+    # an Arc A-series card through Vulkan: SYCL reaches its XMX units (not for a mixture of experts, whose experts SYCL
+    # multiplies one by one from the host: calibration.HOST_EXPERT_LOOP)
+    if idle_matrix_units(gpu) and not any((work.expert_matrices or {}).values()):
+        units += f"; {gpu.name}'s matrix units sit idle under Vulkan, --backend sycl uses them"
     text = (f"decode is bound by {gpu.name} memory bandwidth ({gpu.memory_bandwidth_gbps:g} GB/s): a smaller quant "
             f"or a GPU with more bandwidth moves it; prefill is bound by {units}")
     if len(gpus) > 1:

@@ -73,6 +73,12 @@ def uses_matrix_units(g: GPUSpec) -> bool:
     return bool(g.fp16_tensor_tflops) and (g.backend != "vulkan" or vulkan_coopmat(g))
 
 
+def idle_matrix_units(g: GPUSpec) -> bool:
+    """An Intel GPU with matrix (XMX) units that llama.cpp's Vulkan backend leaves idle (VULKAN_COOPMAT_ARCHS), which
+    its SYCL backend multiplies on."""
+    return g.backend == "vulkan" and g.vendor == "intel" and bool(g.int8_tensor_tops) and not vulkan_coopmat(g)
+
+
 def _vulkan_fp16(g: GPUSpec, weight_type: str, experts: bool) -> bool:
     """Whether Vulkan dequantizes these AMD products to FP16 rather than multiplying them as INT8."""
     if g.backend != "vulkan" or g.vendor != "amd":
