@@ -36,9 +36,9 @@ from gemma_fit.hardware.schema import BACKENDS  # noqa: E402
 from gemma_fit.speed.calibration import (  # noqa: E402
     NEAREST_GROUP,
     REFERENCE_CLOCK_MHZ,
-    SCALAR_SUFFIX,
     decode_group,
     prefill_group,
+    scalar_peers,
 )
 from gemma_fit.speed.graph import llama_graph_nodes  # noqa: E402
 from gemma_fit.speed.links import default_attachment, host_link  # noqa: E402
@@ -276,9 +276,8 @@ def _predict_prefill_error(train: list[dict], p: dict) -> float | None:
     trained = [q for q in with_prefill_efficiencies(train, fits) if q["kind"] == "prefill"]
     same = [q["eff"] for q in trained if q["group"] == p["group"]]
     near = [q["eff"] for q in trained if q["group"] == NEAREST_GROUP.get(p["group"])]
-    if not near and p["group"].endswith(SCALAR_SUFFIX):  # calibration.scalar_peers: the other scalar-shader groups
-        near = [statistics.median(v) for g, v in by_group(trained).items()
-                if g.endswith(SCALAR_SUFFIX) and g != p["group"]]
+    if not near:  # a Vulkan scalar-shader group borrows the other scalar-shader groups' (calibration.scalar_peers)
+        near = scalar_peers(p["group"], {g: {"efficiency": statistics.median(v)} for g, v in by_group(trained).items()})
     pool = same or near or [q["eff"] for q in trained if q["group"].split("-")[0] == p["group"].split("-")[0]]
     if parts is None or prefill_efficiency(p, fits) is None or not pool:
         return None

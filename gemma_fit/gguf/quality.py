@@ -10,10 +10,9 @@ from typing import Any
 
 from gemma_fit.base.record import record
 from gemma_fit.db.rules import read_packaged_yaml
-from gemma_fit.gguf.types import FileType
+from gemma_fit.gguf.types import UNQUANTIZED, FileType
 
 RANKING_BENCHMARK = "mmlu_pro_it"  # published for Gemma 2, 3 (1B-27B), 3n and 4: the widest common benchmark
-UNQUANTIZED = ("F32", "F16", "BF16")
 
 
 @record

@@ -77,7 +77,7 @@ def file_types() -> dict[str, FileType]:
 def ud_plain_names() -> dict[str, str]:
     """UD-<llama.cpp type> -> that type, for every quantized type the contract names: Unsloth's Gemma 4 files are
     named so (gemma-4-26B-A4B-it-UD-Q4_K_M.gguf), and a user copies the name from the file."""
-    return {f"UD-{q}": q for q in CONTRACT_QUANTS if q not in _UNQUANTIZED}
+    return {f"UD-{q}": q for q in CONTRACT_QUANTS if q not in UNQUANTIZED}
 
 
 def mix_type(ft: FileType) -> FileType:
@@ -117,7 +117,7 @@ CONTRACT_QUANTS = (
     "Q5_K_S", "Q5_K_M", "Q6_K", "Q8_0", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ3_XXS", "IQ3_S",
     "IQ3_M", "IQ4_NL", "IQ4_XS", "BF16", "F16", "F32",
 )
-_UNQUANTIZED = ("BF16", "F16", "F32")
+UNQUANTIZED = ("F32", "F16", "BF16")  # the file types llama-quantize leaves unquantized
 
 
 def quant_names() -> tuple[str, ...]:

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 from gemma_fit.base.record import record
 from gemma_fit.db.rules import read_packaged_yaml
+from gemma_fit.gguf.types import UNQUANTIZED
 from gemma_fit.hardware.spec import GPUSpec
 from gemma_fit.speed.rates import uses_matrix_units, vulkan_coopmat
 
@@ -63,9 +64,6 @@ def decode_group(gpu: GPUSpec) -> str:
 # issue (wider MMA per SM, Hopper's wgmma, Blackwell's tcgen05), so they reach a smaller share of it: A100 0.12
 # against 0.25-0.29 for workstation cards, Thor 0.039 (its published runs: docs/speed.md).
 DATACENTER_TENSOR_CC = ("8.0", "9.0", "10.0", "11.0")
-
-
-UNQUANTIZED = ("F32", "F16", "BF16")
 
 
 def quantized_group(gpu: GPUSpec, weight_type: str) -> bool:

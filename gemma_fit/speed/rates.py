@@ -32,7 +32,7 @@ def matmul_tops(g: GPUSpec, quantized: bool, weight_type: str = "", experts: boo
     from the shader FP32 rate: x4 for quantized weights where a 4-way int8 dot product exists (CUDA DP4A from compute
     capability 6.1, AMD's dot4 on RDNA), which MMQ uses; x2 on GP100 (compute capability 6.0), which has no DP4A and
     runs FP16 at twice its FP32 rate through cuBLAS."""
-    if g.backend == "vulkan" and not vulkan_coopmat(g):
+    if _vulkan_scalar(g):
         return g.fp32_tflops or 0.0  # the scalar shaders: the matrix units, if any, sit idle
     if quantized and g.int8_tensor_tops and not _vulkan_fp16(g, weight_type, experts):
         return g.int8_tensor_tops
@@ -61,6 +61,11 @@ def _apple_fp32_from_cores(g: GPUSpec) -> float:
     return g.gpu_cores * _apple_tflops_per_core() if g.backend == "metal" and g.gpu_cores else 0.0
 
 
+def _vulkan_scalar(g: GPUSpec) -> bool:
+    """llama.cpp's Vulkan backend on a GPU it grants no cooperative matrices: its scalar shaders do the products."""
+    return g.backend == "vulkan" and not vulkan_coopmat(g)
+
+
 def vulkan_coopmat(g: GPUSpec) -> bool:
     """Whether llama.cpp's Vulkan backend reaches this GPU's matrix units (VULKAN_COOPMAT_ARCHS)."""
     if g.vendor == "nvidia":
@@ -70,13 +75,13 @@ def vulkan_coopmat(g: GPUSpec) -> bool:
 
 def uses_matrix_units(g: GPUSpec) -> bool:
     """Whether llama.cpp's prompt products on this GPU run on its tensor (matrix) units."""
-    return bool(g.fp16_tensor_tflops) and (g.backend != "vulkan" or vulkan_coopmat(g))
+    return bool(g.fp16_tensor_tflops) and not _vulkan_scalar(g)
 
 
 def idle_matrix_units(g: GPUSpec) -> bool:
     """An Intel GPU with matrix (XMX) units that llama.cpp's Vulkan backend leaves idle (VULKAN_COOPMAT_ARCHS), which
     its SYCL backend multiplies on."""
-    return g.backend == "vulkan" and g.vendor == "intel" and bool(g.int8_tensor_tops) and not vulkan_coopmat(g)
+    return _vulkan_scalar(g) and g.vendor == "intel" and bool(g.int8_tensor_tops)
 
 
 def _vulkan_fp16(g: GPUSpec, weight_type: str, experts: bool) -> bool:
@@ -90,7 +95,7 @@ def _vulkan_fp16(g: GPUSpec, weight_type: str, experts: bool) -> bool:
 def attention_tflops(g: GPUSpec) -> float:
     """Attention runs in FP16 on the tensor cores (flash attention's MMA kernels or cuBLAS); Vulkan's scalar
     flash-attention shaders where it has no cooperative matrices."""
-    if g.backend == "vulkan" and not vulkan_coopmat(g):
+    if _vulkan_scalar(g):
         return g.fp32_tflops or 0.0
     return g.fp16_tensor_tflops or g.fp32_tflops or _apple_fp32_from_cores(g)
 
