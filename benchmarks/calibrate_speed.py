@@ -190,6 +190,10 @@ def decode_efficiencies(points: list[dict], tau: float) -> tuple[dict[str, float
 
 
 MIN_GPUS_FOR_OWN_NODE_COST = 5  # fewer GPUs cannot tell the per-node cost from the efficiency
+# ROCm borrows CUDA's per-node cost however many cards it has: its scoreboard cards span only 512-960 GB/s on one
+# model, which cannot tell the two apart (fitted on six of them: 0.7 us, where its chips fitted on Gemma runs of
+# several sizes take 10-13 us, benchmarks/fit_backends.py).
+BORROWS_NODE_COST = {"rocm"}
 
 
 def fit_decode(points: list[dict], tau: float | None = None) -> dict | None:
@@ -214,13 +218,14 @@ def fit_decode(points: list[dict], tau: float | None = None) -> dict | None:
 
 
 def decode_fits(points: list[dict]) -> dict:
-    """A fit per backend. A backend measured on fewer than MIN_GPUS_FOR_OWN_NODE_COST GPUs (ROCm)
-    borrows CUDA's per-node cost: HIP builds the same kernels and graphs from the CUDA sources."""
+    """A fit per backend. A backend measured on fewer than MIN_GPUS_FOR_OWN_NODE_COST GPUs, or in
+    BORROWS_NODE_COST (ROCm), borrows CUDA's per-node cost: HIP builds the same kernels and graphs from the CUDA
+    sources."""
     fits: dict = {}
     decode = [p for p in points if p["kind"] == "decode"]
     backends = sorted({p["group"].split("-")[0] for p in decode})
     few = {b for b in backends if len({p["gpu"] for p in decode if p["group"].startswith(b + "-")})
-           < MIN_GPUS_FOR_OWN_NODE_COST}
+           < MIN_GPUS_FOR_OWN_NODE_COST} | BORROWS_NODE_COST
     for backend in [b for b in backends if b not in few] + sorted(few):
         mine = [p for p in decode if p["group"].startswith(backend + "-")]
         borrowed = fits.get("cuda", {}).get("seconds_per_node") if backend in few else None

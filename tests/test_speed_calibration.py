@@ -45,8 +45,8 @@ def test_decode_error_on_unseen_gpus(held_out: dict) -> None:
     seen_kind = [e for group, errs in errors.items() if group != "cuda-pascal-sm60" for e in errs]
     assert len(seen_kind) >= 80
     assert statistics.median(seen_kind) < 0.08
-    # 70 of 90: the GTX 1070 and RX 6700 XT through Vulkan are the only cards of their architectures on that backend
-    assert sum(e <= 0.15 for e in seen_kind) / len(seen_kind) >= 0.77
+    # 86 of 104: the GTX 1070 and RX 6700 XT through Vulkan are the only cards of their architectures on that backend
+    assert sum(e <= 0.15 for e in seen_kind) / len(seen_kind) >= 0.82
     assert max(seen_kind) < 0.40
 
 
@@ -55,9 +55,9 @@ def test_prefill_error_on_unseen_gpus(held_out: dict) -> None:
     everything = [e for errs in errors.values() for e in errs]
     assert len(everything) >= 50
     assert statistics.median(everything) < 0.15
-    # 44 of 60: Vulkan's scalar-shader groups (RX 6700 XT, GTX 1070) and AMD's matrix-unit one (RX 9070 XT) have one
-    # card each, which is then predicted from the others (29%, 46%, 33%)
-    assert sum(e <= 0.25 for e in everything) / len(everything) >= 0.73
+    # 54 of 67: Vulkan's scalar-shader groups (RX 6700 XT, GTX 1070) and AMD's matrix-unit one (RX 9070 XT) have one
+    # card each, which is then predicted from the others (29%, 46%, 33%); Turing has a group of its own (TURING_CC)
+    assert sum(e <= 0.25 for e in everything) / len(everything) >= 0.80
 
 
 def test_gemma_holdout_decode() -> None:

@@ -64,6 +64,9 @@ def decode_group(gpu: GPUSpec) -> str:
 # issue (wider MMA per SM, Hopper's wgmma, Blackwell's tcgen05), so they reach a smaller share of it: A100 0.12
 # against 0.25-0.29 for workstation cards, Thor 0.039 (its published runs: docs/speed.md).
 DATACENTER_TENSOR_CC = ("8.0", "9.0", "10.0", "11.0")
+# Turing's MMQ lacks the int8 m16n8k32 MMA of later chips and issues four m8n8k16 ones in its place (ggml-cuda/mma.cuh):
+# its prompts reach about 0.6 of the share GeForce and pro cards of later generations reach, GeForce or Quadro alike.
+TURING_CC = "7.5"
 
 
 def quantized_group(gpu: GPUSpec, weight_type: str) -> bool:
@@ -79,7 +82,7 @@ def prefill_group(gpu: GPUSpec, quantized: bool = True) -> str:
     """Prefill efficiency groups. F16/BF16 weights go through cuBLAS (hipBLAS, Metal's own GEMM), not
     llama.cpp's MMQ kernels: one group per backend. Quantized weights on CUDA: GeForce cards boost
     above the clock their tensor throughput is quoted at and run at higher power limits than
-    workstation cards; data-centre tensor chips stand apart. Other backends: one group each."""
+    workstation cards; data-centre tensor chips stand apart, and Turing (TURING_CC). Other backends: one group each."""
     if not quantized:
         return f"{gpu.backend}-fp16"
     if gpu.backend == "vulkan":  # each vendor's driver runs Vulkan's matrix kernels its own way, scalar ones apart
@@ -88,6 +91,8 @@ def prefill_group(gpu: GPUSpec, quantized: bool = True) -> str:
         return f"{gpu.backend}-quantized"
     if gpu.compute_capability in DATACENTER_TENSOR_CC:
         return "cuda-datacenter"
+    if gpu.compute_capability == TURING_CC:
+        return "cuda-turing"
     return f"cuda-{'consumer' if 'GeForce' in gpu.name else 'pro'}"
 
 
@@ -219,7 +224,7 @@ def node_cost(gpu: GPUSpec, fit: dict) -> float:
 
 
 # A group without runs of its own borrows its nearest relative's before the backend-wide median.
-NEAREST_GROUP = {"cuda-datacenter": "cuda-pro", "rocm-fp16": "cuda-fp16"}
+NEAREST_GROUP = {"cuda-datacenter": "cuda-pro", "cuda-turing": "cuda-pro", "rocm-fp16": "cuda-fp16"}
 
 
 # Vulkan's scalar-shader groups (prefill_group) share their basis, the shader FP32 rate, which the other Vulkan groups
