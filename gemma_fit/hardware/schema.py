@@ -77,7 +77,7 @@ Vendor = Literal["nvidia", "amd", "apple", "intel"]
 Backend = Literal["cuda", "rocm", "metal", "vulkan", "sycl"]
 Arch = Literal[
     "pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell",
-    "rdna2", "rdna3", "rdna4", "cdna2", "cdna3",
+    "rdna2", "rdna3", "rdna4", "cdna", "cdna2", "cdna3", "cdna4",
     "apple-m1", "apple-m2", "apple-m3", "apple-m4", "apple-m5",
     "xe-hpg", "xe2-hpg",
 ]
