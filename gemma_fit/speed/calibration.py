@@ -67,6 +67,11 @@ DATACENTER_TENSOR_CC = ("8.0", "9.0", "10.0", "11.0")
 # Turing's MMQ lacks the int8 m16n8k32 MMA of later chips and issues four m8n8k16 ones in its place (ggml-cuda/mma.cuh):
 # its prompts reach about 0.6 of the share GeForce and pro cards of later generations reach, GeForce or Quadro alike.
 TURING_CC = "7.5"
+# AMD Instinct (CDNA) likewise: the rated MFMA throughput (MI300X 2,615 int8 TOPS) is far beyond what llama.cpp's
+# MMQ reaches. PR #14624 (the MFMA path for CDNA 3) measured a Q4_0 4096x14336 product over 512 tokens at 55.6 TFLOPS
+# before it (0.021 of the rate), and an MI300X in discussion #14640 prefills Qwen3 8B Q4_K_M at 5,839 tok/s (0.034).
+# With no Gemma runs of its own, the group takes the NVIDIA data-centre chips' share (NEAREST_GROUP).
+INSTINCT_ARCHS = ("cdna", "cdna2", "cdna3", "cdna4")
 
 
 def quantized_group(gpu: GPUSpec, weight_type: str) -> bool:
@@ -82,11 +87,14 @@ def prefill_group(gpu: GPUSpec, quantized: bool = True) -> str:
     """Prefill efficiency groups. F16/BF16 weights go through cuBLAS (hipBLAS, Metal's own GEMM), not
     llama.cpp's MMQ kernels: one group per backend. Quantized weights on CUDA: GeForce cards boost
     above the clock their tensor throughput is quoted at and run at higher power limits than
-    workstation cards; data-centre tensor chips stand apart, and Turing (TURING_CC). Other backends: one group each."""
+    workstation cards; data-centre tensor chips stand apart, and Turing (TURING_CC). AMD Instinct chips through ROCm
+    stand apart as NVIDIA's data-centre chips do (INSTINCT_ARCHS). Other backends: one group each."""
     if not quantized:
         return f"{gpu.backend}-fp16"
     if gpu.backend == "vulkan":  # each vendor's driver runs Vulkan's matrix kernels its own way, scalar ones apart
         return f"vulkan-{gpu.vendor}" + ("" if vulkan_coopmat(gpu) else "-scalar")
+    if gpu.backend == "rocm" and gpu.arch in INSTINCT_ARCHS:
+        return "rocm-datacenter"
     if gpu.backend != "cuda":
         return f"{gpu.backend}-quantized"
     if gpu.compute_capability in DATACENTER_TENSOR_CC:
@@ -224,7 +232,8 @@ def node_cost(gpu: GPUSpec, fit: dict) -> float:
 
 
 # A group without runs of its own borrows its nearest relative's before the backend-wide median.
-NEAREST_GROUP = {"cuda-datacenter": "cuda-pro", "cuda-turing": "cuda-pro", "rocm-fp16": "cuda-fp16"}
+NEAREST_GROUP = {"cuda-datacenter": "cuda-pro", "cuda-turing": "cuda-pro", "rocm-datacenter": "cuda-datacenter",
+                 "rocm-fp16": "cuda-fp16"}
 
 
 # Vulkan's scalar-shader groups (prefill_group) share their basis, the shader FP32 rate, which the other Vulkan groups
