@@ -69,8 +69,8 @@ DATACENTER_TENSOR_CC = ("8.0", "9.0", "10.0", "11.0")
 TURING_CC = "7.5"
 # AMD Instinct (CDNA) likewise: the rated MFMA throughput (MI300X 2,615 int8 TOPS) is far beyond what llama.cpp's
 # MMQ reaches. PR #14624 (the MFMA path for CDNA 3) measured a Q4_0 4096x14336 product over 512 tokens at 55.6 TFLOPS
-# before it (0.021 of the rate), and an MI300X in discussion #14640 prefills Qwen3 8B Q4_K_M at 5,839 tok/s (0.034).
-# With no Gemma runs of its own, the group takes the NVIDIA data-centre chips' share (NEAREST_GROUP).
+# before it (0.021 of the rate); a secondary page quotes discussion #14640's MI300X at 5,839 tok/s on Qwen3 8B Q4_K_M
+# (0.034). With no llama.cpp runs of its own, the group takes the NVIDIA data-centre chips' share (NEAREST_GROUP).
 INSTINCT_ARCHS = ("cdna", "cdna2", "cdna3", "cdna4")
 
 
