@@ -5,7 +5,9 @@
 
 Runs: benchmarks/data/serving_runs.csv (each row with its source URL). `use` = fit (fitted on), check (predicted,
 never fitted: too few or too uncertain), kv-limited (the server preempted for KV space) and variable-length
-(ShareGPT bursts whose duration is the longest output): printed, not scored.
+(ShareGPT bursts whose duration is the longest output, their per-request lengths not copied): printed, not scored.
+Bursts (all requests at once, outputs ending at their own lengths) are replayed step by step: from their per-request
+lengths where benchmarks/data/serving_bursts.yaml has them, else (mode burst-cap) with every request at the cap.
 - vLLM (gemma_fit/engines/hf_speed.py): bandwidth efficiency, matrix efficiency (prefill the same) and a fixed
   cost per step, by grid search for the least median |log error|; non-Gemma models are described from their
   config.json (benchmarks/data/serving_archs.yaml). Written to model_db/engines/speed.yaml.
@@ -32,13 +34,18 @@ sys.path.insert(0, str(ROOT))
 
 import yaml  # noqa: E402
 
-from gemma_fit.engines.hf_speed import HFModelWork, hf_model_work, hf_pipeline, hf_prefill_tps  # noqa: E402
+from gemma_fit.engines.hf_speed import (  # noqa: E402
+    HFModelWork,
+    allreduce_latency_s,
+    hf_model_work,
+    hf_pipeline,
+    hf_prefill_tps,
+)
 from gemma_fit.engines.llamacpp import run_check  # noqa: E402
 from gemma_fit.engines.vllm import batch_defaults  # noqa: E402
 from gemma_fit.hardware.select import hardware_of, select_hardware  # noqa: E402
 from gemma_fit.memory.settings import RunSettings  # noqa: E402
 from gemma_fit.model.catalog import resolve_model  # noqa: E402
-from gemma_fit.speed.calibration import split_terms  # noqa: E402
 from gemma_fit.speed.links import default_attachment, peer_link  # noqa: E402
 from gemma_fit.speed.serve_llamacpp import METAL_MV_MAX_COLUMNS, llamacpp_pipeline  # noqa: E402
 from gemma_fit.speed.traffic import LoadPoint, closed_loop  # noqa: E402
@@ -47,6 +54,7 @@ RUNS = ROOT / "benchmarks" / "data" / "serving_runs.csv"
 ARCHS = ROOT / "benchmarks" / "data" / "serving_archs.yaml"
 VLLM_YAML = ROOT / "model_db" / "engines" / "speed.yaml"
 LLAMA_YAML = ROOT / "model_db" / "llamacpp" / "batched_decode.yaml"
+BURSTS = ROOT / "benchmarks" / "data" / "serving_bursts.yaml"
 
 
 def runs() -> list[dict[str, str]]:
@@ -74,7 +82,19 @@ def _gpu(gpu_id: str):  # noqa: ANN202 - a GPUSpec
     return select_hardware([gpu_id], None, []).gpus[0]
 
 
+@cache
+def bursts() -> dict[str, dict]:
+    """source_url -> the burst's per-request input_lens and output_lens (benchmarks/data/serving_bursts.yaml)."""
+    return {b["source_url"]: b for b in yaml.safe_load(BURSTS.read_text())["runs"]}
+
+
 def predict_vllm(r: dict[str, str], terms: dict[str, float]) -> float:
+    if r["source_url"] in bursts():
+        return replay_burst(r, bursts()[r["source_url"]], terms)
+    if r["mode"] == "burst-cap":  # every request of the burst at the cap, as the row's figure assumes
+        n = int(r["concurrency"])
+        return replay_burst(r, {"input_lens": [int(r["input_len"])] * n, "output_lens": [int(r["output_len"])] * n},
+                            terms)
     g = _gpu(r["gpu"])
     tp = int(r["tp"])
     w = arch_work(r["arch"])
@@ -84,9 +104,40 @@ def predict_vllm(r: dict[str, str], terms: dict[str, float]) -> float:
     tokens, seqs = batch_defaults(g.usable_memory_bytes, g.name)
     pipe = hf_pipeline(w, gpus, r["quant"], "vllm", p + o // 2, tp,
                        link_gbps=link.per_direction_gbps if link else 0.0,
-                       link_latency_s=split_terms()["tensor_allreduce_s"] if link else 0.0, terms=terms)
+                       link_latency_s=allreduce_latency_s("vllm", link) if link else 0.0, terms=terms)
     prefill = hf_prefill_tps(w, g, r["quant"], "vllm", p, tokens, tp, terms=terms)
     return closed_loop(pipe, prefill, LoadPoint(p, o, min(n, seqs))).aggregate_tokens_per_s
+
+
+def replay_burst(r: dict[str, str], burst: dict, terms: dict[str, float]) -> float:
+    """Output tokens/s of a burst whose requests all arrive at once and stop at their own lengths: every prompt
+    prefilled in chunks of max_num_batched_tokens, then decode steps whose batch thins as requests finish (each
+    request's first token comes with its prompt), each at the context its requests have reached. The run lasts as
+    long as its longest output."""
+    g = _gpu(r["gpu"])
+    tp = int(r["tp"])
+    w = arch_work(r["arch"])
+    prompts, outputs = burst["input_lens"], sorted(burst["output_lens"], reverse=True)
+    mean_prompt = round(sum(prompts) / len(prompts))
+    gpus = (g,) * tp
+    link = peer_link(gpus, tuple(default_attachment(x) for x in gpus)) if tp > 1 else None
+    tokens, seqs = batch_defaults(g.usable_memory_bytes, g.name)
+    # multi-step scheduling pays the host's per-step cost once per scheduler_steps decode steps
+    terms = terms | {"step_overhead_s": terms["step_overhead_s"] / int(burst.get("scheduler_steps", 1))}
+    prefill = hf_prefill_tps(w, g, r["quant"], "vllm", sum(prompts), tokens, tp, terms=terms,
+                             each_prompt=mean_prompt)
+    seconds = sum(prompts) / prefill
+    done = 1  # decode steps taken so far (the first token came with the prefill)
+    for i in range(len(outputs) - 1, -1, -1):  # from the shortest output up: the batch is the i + 1 longest
+        steps = outputs[i] - done
+        if steps <= 0:
+            continue
+        pipe = hf_pipeline(w, gpus, r["quant"], "vllm", mean_prompt + done + steps // 2, tp,
+                           link_gbps=link.per_direction_gbps if link else 0.0,
+                           link_latency_s=allreduce_latency_s("vllm", link) if link else 0.0, terms=terms)
+        seconds += steps * pipe.step_s(min(i + 1, seqs))
+        done = outputs[i]
+    return sum(outputs) / seconds
 
 
 @cache
@@ -129,6 +180,11 @@ def fit_vllm(rows: list[dict[str, str]]) -> dict[str, float]:
         if e < best:
             best, best_terms = e, terms
     return best_terms
+
+
+def rounded(terms: dict[str, float]) -> dict[str, float]:
+    """The fitted terms as written to model_db/engines/speed.yaml: four significant figures."""
+    return {k: float(f"{float(v):.4g}") for k, v in terms.items()}
 
 
 def _best(grid: list[float], rows: list[dict[str, str]], terms_of) -> float:  # noqa: ANN001
@@ -184,7 +240,7 @@ def main() -> None:
                       fit_llamacpp)
     if "--write" in sys.argv:
         doc = yaml.safe_load(VLLM_YAML.read_text())
-        doc["vllm"]["default"] = {k: round(float(v), 4) for k, v in vllm_terms.items()}  # type: ignore[union-attr]
+        doc["vllm"]["default"] = rounded(vllm_terms)  # type: ignore[arg-type]
         _write(VLLM_YAML, doc)
         doc = yaml.safe_load(LLAMA_YAML.read_text())
         doc["terms"] = {"weight_pass_share_per_sequence": float(llama["reread"])}  # type: ignore[index]

@@ -473,7 +473,7 @@ def test_serving_terms_are_the_fit_of_the_published_runs() -> None:
     llama = [r for r in runs if r["engine"] == "llama.cpp" and r["use"] == "fit"]
     terms = fit_serving.fit_vllm(vllm)
     committed = yaml.safe_load(fit_serving.VLLM_YAML.read_text())["vllm"]["default"]
-    assert {k: round(v, 4) for k, v in terms.items()} == committed
+    assert fit_serving.rounded(terms) == committed
     fitted = fit_serving.fit_llamacpp(llama)
     doc = yaml.safe_load(fit_serving.LLAMA_YAML.read_text())
     assert doc["terms"]["weight_pass_share_per_sequence"] == fitted["reread"]
@@ -558,3 +558,26 @@ def test_a_request_past_the_trained_context_is_bad_input(engine: str) -> None:
         serve_plan("gemma-3-1b", gpus=["h100-sxm"], engine=engine, prompt_tokens=32_000, output_tokens=1000)
     assert serve_plan("gemma-3-1b", gpus=["h100-sxm"], engine=engine, prompt_tokens=31_000,
                       output_tokens=1000)["verdict"] == "go"
+
+
+def test_vllm_bursts_are_replayed_request_by_request() -> None:
+    """A burst whose outputs stop at their own lengths lasts as long as its longest output while the batch thins:
+    replayed step by step from the published per-request lengths (benchmarks/data/serving_bursts.yaml) every such run
+    is within 25%, where N requests of the mean length decoding together overshoot the 10-request ones 2-3x."""
+    import sys
+
+    import yaml
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import fit_serving
+
+    terms = yaml.safe_load(fit_serving.VLLM_YAML.read_text())["vllm"]["default"]
+    rows = [r for r in fit_serving.runs() if r["source_url"] in fit_serving.bursts()]
+    assert len(rows) == len(fit_serving.bursts()) >= 9
+    for r in rows:
+        burst = fit_serving.bursts()[r["source_url"]]
+        assert sum(burst["output_lens"]) / burst["duration_s"] == pytest.approx(float(r["aggregate_tps"]), rel=1e-3)
+        assert abs(fit_serving.predict_vllm(r, terms) / float(r["aggregate_tps"]) - 1) < 0.25, r["setup"]
+    small = [r for r in rows if int(r["concurrency"]) == 10 and r["tp"] == "1"]
+    as_if_equal = {**small[0], "source_url": ""}  # the same mean lengths, every request decoding to the end together
+    assert fit_serving.predict_vllm(as_if_equal, terms) > 2 * float(small[0]["aggregate_tps"])

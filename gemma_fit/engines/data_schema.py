@@ -41,6 +41,7 @@ class EngineSpeed(Strict):
     default: SpeedTerms
     formats: dict[str, PartialSpeedTerms] = {}
     startup_s_budget: float = Field(default=0.0, ge=0, lt=3600)
+    nvlink_allreduce_s: float | None = Field(default=None, gt=0, lt=0.001)  # one all-reduce over NVLink (vLLM)
 
 
 class SpeedFile(Strict):

@@ -23,6 +23,8 @@ from gemma_fit.engines.hf_weights import LINEAR_BYTES_PER_PARAM, kv_layers, para
 from gemma_fit.hardware.spec import GPUSpec
 from gemma_fit.model.spec import ModelSpec
 from gemma_fit.speed.batch import Pipeline, StageWork, stage_step_s
+from gemma_fit.speed.calibration import split_terms
+from gemma_fit.speed.links import Link
 from gemma_fit.speed.load import DEFAULT_DISK_READ_GBPS
 from gemma_fit.speed.predict import Performance
 from gemma_fit.speed.traffic import serve
@@ -89,6 +91,14 @@ def matrix_tflops(g: GPUSpec, quant: str, engine: str) -> float:
     return fp16
 
 
+def allreduce_latency_s(engine: str, link: Link) -> float:
+    """Seconds one tensor-parallel all-reduce of a decode step waits, beyond its bytes: over NVLink, inside the CUDA
+    graph vLLM captures, a one-kernel all-reduce through peer memory (the engine's `nvlink_allreduce_s`,
+    model_db/engines/speed.yaml); elsewhere the NCCL figure measured for llama.cpp's tensor split."""
+    own = speed_terms()[engine].get("nvlink_allreduce_s")
+    return float(own) if link.nvlink and own is not None else split_terms()["tensor_allreduce_s"]
+
+
 def _terms(engine: str, quant: str, given: dict[str, float] | None = None) -> dict[str, float]:
     if given is not None:  # a fit trying its own (benchmarks/fit_serving.py)
         return given
@@ -138,9 +148,11 @@ def hf_pipeline(w: HFModelWork, gpus: tuple[GPUSpec, ...], quant: str, engine: s
 
 
 def hf_prefill_tps(w: HFModelWork, g: GPUSpec, quant: str, engine: str, prompt: int, chunk: int, tp: int = 1,
-                   terms: dict[str, float] | None = None) -> float:
+                   terms: dict[str, float] | None = None, each_prompt: int = 0) -> float:
     """Prompt tokens/s: each chunk of up to `chunk` tokens multiplies through the weights at the engine's matrix
-    rate and attends over the prompt so far; a chunk pays at least one read of the weights."""
+    rate and attends over the prompt so far; a chunk pays at least one read of the weights. `each_prompt`: the
+    `prompt` tokens are many prompts of this length batched together (a burst of requests), each token attending
+    only its own prompt."""
     t = _terms(engine, quant, terms)
     rate = matrix_tflops(g, quant, engine) * 1e12 * t["prefill_efficiency"] / tp
     bytes_s = (g.memory_bandwidth_gbps or 0.0) * 1e9 * t["bandwidth_efficiency"]
@@ -150,7 +162,8 @@ def hf_prefill_tps(w: HFModelWork, g: GPUSpec, quant: str, engine: str, prompt: 
     chunk = max(1, chunk)
     while done < prompt:
         u = min(chunk, prompt - done)
-        attn = u * w.attention_flops(done + u / 2) / tp  # each token attends the prompt before it (causal)
+        before = each_prompt / 2 if each_prompt else done + u / 2  # each token attends the prompt before it (causal)
+        attn = u * w.attention_flops(before) / tp
         compute = (u * per_token + attn) / rate if rate else float("inf")
         seconds += max(compute, weights / bytes_s if bytes_s else float("inf")) + t["step_overhead_s"]
         done += u

@@ -23,6 +23,7 @@ class Link:
     name: str
     per_direction_gbps: float
     latency_s: float  # fixed cost of one transfer, synchronisation included
+    nvlink: bool = False  # GPU to GPU over NVLink (peer memory): where vLLM runs its own all-reduce kernel
 
     def seconds(self, n_bytes: float) -> float:
         return self.latency_s + n_bytes / (self.per_direction_gbps * 1e9)
@@ -67,5 +68,5 @@ def peer_link(gpus: tuple[GPUSpec, ...], attachments: tuple[GPUAttachment, ...])
         return None
     if all(a.nvlink for a in attachments) and all(g.nvlink_gbps for g in gpus):
         gbps = min(g.nvlink_gbps or 0.0 for g in gpus) / 2  # entries give total bidirectional
-        return Link(f"NVLink ({gbps:g} GB/s per direction)", gbps, split_terms()["nvlink_latency_s"])
+        return Link(f"NVLink ({gbps:g} GB/s per direction)", gbps, split_terms()["nvlink_latency_s"], nvlink=True)
     return min((host_link(a) for a in attachments), key=lambda link: link.per_direction_gbps)
