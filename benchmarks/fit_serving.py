@@ -4,7 +4,8 @@
     python benchmarks/fit_serving.py --write    # also write the fitted terms into the packaged YAML
 
 Runs: benchmarks/data/serving_runs.csv (each row with its source URL). `use` = fit (fitted on), check (predicted,
-never fitted: too few or too uncertain), kv-limited (the server preempted for KV space) and variable-length
+never fitted: too few or too uncertain; a row with kv_cache_gib is held to the requests that KV cache holds) and
+variable-length
 (ShareGPT bursts whose duration is the longest output, their per-request lengths not copied): printed, not scored.
 Bursts (all requests at once, outputs ending at their own lengths) are replayed step by step: from their per-request
 lengths where benchmarks/data/serving_bursts.yaml has them, else (mode burst-cap) with every request at the cap.
@@ -99,6 +100,9 @@ def predict_vllm(r: dict[str, str], terms: dict[str, float]) -> float:
     tp = int(r["tp"])
     w = arch_work(r["arch"])
     p, o, n = int(r["input_len"]), int(r["output_len"]), int(r["concurrency"])
+    if r.get("kv_cache_gib"):  # at most the requests the KV cache the run reported holds (the product's cap)
+        per_request = (w.kv_full_bytes_per_token + w.kv_swa_bytes_per_token) * (p + o) / tp
+        n = min(n, max(1, int(float(r["kv_cache_gib"]) * 2**30 // per_request)))
     gpus = (g,) * tp
     link = peer_link(gpus, tuple(default_attachment(x) for x in gpus)) if tp > 1 else None
     tokens, seqs = batch_defaults(g.usable_memory_bytes, g.name)
