@@ -88,8 +88,10 @@ def group_of(r: dict[str, Any]) -> tuple[str, str, str | None] | None:
         kind, group = "attention", f"{g.backend}-{g.vendor}"
     elif kind == "prefill" and g.backend in cal.HOST_EXPERT_LOOP and _moe(r):
         return "expert_loop", g.backend, None  # its experts' host loop, not the matrix rate, sets it apart
+    elif kind == "decode":
+        group = cal.decode_group(g)
     else:
-        group = cal.decode_group(g) if kind == "decode" else cal.prefill_group(g, _quantized(r))
+        group = cal.prefill_group(g, _quantized(r))
     # a chip of its own where the chip is one product (an APU, a SoC), or where the llama-bench fit has no card of its
     # architecture (RDNA 4's R9700: its INT8 matrix rate is twice its FP16 one, the RDNA 3 cards' equal); otherwise a
     # discrete card's compute capability spans a whole generation, which the llama-bench fit covers card by card
@@ -99,7 +101,34 @@ def group_of(r: dict[str, Any]) -> tuple[str, str, str | None] | None:
     if g.vulkan_driver:  # a driver fitted apart: its own group and chip
         group = cal.driver_group(group, g)
         chip = f"{group}@{name}" if name else None
+    if kind == "decode" and r["m"].depth and kv_time_share(r, chip or group) >= MIN_KV_SHARE:
+        kind = "decode_kv"  # a long cache: its reads tell the KV cache's share of the bandwidth, not the weights'
     return kind, group, chip
+
+
+# A decode run at depth tells the KV cache's share of the bandwidth only where reading the cache is at least this share
+# of its predicted time; below it, it tells the weights' like a run without depth (the Jetson AGX Orin's two runs at
+# 2,048 cached tokens, the cache a tenth of their bytes, would put the cache at 0.03 of the bandwidth).
+MIN_KV_SHARE = 0.2
+
+
+def kv_time_share(r: dict[str, Any], key: str) -> float:
+    """The share of the row's predicted time its KV cache reads take, with the efficiencies installed now and the
+    llama-bench fit's own per-node costs (so that a row's kind does not hang on the chips' fitted ones)."""
+    live = cal.published_groups()
+    saved = live.pop("node_cost", None)
+    try:
+        e0 = cal.decode_model(_gpu(r)).kv_share()
+        _set("decode_kv", key, e0)
+        p0 = ev.predict_row(r)
+        _set("decode_kv", key, 2 * e0)
+        p1 = ev.predict_row(r)
+        _set("decode_kv", key, None)
+    finally:
+        if saved is not None:
+            live["node_cost"] = saved
+        clear_speed_cache()
+    return 2 * (1 / p0 - 1 / p1) * p0 if p0 and p1 else 0.0
 
 
 def _arch_measured(g: Any) -> bool:
@@ -121,6 +150,8 @@ def _base_efficiency(r: dict[str, Any], kind: str) -> float:
     g = _gpu(r)
     if kind == "attention":
         return cal.attention_efficiency(g, _quantized(r))
+    if kind == "decode_kv":
+        return cal.decode_model(g).kv_share()
     return cal.decode_model(g).efficiency if kind == "decode" else cal.prefill_efficiency(g, _quantized(r))[0]
 
 
@@ -191,7 +222,7 @@ def fit(rows: list[dict[str, Any]], without: LeaveOut | None = None) -> dict[str
         if chip:
             chips[(kind, chip)].append((r["machine"], r["implied"]))
         groups[(kind, group)].append((r["machine"], r["implied"]))
-    out: dict[str, dict[str, dict[str, Any]]] = {"decode": {}, "prefill": {}, "attention": {}}
+    out: dict[str, dict[str, dict[str, Any]]] = {"decode": {}, "prefill": {}, "attention": {}, "decode_kv": {}}
     for table in (groups, chips):
         for (kind, key), points in table.items():
             machines = len({m for m, _ in points})
@@ -210,8 +241,8 @@ def fit(rows: list[dict[str, Any]], without: LeaveOut | None = None) -> dict[str
 
 
 def fit_in_turn(rows: list[dict[str, Any]], without: LeaveOut | None = None) -> dict[str, dict[str, dict[str, Any]]]:
-    """The matrix products' and decode's efficiencies first (runs at depth 0), then attention's (runs at depth),
-    whose prediction depends on the first."""
+    """The matrix products' and decode's efficiencies first (runs at depth 0), then attention's and the decode KV
+    cache's (runs at depth), whose predictions depend on the first."""
     install({})
     for r in rows:
         r.pop("implied", None)
@@ -225,12 +256,13 @@ def fit_in_turn(rows: list[dict[str, Any]], without: LeaveOut | None = None) -> 
     first["expert_loop"] = fit_expert_loop(rows, without)
     install(first)
     for r in rows:
-        if r["group"] is not None and r["group"][0] == "attention" and not excluded(r) and not (without and without(r)):
-            e = implied(r, "attention", r["group"][2] or r["group"][1])
+        kind = r["group"][0] if r["group"] is not None else None
+        if kind in ("attention", "decode_kv") and not excluded(r) and not (without and without(r)):
+            e = implied(r, kind, r["group"][2] or r["group"][1])
             if e is not None:
                 r["implied"] = e
     second = fit(rows, without)
-    return {**first, "attention": second["attention"]}
+    return {**first, "attention": second["attention"], "decode_kv": second["decode_kv"]}
 
 
 EXPERT_CALL_PROBE = 1e-5  # seconds per expert call the fit predicts at, besides none, to solve for it
@@ -272,7 +304,7 @@ def _set_expert_call(backend: str, seconds: float | None) -> None:
 def install(table: dict[str, dict[str, dict[str, Any]]]) -> None:
     clear_speed_cache()
     live = cal.published_groups()
-    for kind in ("decode", "prefill", "attention", "expert_loop"):
+    for kind in ("decode", "prefill", "attention", "decode_kv", "expert_loop"):
         live[kind] = dict(table.get(kind, {}))
 
 

@@ -30,7 +30,7 @@ def test_no_group_is_worse_than_pinned() -> None:
     assert not worse, f"median |error| (pinned, now) got worse: {worse}"
 
 
-KINDS = ("decode", "prefill", "attention", "expert_loop")
+KINDS = ("decode", "prefill", "attention", "decode_kv", "expert_loop")
 
 
 def test_published_fits_are_the_fit_of_the_runs() -> None:

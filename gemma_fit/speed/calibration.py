@@ -109,6 +109,11 @@ class DecodeModel:
     efficiency: float  # achieved fraction of datasheet memory bandwidth
     seconds_per_node: float  # fixed cost per graph node per token, at this GPU's clock
     source: str
+    kv_efficiency: float = 0.0  # the fraction its attention reads the KV cache at (0: the weights' efficiency)
+
+    def kv_share(self) -> float:
+        """The bandwidth share of decode's KV reads: its own where fitted, else the weights'."""
+        return self.kv_efficiency or self.efficiency
 
 
 REFERENCE_CLOCK_MHZ = 2000.0
@@ -198,13 +203,18 @@ def attention_efficiency(gpu: GPUSpec, quantized: bool) -> float:
 
 @per_gpu
 def decode_model(gpu: GPUSpec) -> DecodeModel:
-    """Seconds per token = bytes / (bandwidth x efficiency) + graph nodes x seconds per node.
+    """Seconds per token = weight bytes / (bandwidth x efficiency) + KV bytes / (bandwidth x KV efficiency) + graph
+    nodes x seconds per node. The KV efficiency is fitted on published runs at depth (llama-bench -d) where a chip or
+    group has them: flash attention's decode kernels read a long cache at a share of their own (AMDVLK on a Strix Halo
+    loses a quarter more at 32k than RADV on the same weights); elsewhere the weights' share.
 
     From the backend's fit over published llama-bench runs (benchmarks/calibrate_speed.py): the
     efficiency of the GPU's architecture where GPUs of it were measured, else the backend's median;
     the per-node cost scaled by the reference clock over the GPU's boost clock. A chip or group with
     published Gemma runs of its own (published_groups) takes the efficiency fitted on them."""
     group = decode_group(gpu)
+    kv = published_efficiency("decode_kv", group, gpu)
+    kv_eff = kv[0] if kv is not None else 0.0
     fit = (calibration()["decode"].get("fits") or {}).get(gpu.backend)
     if fit:
         clock = gpu.boost_clock_mhz
@@ -212,13 +222,13 @@ def decode_model(gpu: GPUSpec) -> DecodeModel:
         per_node = node_cost(gpu, fit) * (ref / clock if clock else 1.0)
         own = published_efficiency("decode", group, gpu)
         if own is not None:
-            return DecodeModel(own[0], per_node, own[1])
+            return DecodeModel(own[0], per_node, own[1], kv_eff)
         if group in fit["groups"]:
-            return DecodeModel(float(fit["groups"][group]), per_node, f"{group} in the {gpu.backend} fit")
-        return DecodeModel(float(fit["efficiency"]), per_node, f"{gpu.backend} median (no {group} data)")
+            return DecodeModel(float(fit["groups"][group]), per_node, f"{group} in the {gpu.backend} fit", kv_eff)
+        return DecodeModel(float(fit["efficiency"]), per_node, f"{gpu.backend} median (no {group} data)", kv_eff)
     own = published_efficiency("decode", group, gpu)  # a backend without llama-bench runs (SYCL): no kernel cost fit
     eff, src = own if own is not None else efficiency_for_group("decode", group)
-    return DecodeModel(eff, 0.0, src)
+    return DecodeModel(eff, 0.0, src, kv_eff)
 
 
 def node_cost(gpu: GPUSpec, fit: dict) -> float:

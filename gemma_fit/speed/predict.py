@@ -171,11 +171,15 @@ def _calibrated(hardware: Hardware, decode_s: float, prefill_s: float, notes: li
 
 # --- decode ------------------------------------------------------------------------------------
 
-def _gpu_decode_s(g: GPUSpec, read_bytes: float, n_nodes: float) -> tuple[float, str]:
+def _gpu_decode_s(g: GPUSpec, read_bytes: float, n_nodes: float, kv_bytes: float = 0.0) -> tuple[float, str]:
+    """Seconds per token on one GPU: its weights (`read_bytes`) and KV cache (`kv_bytes`) each at their share of the
+    bandwidth, plus its graph's kernels."""
     m = decode_model(g)
-    bw = (g.memory_bandwidth_gbps or 0) * 1e9 * m.efficiency
-    seconds = (read_bytes / bw if bw else float("inf")) + n_nodes * m.seconds_per_node
-    return seconds, f"{m.efficiency:.2f} ({m.source}) + {1e6 * m.seconds_per_node:.2f} us per kernel"
+    bw = (g.memory_bandwidth_gbps or 0) * 1e9
+    moved = read_bytes / (bw * m.efficiency) + kv_bytes / (bw * m.kv_share()) if bw else float("inf")
+    kv = f", KV cache {m.kv_share():.2f}" if m.kv_efficiency else ""
+    return moved + n_nodes * m.seconds_per_node, (f"{m.efficiency:.2f} ({m.source}){kv} + "
+                                                  f"{1e6 * m.seconds_per_node:.2f} us per kernel")
 
 
 def _kernel_bound(g: GPUSpec, read_bytes: float, n_nodes: float) -> bool:
@@ -191,7 +195,7 @@ def _decode_times(gpus: tuple[GPUSpec, ...], work: DeviceWork, ram_bw: float, ra
     times: dict[str, float] = {}
     for i, g in enumerate(gpus):
         key = g.id if g.id not in times else f"{g.id}#{i}"  # two cards of one kind each take their turn
-        times[key], src = _gpu_decode_s(g, work.read(i), work.nodes[i])
+        times[key], src = _gpu_decode_s(g, work.work[i].read_bytes, work.nodes[i], work.kv_read[i])
         if i == 0:
             notes.append(f"decode efficiency {src} of {g.memory_bandwidth_gbps} GB/s")
     if work.read(CPU) > 0 or not gpus:

@@ -76,7 +76,8 @@ def _gpu_stage(g: GPUSpec, i: int, work: DeviceWork, plan: TensorPlan, est: Memo
     flops = w.dense_flops + w.expert_flops + (_output_flops(plan) if est.placement.output_device == i else 0.0)
     terms = batched_terms(g.backend)
     flops_s = matmul_tops(g, weights.is_quantized, weights.name) * 1e12 * eff
-    stage = _stage(g.id, w, work.kv_read[i], flops, (g.memory_bandwidth_gbps or 0) * 1e9 * m.efficiency, flops_s,
+    kv = work.kv_read[i] * m.efficiency / m.kv_share()  # at the KV cache's own share of the bandwidth
+    stage = _stage(g.id, w, kv, flops, (g.memory_bandwidth_gbps or 0) * 1e9 * m.efficiency, flops_s,
                    work.nodes[i] * m.seconds_per_node, share,
                    terms["weight_pass_share_per_sequence"] if reread is None else reread)
     tile_eff = terms.get("matrix_tile_efficiency") if tile_efficiency is None else tile_efficiency
