@@ -176,7 +176,10 @@ def _serving_rows(sv: dict[str, Any] | None) -> list[tuple[str, str]]:
     """Many requests at once (docs/serving.md): the aggregate, and the traffic answer where a rate was given."""
     if not sv or (sv["n_parallel"] <= 1 and not sv.get("output_tokens")):
         return []
-    what = "prefill included" if sv["includes_prefill"] else "decode only"
+    # every request runs to its output length (vllm bench serve --ignore-eos): a burst whose outputs stop at their
+    # end-of-sequence tokens lasts as long as its longest one and shows less (docs/serving.md)
+    what = (f"all {sv['output_tokens']} output tokens each, prefill included" if sv["includes_prefill"]
+            else "decode only")
     rows = [(f"{sv['n_parallel']} concurrent requests", f"{sv['aggregate_tokens_per_s']:.1f} tokens/s together "
              f"({what}), {sv['per_user_tokens_per_s']:.1f} each; the KV cache holds {sv['max_concurrency']}")]
     t = sv.get("traffic")

@@ -137,7 +137,10 @@ def render_speed(out: Console, perf: dict[str, Any]) -> None:
 
 def _serving_line(sv: dict[str, Any]) -> str:
     """N requests at once: together and each (one request: its own rate), and how many the KV cache holds."""
-    what = "prefill included" if sv["includes_prefill"] else "decode only"
+    # every request runs to its output length (vllm bench serve --ignore-eos): a burst whose outputs stop at their
+    # end-of-sequence tokens lasts as long as its longest one and shows less (docs/serving.md)
+    what = (f"all {sv['output_tokens']} output tokens each, prefill included" if sv["includes_prefill"]
+            else "decode only")
     held = sv.get("max_concurrency")
     kv = "" if held is None else \
         f"; the KV cache holds {held} such request{'' if held == 1 else 's'}{'' if held == 1 else ' at once'}"
