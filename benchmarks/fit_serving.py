@@ -175,15 +175,27 @@ VLLM_GRID = {"bandwidth_efficiency": [x / 100 for x in range(50, 100, 5)],
              "step_overhead_s": [x / 1000 for x in range(0, 7)]}
 
 
-def fit_vllm(rows: list[dict[str, str]]) -> dict[str, float]:
+def _vllm_grid(rows: list[dict[str, str]], prefill: float | None) -> dict[str, float]:
+    """The grid's best bandwidth, decode matrix and per-step terms, prefill's efficiency given (None: the decode
+    matrix one's)."""
     best, best_terms = float("inf"), {}
     for bw, ce, ov in product(*VLLM_GRID.values()):
-        terms = {"bandwidth_efficiency": bw, "compute_efficiency": ce, "prefill_efficiency": ce,
-                 "step_overhead_s": ov, "per_layer_s": 0.0}
+        terms = {"bandwidth_efficiency": bw, "compute_efficiency": ce,
+                 "prefill_efficiency": ce if prefill is None else prefill, "step_overhead_s": ov, "per_layer_s": 0.0}
         e = median(_err(predict_vllm(r, terms), float(r["aggregate_tps"])) for r in rows)
         if e < best:
             best, best_terms = e, terms
     return best_terms
+
+
+def fit_vllm(rows: list[dict[str, str]]) -> dict[str, float]:
+    """In turn: every term with prefill at the decode matrix efficiency; prefill's own efficiency with the rest
+    held; the rest again with that prefill. A big batch's decode steps and a prompt's chunks are both matrix
+    products, but of different shapes and kernels (FlashAttention's prefill path)."""
+    first = _vllm_grid(rows, None)
+    errs = {pe: median(_err(predict_vllm(r, first | {"prefill_efficiency": pe}), float(r["aggregate_tps"]))
+                       for r in rows) for pe in VLLM_GRID["compute_efficiency"]}
+    return _vllm_grid(rows, min(errs, key=lambda pe: errs[pe]))
 
 
 def rounded(terms: dict[str, float]) -> dict[str, float]:
