@@ -68,3 +68,13 @@ def unpublished_mix(plan: TensorPlan) -> UnpublishedMix | None:
     ratio = max(ratio, 0.0)
     return UnpublishedMix(recipe, plan.ftype.mix_of, ratio, evidence,
                           math.ceil(ratio * estimated_file_bytes(plan)))
+
+
+def published_excess(plan: TensorPlan) -> float:
+    """The share by which the plan's own model's published UD file outweighs the modelled mix (0 where that file is
+    not published): its tensors carry those bytes, and decode reads them. Unlike the memory margin, never another
+    model's figure: a speed taken slower on another file's evidence is no safer, only wrong."""
+    entry = unsloth_ud().get(plan.ftype.name)
+    if plan.ftype.mix_of is None or entry is None or plan.model.id not in entry["published_bytes"]:
+        return 0.0
+    return max(_ratio(plan.ftype.name, plan.model.id), 0.0)

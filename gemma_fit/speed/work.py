@@ -9,6 +9,7 @@ from functools import cache
 
 from gemma_fit.base.record import record
 from gemma_fit.gguf.tensors import TensorPlan, TensorSpec
+from gemma_fit.gguf.unsloth import published_excess
 from gemma_fit.memory.estimate import MemoryEstimate
 from gemma_fit.memory.placement import CPU, Placement, moved_to_host
 from gemma_fit.model.spec import ModelSpec
@@ -46,6 +47,11 @@ def _tensor_work(t: TensorSpec, plan: TensorPlan) -> LayerWork:
     return LayerWork(read, flops, 0.0, float(t.n_bytes) if matrix else 0.0, 0.0)
 
 
+def _scaled(w: LayerWork, scale: float) -> LayerWork:
+    """The same work with its weight bytes `scale` times as heavy (the FLOPs unchanged)."""
+    return LayerWork(w.read_bytes * scale, w.dense_flops, w.expert_flops, w.dense_bytes * scale, w.expert_bytes * scale)
+
+
 @record
 class TokenWork:
     layers: tuple[LayerWork, ...]
@@ -73,6 +79,10 @@ def token_work(plan: TensorPlan) -> TokenWork:
             experts[il] += int(w.expert_bytes > 0)
     if "output.weight" not in plan.by_name():  # the tied output matrix is read every token
         output = output + LayerWork(read_bytes=float(plan.by_name()["token_embd.weight"].n_bytes))
+    scale = 1.0 + published_excess(plan)  # an Unsloth dynamic file's unpublished upgrades weigh that much more
+    if scale != 1.0:
+        layers = [_scaled(w, scale) for w in layers]
+        output = _scaled(output, scale)
     work = TokenWork(tuple(layers), output, tuple(experts))
     _CACHE[id(plan)] = (plan, work)
     return work
