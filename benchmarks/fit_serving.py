@@ -96,21 +96,24 @@ def predict_vllm(r: dict[str, str], terms: dict[str, float]) -> float:
         n = int(r["concurrency"])
         return replay_burst(r, {"input_lens": [int(r["input_len"])] * n, "output_lens": [int(r["output_len"])] * n},
                             terms)
-    g = _gpu(r["gpu"])
-    tp = int(r["tp"])
-    w = arch_work(r["arch"])
+    g, tp, w = _gpu(r["gpu"]), int(r["tp"]), arch_work(r["arch"])
     p, o, n = int(r["input_len"]), int(r["output_len"]), int(r["concurrency"])
     if r.get("kv_cache_gib"):  # at most the requests the KV cache the run reported holds (the product's cap)
         per_request = (w.kv_full_bytes_per_token + w.kv_swa_bytes_per_token) * (p + o) / tp
         n = min(n, max(1, int(float(r["kv_cache_gib"]) * 2**30 // per_request)))
+    tokens, seqs = batch_defaults(g.usable_memory_bytes, g.name)
+    prefill = hf_prefill_tps(w, g, r["quant"], "vllm", p, tokens, tp, terms=terms)
+    return closed_loop(_pipe(r, p + o // 2, terms), prefill, LoadPoint(p, o, min(n, seqs))).aggregate_tokens_per_s
+
+
+def _pipe(r: dict[str, str], context: int, terms: dict[str, float]):  # noqa: ANN202 - a batch.Pipeline
+    """vLLM's decode step of the row's setup at `context` tokens, its tensor-parallel ranks on their peer link."""
+    g, tp = _gpu(r["gpu"]), int(r["tp"])
     gpus = (g,) * tp
     link = peer_link(gpus, tuple(default_attachment(x) for x in gpus)) if tp > 1 else None
-    tokens, seqs = batch_defaults(g.usable_memory_bytes, g.name)
-    pipe = hf_pipeline(w, gpus, r["quant"], "vllm", p + o // 2, tp,
+    return hf_pipeline(arch_work(r["arch"]), gpus, r["quant"], "vllm", context, tp,
                        link_gbps=link.per_direction_gbps if link else 0.0,
                        link_latency_s=allreduce_latency_s("vllm", link) if link else 0.0, terms=terms)
-    prefill = hf_prefill_tps(w, g, r["quant"], "vllm", p, tokens, tp, terms=terms)
-    return closed_loop(pipe, prefill, LoadPoint(p, o, min(n, seqs))).aggregate_tokens_per_s
 
 
 def replay_burst(r: dict[str, str], burst: dict, terms: dict[str, float]) -> float:
@@ -118,13 +121,9 @@ def replay_burst(r: dict[str, str], burst: dict, terms: dict[str, float]) -> flo
     prefilled in chunks of max_num_batched_tokens, then decode steps whose batch thins as requests finish (each
     request's first token comes with its prompt), each at the context its requests have reached. The run lasts as
     long as its longest output."""
-    g = _gpu(r["gpu"])
-    tp = int(r["tp"])
-    w = arch_work(r["arch"])
+    g, tp, w = _gpu(r["gpu"]), int(r["tp"]), arch_work(r["arch"])
     prompts, outputs = burst["input_lens"], sorted(burst["output_lens"], reverse=True)
     mean_prompt = round(sum(prompts) / len(prompts))
-    gpus = (g,) * tp
-    link = peer_link(gpus, tuple(default_attachment(x) for x in gpus)) if tp > 1 else None
     tokens, seqs = batch_defaults(g.usable_memory_bytes, g.name)
     # multi-step scheduling pays the host's per-step cost once per scheduler_steps decode steps
     terms = terms | {"step_overhead_s": terms["step_overhead_s"] / int(burst.get("scheduler_steps", 1))}
@@ -136,10 +135,7 @@ def replay_burst(r: dict[str, str], burst: dict, terms: dict[str, float]) -> flo
         steps = outputs[i] - done
         if steps <= 0:
             continue
-        pipe = hf_pipeline(w, gpus, r["quant"], "vllm", mean_prompt + done + steps // 2, tp,
-                           link_gbps=link.per_direction_gbps if link else 0.0,
-                           link_latency_s=allreduce_latency_s("vllm", link) if link else 0.0, terms=terms)
-        seconds += steps * pipe.step_s(min(i + 1, seqs))
+        seconds += steps * _pipe(r, mean_prompt + done + steps // 2, terms).step_s(min(i + 1, seqs))
         done = outputs[i]
     return sum(outputs) / seconds
 
