@@ -102,8 +102,9 @@ def predict_vllm(r: dict[str, str], terms: dict[str, float]) -> float:
         per_request = (w.kv_full_bytes_per_token + w.kv_swa_bytes_per_token) * (p + o) / tp
         n = min(n, max(1, int(float(r["kv_cache_gib"]) * 2**30 // per_request)))
     tokens, seqs = batch_defaults(g.usable_memory_bytes, g.name)
-    prefill = hf_prefill_tps(w, g, r["quant"], "vllm", p, tokens, tp, terms=terms)
-    return closed_loop(_pipe(r, p + o // 2, terms), prefill, LoadPoint(p, o, min(n, seqs))).aggregate_tokens_per_s
+    n = min(n, seqs)
+    prefill = hf_prefill_tps(w, g, r["quant"], "vllm", n * p, tokens, tp, terms=terms, each_prompt=p)
+    return closed_loop(_pipe(r, p + o // 2, terms), prefill, LoadPoint(p, o, n)).aggregate_tokens_per_s
 
 
 def _pipe(r: dict[str, str], context: int, terms: dict[str, float]):  # noqa: ANN202 - a batch.Pipeline

@@ -214,8 +214,13 @@ def hf_performance(engine: str, w: HFModelWork, lay: HFLayout, req: Requests, we
     pipe, single = pipeline(prompt_tokens + (output_tokens or 0) // 2), pipeline(prompt_tokens)
     prefill = hf_prefill_tps(w, gpus[0], quant, engine, prompt_tokens, lay.chunk, tp)  # pp stages take turns
     step1 = single.step_s(1)
+    # concurrent requests' prompts share the prefill chunks (vLLM packs them up to max_num_batched_tokens; a
+    # transformers batch pads them together): short prompts no longer pay a weight read each
+    n = min(n_parallel, req.max_concurrency or n_parallel)
+    together = hf_prefill_tps(w, gpus[0], quant, engine, n * prompt_tokens, lay.chunk, tp, each_prompt=prompt_tokens) \
+        if n > 1 else prefill
     serving = serve(pipe, prefill, n_parallel, prompt_tokens, output_tokens, req.rate, max(1, req.max_batch),
-                    req.max_concurrency)
+                    req.max_concurrency, together)
     disk_s = weights_bytes / (DEFAULT_DISK_READ_GBPS * 1e9)
     startup = float(speed_terms()[engine].get("startup_s_budget", 0.0))
     g = gpus[0]

@@ -5,7 +5,8 @@ The engine is a batched decoder (batch.Pipeline: seconds per step at B sequences
 new prompts with the running decode steps; the time a server spends prefilling is taken out of decoding:
 - closed loop (N users, each sending the next request when the last one is answered; `vllm bench serve
   --max-concurrency N`, llama-server with -np N slots all busy): one round serves N requests in
-  N x P / prefill rate + G x step(N) seconds, so aggregate output tokens/s = N x G / that round;
+  N x P / prefill rate + G x step(N) seconds, so aggregate output tokens/s = N x G / that round (for vLLM and
+  transformers the N prompts share their prefill chunks: the prefill rate is that of N x P tokens together);
 - open loop (requests arrive at R per second, Poisson): prefill takes a share f = R x P / prefill rate of the
   server's time; the decode batch B grows until B / step(B) x (1 - f) = R x G (Little's law). The time to
   first token waits for the prompts ahead of it: an M/D/1 queue whose server is the prefill, slowed by the
@@ -161,9 +162,12 @@ SCALING_POINTS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
 def serve(pipe: Pipeline, prefill_tps: float, n_parallel: int, prompt_tokens: int, output_tokens: int | None,
-          rate_per_s: float | None, max_batch: int, max_concurrency: int | None) -> Serving:
+          rate_per_s: float | None, max_batch: int, max_concurrency: int | None,
+          together_prefill_tps: float | None = None) -> Serving:
     """The serving answer at n_parallel concurrent requests (closed loop when output_tokens is given, pure decode
-    otherwise) and, with a rate, the open-loop answer with the batch capped at max_batch. Past what the KV cache
+    otherwise) and, with a rate, the open-loop answer with the batch capped at max_batch. `together_prefill_tps`: the
+    prompt rate when the closed loop's prompts share their prefill steps (default: one prompt's); a Poisson stream's
+    prompts arrive one by one. Past what the KV cache
     holds (max_concurrency) requests wait their turn; where it holds none (a llama-server slot smaller than one
     request) the figure stays that of n_parallel sequences and the reasons say the requests do not fit."""
     n = max(1, n_parallel)
@@ -171,7 +175,7 @@ def serve(pipe: Pipeline, prefill_tps: float, n_parallel: int, prompt_tokens: in
         n = min(n, max_concurrency)
     closed = open_ = None
     if output_tokens:
-        closed = closed_loop(pipe, prefill_tps, LoadPoint(prompt_tokens, output_tokens, n))
+        closed = closed_loop(pipe, together_prefill_tps or prefill_tps, LoadPoint(prompt_tokens, output_tokens, n))
         aggregate, per_user = closed.aggregate_tokens_per_s, closed.per_user_tokens_per_s
     else:
         aggregate, per_user = pipe.aggregate_tokens_per_s(n), 1.0 / pipe.step_s(n)
