@@ -123,22 +123,37 @@ def replay_burst(r: dict[str, str], burst: dict, terms: dict[str, float]) -> flo
     request's first token comes with its prompt), each at the context its requests have reached. The run lasts as
     long as its longest output."""
     g, tp, w = _gpu(r["gpu"]), int(r["tp"]), arch_work(r["arch"])
-    prompts, outputs = burst["input_lens"], sorted(burst["output_lens"], reverse=True)
+    prompts, outputs = burst["input_lens"], burst["output_lens"]
     mean_prompt = round(sum(prompts) / len(prompts))
     tokens, seqs = batch_defaults(g.usable_memory_bytes, g.name)
+    seqs = int(burst.get("max_num_seqs", seqs))
     # multi-step scheduling pays the host's per-step cost once per scheduler_steps decode steps
     terms = terms | {"step_overhead_s": terms["step_overhead_s"] / int(burst.get("scheduler_steps", 1))}
     prefill = hf_prefill_tps(w, g, r["quant"], "vllm", sum(prompts), tokens, tp, terms=terms,
                              each_prompt=mean_prompt)
     seconds = sum(prompts) / prefill
-    done = 1  # decode steps taken so far (the first token came with the prefill)
-    for i in range(len(outputs) - 1, -1, -1):  # from the shortest output up: the batch is the i + 1 longest
-        steps = outputs[i] - done
-        if steps <= 0:
-            continue
-        seconds += steps * _pipe(r, mean_prompt + done + steps // 2, terms).step_s(min(i + 1, seqs))
-        done = outputs[i]
+    for batch, steps, generated in decode_segments(tuple(outputs), seqs):
+        seconds += steps * _pipe(r, mean_prompt + generated + steps // 2, terms).step_s(batch)
     return sum(outputs) / seconds
+
+
+@cache
+def decode_segments(outputs: tuple[int, ...], seqs: int) -> tuple[tuple[int, int, int], ...]:
+    """(sequences decoding, steps, tokens the average one has generated) for each stretch of a burst's decode in which
+    the batch holds still: at most `seqs` requests run, in arrival order, each joining with its first token (from its
+    prefill) as another finishes."""
+    waiting, running, out = list(outputs), [], []  # running: [left, generated]
+    while waiting or running:
+        while waiting and len(running) < seqs:
+            left = waiting.pop(0) - 1
+            if left > 0:
+                running.append([left, 1])
+        if not running:
+            continue
+        steps = min(left for left, _ in running)
+        out.append((len(running), steps, round(sum(g for _, g in running) / len(running))))
+        running = [[left - steps, g + steps] for left, g in running if left > steps]
+    return tuple(out)
 
 
 @cache
