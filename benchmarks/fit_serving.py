@@ -4,9 +4,9 @@
     python benchmarks/fit_serving.py --write    # also write the fitted terms into the packaged YAML
 
 Runs: benchmarks/data/serving_runs.csv (each row with its source URL). `use` = fit (fitted on), check (predicted,
-never fitted: too few or too uncertain; a row with kv_cache_gib is held to the requests that KV cache holds) and
-variable-length
-(ShareGPT bursts whose duration is the longest output, their per-request lengths not copied): printed, not scored.
+never fitted: too few or too uncertain) and variable-length (ShareGPT bursts whose duration is the longest output,
+their per-request lengths not copied): printed, not scored. A row with kv_cache_gib is held to the requests that KV
+cache holds, as the product caps --parallel at the KV pool.
 Bursts (all requests at once, outputs ending at their own lengths) are replayed step by step: from their per-request
 lengths where benchmarks/data/serving_bursts.yaml has them, else (mode burst-cap) with every request at the cap.
 - vLLM (gemma_fit/engines/hf_speed.py): bandwidth efficiency, matrix efficiency (prefill the same) and a fixed
@@ -119,9 +119,9 @@ def _pipe(r: dict[str, str], context: int, terms: dict[str, float]):  # noqa: AN
 
 def replay_burst(r: dict[str, str], burst: dict, terms: dict[str, float]) -> float:
     """Output tokens/s of a burst whose requests all arrive at once and stop at their own lengths: every prompt
-    prefilled in chunks of max_num_batched_tokens, then decode steps whose batch thins as requests finish (each
-    request's first token comes with its prompt), each at the context its requests have reached. The run lasts as
-    long as its longest output."""
+    prefilled in chunks of max_num_batched_tokens, then decode steps of at most max_num_seqs sequences whose batch
+    thins as requests finish (decode_segments), each at the context its requests have reached. The run lasts until
+    its last output ends."""
     g, tp, w = _gpu(r["gpu"]), int(r["tp"]), arch_work(r["arch"])
     prompts, outputs = burst["input_lens"], burst["output_lens"]
     mean_prompt = round(sum(prompts) / len(prompts))
