@@ -37,17 +37,16 @@ import yaml  # noqa: E402
 
 from gemma_fit.engines.hf_speed import (  # noqa: E402
     HFModelWork,
-    allreduce_latency_s,
     hf_model_work,
     hf_pipeline,
     hf_prefill_tps,
+    tensor_link,
 )
 from gemma_fit.engines.llamacpp import run_check  # noqa: E402
 from gemma_fit.engines.vllm import batch_defaults  # noqa: E402
 from gemma_fit.hardware.select import hardware_of, select_hardware  # noqa: E402
 from gemma_fit.memory.settings import RunSettings  # noqa: E402
 from gemma_fit.model.catalog import resolve_model  # noqa: E402
-from gemma_fit.speed.links import default_attachment, peer_link  # noqa: E402
 from gemma_fit.speed.serve_llamacpp import METAL_MV_MAX_COLUMNS, llamacpp_pipeline  # noqa: E402
 from gemma_fit.speed.traffic import LoadPoint, closed_loop  # noqa: E402
 
@@ -109,12 +108,10 @@ def predict_vllm(r: dict[str, str], terms: dict[str, float]) -> float:
 
 def _pipe(r: dict[str, str], context: int, terms: dict[str, float]):  # noqa: ANN202 - a batch.Pipeline
     """vLLM's decode step of the row's setup at `context` tokens, its tensor-parallel ranks on their peer link."""
-    g, tp = _gpu(r["gpu"]), int(r["tp"])
-    gpus = (g,) * tp
-    link = peer_link(gpus, tuple(default_attachment(x) for x in gpus)) if tp > 1 else None
-    return hf_pipeline(arch_work(r["arch"]), gpus, r["quant"], "vllm", context, tp,
-                       link_gbps=link.per_direction_gbps if link else 0.0,
-                       link_latency_s=allreduce_latency_s("vllm", link) if link else 0.0, terms=terms)
+    gpus = (_gpu(r["gpu"]),) * int(r["tp"])
+    link_gbps, link_latency = tensor_link("vllm", gpus)
+    return hf_pipeline(arch_work(r["arch"]), gpus, r["quant"], "vllm", context, len(gpus), link_gbps=link_gbps,
+                       link_latency_s=link_latency, terms=terms)
 
 
 def replay_burst(r: dict[str, str], burst: dict, terms: dict[str, float]) -> float:

@@ -25,7 +25,7 @@ from gemma_fit.base.verdict import Verdict
 from gemma_fit.db.catalog import BUILTIN, Catalog
 from gemma_fit.engines.base import CheckResult, EnginePlan, EngineSettings
 from gemma_fit.engines.cluster import RAY_PORT, ClusterDevice, ClusterPlan, _held, endpoint
-from gemma_fit.engines.hf_speed import HFLayout, Requests, allreduce_latency_s, hf_model_work, hf_performance
+from gemma_fit.engines.hf_speed import HFLayout, Requests, hf_model_work, hf_performance, tensor_link
 from gemma_fit.engines.vllm import VllmOptions, estimate_vllm
 from gemma_fit.hardware.cluster import Cluster, Node
 from gemma_fit.hardware.spec import GPUSpec, Hardware
@@ -98,10 +98,7 @@ def _stage_links(stages: list[list[Rank]], cluster: Cluster) -> tuple[float, flo
             # on the network's latency
             link_gbps, link_lat = net_gbps, 2 * (len(stages[0]) - 1) * net.latency_s
         else:
-            gpus = tuple(r.gpu for r in stages[0])
-            local = peer_link(gpus, tuple(default_attachment(g) for g in gpus))
-            link_gbps = local.per_direction_gbps if local else 0.0
-            link_lat = allreduce_latency_s("vllm", local) if local else 0.0
+            link_gbps, link_lat = tensor_link("vllm", tuple(r.gpu for r in stages[0]))
     hops = [(a[-1].node.host != b[0].node.host) for a, b in zip(stages, stages[1:], strict=False)]
     if not hops:
         return link_gbps, link_lat, 0.0, 0.0

@@ -24,7 +24,7 @@ from gemma_fit.hardware.spec import GPUSpec
 from gemma_fit.model.spec import ModelSpec
 from gemma_fit.speed.batch import Pipeline, StageWork, stage_step_s
 from gemma_fit.speed.calibration import split_terms
-from gemma_fit.speed.links import Link
+from gemma_fit.speed.links import Link, default_attachment, peer_link
 from gemma_fit.speed.load import DEFAULT_DISK_READ_GBPS
 from gemma_fit.speed.predict import Performance
 from gemma_fit.speed.traffic import serve
@@ -97,6 +97,12 @@ def allreduce_latency_s(engine: str, link: Link) -> float:
     model_db/engines/speed.yaml); elsewhere the NCCL figure measured for llama.cpp's tensor split."""
     own = speed_terms()[engine].get("nvlink_allreduce_s")
     return float(own) if link.nvlink and own is not None else split_terms()["tensor_allreduce_s"]
+
+
+def tensor_link(engine: str, gpus: tuple[GPUSpec, ...]) -> tuple[float, float]:
+    """(GB/s per direction, seconds per all-reduce) of a tensor-parallel group's peer link; (0, 0) for one GPU."""
+    link = peer_link(gpus, tuple(default_attachment(g) for g in gpus)) if len(gpus) > 1 else None
+    return (link.per_direction_gbps, allreduce_latency_s(engine, link)) if link is not None else (0.0, 0.0)
 
 
 def _terms(engine: str, quant: str, given: dict[str, float] | None = None) -> dict[str, float]:

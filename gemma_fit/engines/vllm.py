@@ -63,7 +63,7 @@ from gemma_fit.engines.base import (
     hf_kv_dtype,
     validate_numbers,
 )
-from gemma_fit.engines.hf_speed import HFLayout, Requests, allreduce_latency_s, hf_model_work, hf_performance
+from gemma_fit.engines.hf_speed import HFLayout, Requests, hf_model_work, hf_performance, tensor_link
 from gemma_fit.engines.hf_weights import (
     PRE_QUANTIZED,
     canonical_hf_quant,
@@ -91,7 +91,6 @@ from gemma_fit.memory.search import largest_fitting
 from gemma_fit.memory.settings import validate_shared
 from gemma_fit.model.catalog import ResolvedModel
 from gemma_fit.model.spec import ModelSpec
-from gemma_fit.speed.links import default_attachment, peer_link
 from gemma_fit.speed.predict import Performance
 
 NAME = "vllm"
@@ -334,11 +333,7 @@ def _performance(spec: ModelSpec, s: EngineSettings[VllmOptions], quant: str, de
     hybrid = bool(defaults_of(NAME, s.engine_version)["hybrid_kv_cache"])
     held = int(kv_plan(spec, budget, max(need, 1), s.options.block_size, dtype_bytes, tp, tokens, hybrid).concurrency)
     n = s.max_num_seqs or 1
-    link_gbps = link_latency = 0.0
-    if tp > 1:
-        link = peer_link(devices, tuple(default_attachment(d) for d in devices))
-        if link is not None:
-            link_gbps, link_latency = link.per_direction_gbps, allreduce_latency_s(NAME, link)
+    link_gbps, link_latency = tensor_link(NAME, devices) if tp > 1 else (0.0, 0.0)
     notes = (f"the KV pool holds {held} requests of {need} tokens at once (max_num_seqs {seqs})",)
     layout = HFLayout(devices, quant, tp, 1, tokens, link_gbps, link_latency)
     req = Requests(s.prompt_tokens, s.output_tokens, s.request_rate, n, min(seqs, max(1, held)), held)

@@ -79,13 +79,8 @@ def with_vllm_speculation(perf: Any, spec: Any, d: Drafter, model: Any, quant: s
 def vllm_target_pipeline(spec: Any, quant: str, devices: tuple[Any, ...], tp: int, dtype_bytes: int,
                          context: int) -> Any:
     """vLLM's decode step of the target (engines.hf_speed), its tensor-parallel link as vllm.py's speed uses it."""
-    from gemma_fit.engines.hf_speed import allreduce_latency_s, hf_model_work, hf_pipeline
-    from gemma_fit.speed.links import default_attachment, peer_link
+    from gemma_fit.engines.hf_speed import hf_model_work, hf_pipeline, tensor_link
 
-    link_gbps = link_latency = 0.0
-    if tp > 1:
-        link = peer_link(devices, tuple(default_attachment(x) for x in devices))
-        if link is not None:
-            link_gbps, link_latency = link.per_direction_gbps, allreduce_latency_s("vllm", link)
+    link_gbps, link_latency = tensor_link("vllm", tuple(devices)) if tp > 1 else (0.0, 0.0)
     return hf_pipeline(hf_model_work(spec, dtype_bytes), devices, quant, "vllm", context, tp, 1, link_gbps,
                        link_latency)

@@ -261,3 +261,12 @@ def _room_and_layers(result: CheckResult[Any]) -> tuple[int | None, int]:
     host = d.host or {"capacity_bytes": None, "total_bytes": 0}
     return (_min_headroom([x.headroom_bytes for x in d.devices], host["capacity_bytes"], host["total_bytes"]),
             _settings_json(result)["n_gpu_layers"])
+
+
+def serving_basis(sv: dict) -> str:
+    """What a serving document's aggregate counts, for the presenters: every request running to its output length
+    (vllm bench serve --ignore-eos; a burst whose outputs stop at end-of-sequence lasts as long as its longest one and
+    shows less, docs/serving.md), or decode only."""
+    if not sv["includes_prefill"]:
+        return "decode only"
+    return f"all {sv['output_tokens']} output tokens each, prefill included"

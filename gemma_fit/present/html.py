@@ -18,7 +18,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from gemma_fit.base.files import write_text
 from gemma_fit.base.units import GIB, fmt_bytes
 from gemma_fit.base.version import LLAMA_CPP_LABEL
-from gemma_fit.present.documents import RANKING_SORT, VERDICTS
+from gemma_fit.present.documents import RANKING_SORT, VERDICTS, serving_basis
 
 __all__ = ["render_check_html", "render_report_html", "write_html"]
 
@@ -176,10 +176,7 @@ def _serving_rows(sv: dict[str, Any] | None) -> list[tuple[str, str]]:
     """Many requests at once (docs/serving.md): the aggregate, and the traffic answer where a rate was given."""
     if not sv or (sv["n_parallel"] <= 1 and not sv.get("output_tokens")):
         return []
-    # every request runs to its output length (vllm bench serve --ignore-eos): a burst whose outputs stop at their
-    # end-of-sequence tokens lasts as long as its longest one and shows less (docs/serving.md)
-    what = (f"all {sv['output_tokens']} output tokens each, prefill included" if sv["includes_prefill"]
-            else "decode only")
+    what = serving_basis(sv)
     rows = [(f"{sv['n_parallel']} concurrent requests", f"{sv['aggregate_tokens_per_s']:.1f} tokens/s together "
              f"({what}), {sv['per_user_tokens_per_s']:.1f} each; the KV cache holds {sv['max_concurrency']}")]
     t = sv.get("traffic")

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from gemma_fit.base.text import printable, printable_doc
 from gemma_fit.base.units import fmt_bytes
+from gemma_fit.present.documents import serving_basis
 
 _STYLE = {"go": "bold green", "tight": "bold yellow", "offload": "bold dark_orange", "no-go": "bold red"}
 _TERMS = ("weights_bytes", "kv_cache_bytes", "compute_bytes", "overhead_bytes", "output_bytes", "total_bytes",
@@ -137,10 +138,7 @@ def render_speed(out: Console, perf: dict[str, Any]) -> None:
 
 def _serving_line(sv: dict[str, Any]) -> str:
     """N requests at once: together and each (one request: its own rate), and how many the KV cache holds."""
-    # every request runs to its output length (vllm bench serve --ignore-eos): a burst whose outputs stop at their
-    # end-of-sequence tokens lasts as long as its longest one and shows less (docs/serving.md)
-    what = (f"all {sv['output_tokens']} output tokens each, prefill included" if sv["includes_prefill"]
-            else "decode only")
+    what = serving_basis(sv)
     held = sv.get("max_concurrency")
     kv = "" if held is None else \
         f"; the KV cache holds {held} such request{'' if held == 1 else 's'}{'' if held == 1 else ' at once'}"

@@ -122,7 +122,8 @@ def _predict(plan: TensorPlan, est: MemoryEstimate, hardware: Hardware, prompt_t
     ram_bw = system_bandwidth_gbps(hardware, rates, notes)
     work = device_work(plan, est, len(gpus), prompt_tokens, depth)
     times = _decode_times(gpus, work, ram_bw, rates, notes)
-    kernel_bound = [g.name for i, g in enumerate(gpus) if _kernel_bound(g, work.read(i), work.nodes[i])]
+    kernel_bound = [g.name for i, g in enumerate(gpus)
+                    if _kernel_bound(g, work.work[i].read_bytes, work.nodes[i], work.kv_read[i])]
     peer = peer_link(gpus, attachments)
     transfer_s = _decode_transfer_s(plan.model, est, gpus, peer, attachments)
     if transfer_s:
@@ -175,18 +176,23 @@ def _gpu_decode_s(g: GPUSpec, read_bytes: float, n_nodes: float, kv_bytes: float
     """Seconds per token on one GPU: its weights (`read_bytes`) and KV cache (`kv_bytes`) each at their share of the
     bandwidth, plus its graph's kernels."""
     m = decode_model(g)
-    bw = (g.memory_bandwidth_gbps or 0) * 1e9
-    moved = read_bytes / (bw * m.efficiency) + kv_bytes / (bw * m.kv_share()) if bw else float("inf")
+    moved = _moved_s(g, read_bytes, kv_bytes)
     kv = f", KV cache {m.kv_share():.2f}" if m.kv_efficiency else ""
     return moved + n_nodes * m.seconds_per_node, (f"{m.efficiency:.2f} ({m.source}){kv} + "
                                                   f"{1e6 * m.seconds_per_node:.2f} us per kernel")
 
 
-def _kernel_bound(g: GPUSpec, read_bytes: float, n_nodes: float) -> bool:
-    """The graph's kernels cost more per token than moving the bytes."""
+def _moved_s(g: GPUSpec, read_bytes: float, kv_bytes: float) -> float:
+    """Seconds one GPU spends reading a token's weights and KV cache, each at its share of the bandwidth."""
     m = decode_model(g)
-    bw = (g.memory_bandwidth_gbps or 0) * 1e9 * m.efficiency
-    return bool(bw) and n_nodes * m.seconds_per_node > read_bytes / bw
+    bw = (g.memory_bandwidth_gbps or 0) * 1e9
+    return read_bytes / (bw * m.efficiency) + kv_bytes / (bw * m.kv_share()) if bw else float("inf")
+
+
+def _kernel_bound(g: GPUSpec, read_bytes: float, n_nodes: float, kv_bytes: float = 0.0) -> bool:
+    """The graph's kernels cost more per token than moving the bytes."""
+    moved = _moved_s(g, read_bytes, kv_bytes)
+    return moved != float("inf") and n_nodes * decode_model(g).seconds_per_node > moved
 
 
 def _decode_times(gpus: tuple[GPUSpec, ...], work: DeviceWork, ram_bw: float, rates: CPURates,
