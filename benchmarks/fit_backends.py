@@ -64,13 +64,16 @@ UNFITTED = REPO / "benchmarks" / "data" / "unfitted_runs.yaml"
 
 
 @cache
-def _unfitted() -> frozenset[tuple[str, str]]:
-    return frozenset((e["source_url"], t) for e in yaml.safe_load(UNFITTED.read_text()) for t in e["tests"])
+def _unfitted() -> frozenset[tuple[str, str, str | None]]:
+    """(source, test, model or None: every model of that source and test)."""
+    return frozenset((e["source_url"], t, e.get("model")) for e in yaml.safe_load(UNFITTED.read_text())
+                     for t in e["tests"])
 
 
 def excluded(r: dict[str, Any]) -> bool:
     """Rows no figure is fitted on: benchmarks/data/unfitted_runs.yaml, each with its reason (still scored)."""
-    return (r["source"], r["m"].test) in _unfitted()
+    table = _unfitted()
+    return (r["source"], r["m"].test, None) in table or (r["source"], r["m"].test, r["model"]) in table
 
 
 def _gpu(r: dict[str, Any]) -> Any:
@@ -90,6 +93,8 @@ def group_of(r: dict[str, Any]) -> tuple[str, str, str | None] | None:
         return "expert_loop", g.backend, None  # its experts' host loop, not the matrix rate, sets it apart
     elif kind == "decode":
         group = cal.decode_group(g)
+    elif (experts := cal.expert_group(g, _quantized(r))) and _moe(r):
+        kind, group = "prefill_experts", experts  # fitted after the dense products' share, on the experts' time
     else:
         group = cal.prefill_group(g, _quantized(r))
     # a chip of its own where the chip is one product (an APU, a SoC), or where the llama-bench fit has no card of its
@@ -139,11 +144,16 @@ def _arch_measured(g: Any) -> bool:
 
 def _set(kind: str, key: str, e: float | None) -> None:
     clear_speed_cache()  # the predictions cached so far used the old figure
-    table = cal.published_groups().setdefault(kind, {})
+    table = cal.published_groups().setdefault(TABLE_OF.get(kind, kind), {})
     if e is None:
         table.pop(key, None)
     else:
         table[key] = {"efficiency": e, "runs": 0, "machines": 0}
+
+
+# Row kinds whose figures live in another kind's table: the experts' prefill groups sit in `prefill` beside the dense
+# ones (calibration.expert_group), fitted in the second turn because a row's time also holds its dense products.
+TABLE_OF = {"prefill_experts": "prefill"}
 
 
 def _base_efficiency(r: dict[str, Any], kind: str) -> float:
@@ -152,6 +162,8 @@ def _base_efficiency(r: dict[str, Any], kind: str) -> float:
         return cal.attention_efficiency(g, _quantized(r))
     if kind == "decode_kv":
         return cal.decode_model(g).kv_share()
+    if kind == "prefill_experts":
+        return cal.expert_prefill_efficiency(g, _quantized(r))
     return cal.decode_model(g).efficiency if kind == "decode" else cal.prefill_efficiency(g, _quantized(r))[0]
 
 
@@ -180,7 +192,7 @@ def implied(r: dict[str, Any], kind: str, key: str) -> float | None:
     t0, t1, t = 1 / p0, 1 / p1, 1 / r["m"].tokens_per_s
     b = 2 * (t0 - t1) * e0  # t = a + b / e
     a = t0 - b / e0
-    if kind == "prefill" and b / e0 < MIN_SHARE * t0:  # the matrix rate barely moves it: the row cannot tell it
+    if kind in ("prefill", "prefill_experts") and b / e0 < MIN_SHARE * t0:  # the row cannot tell the matrix rate
         return None
     return b / (t - a) if t > a and b > 0 else None
 
@@ -222,7 +234,8 @@ def fit(rows: list[dict[str, Any]], without: LeaveOut | None = None) -> dict[str
         if chip:
             chips[(kind, chip)].append((r["machine"], r["implied"]))
         groups[(kind, group)].append((r["machine"], r["implied"]))
-    out: dict[str, dict[str, dict[str, Any]]] = {"decode": {}, "prefill": {}, "attention": {}, "decode_kv": {}}
+    out: dict[str, dict[str, dict[str, Any]]] = {"decode": {}, "prefill": {}, "attention": {}, "decode_kv": {},
+                                                 "prefill_experts": {}}
     for table in (groups, chips):
         for (kind, key), points in table.items():
             machines = len({m for m, _ in points})
@@ -257,12 +270,17 @@ def fit_in_turn(rows: list[dict[str, Any]], without: LeaveOut | None = None) -> 
     install(first)
     for r in rows:
         kind = r["group"][0] if r["group"] is not None else None
-        if kind in ("attention", "decode_kv") and not excluded(r) and not (without and without(r)):
+        if kind in SECOND_TURN and not excluded(r) and not (without and without(r)):
             e = implied(r, kind, r["group"][2] or r["group"][1])
             if e is not None:
                 r["implied"] = e
     second = fit(rows, without)
+    first["prefill"] = {**first["prefill"], **second["prefill_experts"]}
+    first.pop("prefill_experts", None)
     return {**first, "attention": second["attention"], "decode_kv": second["decode_kv"]}
+
+
+SECOND_TURN = ("attention", "decode_kv", "prefill_experts")
 
 
 EXPERT_CALL_PROBE = 1e-5  # seconds per expert call the fit predicts at, besides none, to solve for it

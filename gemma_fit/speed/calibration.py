@@ -5,6 +5,7 @@ benchmarks/calibrate_speed.py from published llama-bench runs and measurements k
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Callable
 from functools import cache, wraps
@@ -130,6 +131,8 @@ def chip_of(gpu: GPUSpec) -> str | None:
     """What names a chip generation: the compute capability (CUDA, ROCm's gfx), else an Apple or Intel GPU's
     architecture (neither vendor publishes a compute capability; an M2's GPU is one design from the M2 to the M2
     Ultra, Xe2-HPG one from the Arc B580 to the Pro B70)."""
+    if gpu.backend == "metal" and gpu.arch and "ultra" in gpu.id:
+        return f"{gpu.arch}-ultra"  # two dies over UltraFusion: decode reaches a lower share than one die's chips
     return gpu.compute_capability or (gpu.arch if gpu.backend == "metal" or gpu.vendor == "intel" else None)
 
 
@@ -173,6 +176,32 @@ def prefill_efficiency(gpu: GPUSpec, quantized: bool) -> tuple[float, str]:
     """The share of the rated matrix throughput llama.cpp's prompt processing reaches on this GPU."""
     group = prefill_group(gpu, quantized)
     return published_efficiency("prefill", group, gpu) or efficiency_for_group("prefill", group)
+
+
+# Apple GPUs whose Metal backend runs the tensor API (ggml-metal-device.m enables it on M5 and later only: "~5% slower"
+# on an M2 Ultra). There the dense products take the Metal 4 tensor kernel with its own tile sizes, while the experts'
+# (kernel_mul_mm_id) keep 64 x 32 simdgroup tiles: an M5 Max runs Gemma 4 26B-A4B's prompts at 0.8 of the share its
+# dense Gemma 4 models reach, an M2 Max (one kernel family for both) at the same share.
+METAL_TENSOR_FROM = 5
+
+
+def metal_tensor_api(gpu: GPUSpec) -> bool:
+    m = re.fullmatch(r"apple-m(\d+)", gpu.arch or "")
+    return gpu.backend == "metal" and m is not None and int(m.group(1)) >= METAL_TENSOR_FROM
+
+
+def expert_group(gpu: GPUSpec, quantized: bool) -> str | None:
+    """The prefill group the experts' products are fitted apart in (`...-experts`), where their kernel differs from
+    the dense products' (metal_tensor_api); None where both share one."""
+    return f"{prefill_group(gpu, quantized)}-experts" if metal_tensor_api(gpu) else None
+
+
+def expert_prefill_efficiency(gpu: GPUSpec, quantized: bool) -> float:
+    """The share of the rated matrix throughput the experts' products reach: their own group's where fitted, else
+    the dense products'."""
+    group = expert_group(gpu, quantized)
+    own = published_efficiency("prefill", group, gpu) if group else None
+    return own[0] if own else prefill_efficiency(gpu, quantized)[0]
 
 
 # The attention entry pooled over every backend and vendor whose flash attention runs on matrix units (CUDA, ROCm,

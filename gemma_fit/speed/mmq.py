@@ -8,8 +8,11 @@ used. RDNA 3 and 4 (the same line's other branch) and Vulkan (ggml-vulkan.cpp: t
 `n_per_expert`) size the tile to an expert's tokens, but a narrow tile runs at a fraction of a wide one's rate, and
 the published MoE prompts on those backends are told better by the whole-ubatch tile: Strix Halo's Vulkan prompt
 runs median 14% off with it against 18% with per-expert tiles (its RADV runs, after the AMDVLK ones were told
-apart), its ROCm ones 16% against 16% (benchmarks/evaluate_speed.py, 2026-12-02). So every backend's quantized
-experts are counted at the whole ubatch's tile; F16/BF16 experts go through GEMMs sized to each expert's tokens."""
+apart), its ROCm ones 16% against 16% (benchmarks/evaluate_speed.py, 2026-12-02). So those backends' quantized
+experts are counted at the whole ubatch's tile; F16/BF16 experts go through GEMMs sized to each expert's tokens.
+Metal is different: kernel_mul_mm_id (ggml-metal-ops.cpp) runs every expert's own tokens in tiles of 32, whatever
+the ubatch, as its dense mul_mm does; on an M5 Max a 26B-A4B prompt runs 3,451 tok/s at ubatch 512 and 3,628 at
+2048 (defai-digital/ax-engine's sweep), which the whole-ubatch tile (4x padding at 512) cannot give."""
 
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from functools import cache
 
 MAX_TILE = 128  # the widest J in mul_mat_q_switch_J
 TILE_STEP = 8
+METAL_TILE = 32  # ggml-metal-ops.cpp: mul_mm and mul_mm_id dispatch (n_tokens + 31) / 32 column tiles
 
 
 def tile_width(columns: float) -> int:
@@ -53,11 +57,18 @@ def expected_tiles(tokens: int, share: float, width: int) -> float:
     return total
 
 
-def expert_padding(tokens: int, n_expert_used: int, n_expert: int, batch_sized_tiles: bool) -> float:
-    """Columns computed per routed token for the experts of a ubatch of `tokens` (>= 1: the tiles' unused part,
-    each expert's own count of tokens drawn as the router draws them)."""
+def expert_tile(backend: str, quantized: bool, tokens: int, per_expert: float) -> int:
+    """The column tile an expert's tokens run in: Metal's fixed 32; MMQ's J chosen against the whole ubatch for
+    quantized experts elsewhere; a GEMM sized to the expert's own tokens for F16/BF16 ones."""
+    if backend == "metal":
+        return METAL_TILE
+    return tile_width(tokens) if quantized else tile_width(per_expert)
+
+
+def expert_padding(tokens: int, n_expert_used: int, n_expert: int, width: int) -> float:
+    """Columns computed per routed token for the experts of a ubatch of `tokens` run in tiles of `width` (>= 1: the
+    tiles' unused part, each expert's own count of tokens drawn as the router draws them)."""
     per_expert = tokens * n_expert_used / n_expert
     if per_expert <= 0:
         return 1.0
-    width = tile_width(tokens) if batch_sized_tiles else tile_width(per_expert)
     return max(1.0, expected_tiles(tokens, n_expert_used / n_expert, width) * width / per_expert)

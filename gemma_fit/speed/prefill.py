@@ -19,13 +19,14 @@ from gemma_fit.speed.calibration import (
     attention_efficiency,
     decode_model,
     expert_call_s,
+    expert_prefill_efficiency,
     per_gpu,
     prefill_efficiency,
     quantized_group,
 )
 from gemma_fit.speed.cpu import CPURates, cpu_attention_s, cpu_prefill_s
 from gemma_fit.speed.links import Link
-from gemma_fit.speed.mmq import expert_padding, padded_columns
+from gemma_fit.speed.mmq import expert_padding, expert_tile, padded_columns
 from gemma_fit.speed.rates import attention_tflops, matmul_tops
 from gemma_fit.speed.work import DeviceWork, LayerWork
 
@@ -47,6 +48,7 @@ class _PrefillRates:
     bytes_s: float  # memory bandwidth at the decode efficiency
     seconds_per_kernel: float
     quantized: bool  # llama.cpp's MMQ kernels (else cuBLAS-style GEMMs for F16/BF16 weights)
+    backend: str  # which kernels tile the experts' tokens (speed.mmq.expert_tile)
     seconds_per_expert_call: float = 0.0  # a backend that multiplies the experts one by one from the host
 
 
@@ -57,10 +59,11 @@ def _prefill_rates(g: GPUSpec, weight_type: GGMLType) -> _PrefillRates:
     eff, _ = prefill_efficiency(g, group)
     dm = decode_model(g)
     attn = attention_tflops(g) * 1e12 * attention_efficiency(g, group)
+    expert_eff = expert_prefill_efficiency(g, group)
     return _PrefillRates(matmul_tops(g, quantized, weight_type.name) * 1e12 * eff,
-                         matmul_tops(g, quantized, weight_type.name, experts=True) * 1e12 * eff, attn,
+                         matmul_tops(g, quantized, weight_type.name, experts=True) * 1e12 * expert_eff, attn,
                          (g.memory_bandwidth_gbps or 0) * 1e9 * dm.efficiency, dm.seconds_per_node,
-                         quantized, expert_call_s(g))
+                         quantized, g.backend, expert_call_s(g))
 
 
 def _gpu_ubatch_s(r: _PrefillRates, w: LayerWork, nodes: float, matmul_nodes: float, ffn_elements: float, u: int,
@@ -79,12 +82,15 @@ def _gpu_ubatch_s(r: _PrefillRates, w: LayerWork, nodes: float, matmul_nodes: fl
     else:
         compute, read = w.dense_flops * padded_columns(u) / r.matmul_flops_s, w.dense_bytes / r.bytes_s
         dense = compute + read if r.quantized else max(compute, read)
-        # quantized experts take the whole ubatch's tile, F16/BF16 GEMMs their own tokens' (speed.mmq)
-        padding = expert_padding(u, model.n_expert_used, model.n_expert, batch_sized_tiles=r.quantized) \
+        padding = expert_padding(u, model.n_expert_used, model.n_expert, _expert_tile(r, u, model)) \
             if model.n_expert else 1.0
         experts = max(w.expert_flops * u * padding / r.expert_flops_s, expert_read) if w.expert_flops else 0.0
     elementwise = elementwise_bytes(nodes, matmul_nodes, ffn_elements, model.n_embd, u) / r.bytes_s
     return dense + experts + elementwise + nodes * r.seconds_per_kernel + expert_loop_s(r, expert_matrices, u, model)
+
+
+def _expert_tile(r: _PrefillRates, u: int, model: ModelSpec) -> int:
+    return expert_tile(r.backend, r.quantized, u, u * model.n_expert_used / model.n_expert)
 
 
 def expert_loop_s(r: _PrefillRates, expert_matrices: int, u: int, model: ModelSpec) -> float:
