@@ -49,6 +49,9 @@ class StageWork:
     tile_from: int = 0  # 0: no such switch (the matrix-vector path's cost grows smoothly)
     tile: int = 0
     tile_flops_s: float = 0.0
+    # llama.cpp on Metal: the batch's columns its matrix-vector kernels take in one pass over the weights, for
+    # batches of 2, 3, ... (a batch wider than a pass reads the weights again); () where one pass takes them all
+    columns_per_pass: tuple[int, ...] = ()
 
 
 def experts_touched(share: float, batch: int) -> float:
@@ -91,8 +94,11 @@ def _further_s(w: StageWork, batch: int, memory: float) -> float:
     if _tiled(w, batch):  # every tile computes its whole width, however few of its columns the batch fills
         tiles = -(-batch // w.tile)
         return max(0.0, min(tiles * w.tile * w.flops_per_token / w.tile_flops_s - memory, batch * token_pass - memory))
-    per_seq = max(w.flops_per_token / w.flops_s if w.flops_s else 0.0, w.reread * token_pass)
-    return max(0.0, min(per_seq * (batch - 1), batch * token_pass - memory))
+    flops_s = w.flops_per_token / w.flops_s if w.flops_s else 0.0
+    r = w.columns_per_pass[batch - 2] if 2 <= batch < len(w.columns_per_pass) + 2 else batch
+    passes = -(-batch // r)  # each pass reads the weights once, its further columns `reread` of a pass each
+    further = max(flops_s * (batch - 1), passes * token_pass * (1 + w.reread * (r - 1)) - memory)
+    return max(0.0, min(further, batch * token_pass - memory))
 
 
 def bound_of(w: StageWork, batch: int) -> str:

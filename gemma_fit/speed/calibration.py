@@ -131,8 +131,6 @@ def chip_of(gpu: GPUSpec) -> str | None:
     """What names a chip generation: the compute capability (CUDA, ROCm's gfx), else an Apple or Intel GPU's
     architecture (neither vendor publishes a compute capability; an M2's GPU is one design from the M2 to the M2
     Ultra, Xe2-HPG one from the Arc B580 to the Pro B70)."""
-    if gpu.backend == "metal" and gpu.arch and "ultra" in gpu.id:
-        return f"{gpu.arch}-ultra"  # two dies over UltraFusion: decode reaches a lower share than one die's chips
     return gpu.compute_capability or (gpu.arch if gpu.backend == "metal" or gpu.vendor == "intel" else None)
 
 

@@ -38,6 +38,23 @@ from gemma_fit.speed.work import DeviceWork, LayerWork, device_work
 # up to 8 the matrix-vector kernels (mul_mv, mul_mv_ext), beyond that the tiled mul_mm, whose tile is 32 columns
 # wide, or 128 with the Metal 4 tensor API of M5 GPUs (ggml-metal-device.cpp: nr1 = 32, or NRB = 16 x 4 x 2).
 METAL_MV_MAX_COLUMNS = 8
+# ggml-metal-ops.cpp (ggml_metal_op_mul_mat): a batch of 2-8 columns goes through mul_mv_ext, r1ptg columns a pass over
+# the weights (2, 3, 4, 5, then 3, 4, 4 for 6, 7, 8: those take two passes), for these weight types; the K-quants from
+# 4 columns, 2 and 3 through mul_mv, one column a pass; every other type always through mul_mv. On an M1 Max, Gemma 4
+# 12B Q8_0 decodes 8 sequences in a step 2.1x as long as 4 (daScript's llama-batched-bench), Q4_K_M 2 in 1.8x one's.
+METAL_MV_EXT_TYPES = frozenset({"F32", "F16", "BF16", "Q1_0", "Q2_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "MXFP4",
+                                "IQ4_NL"})
+METAL_MV_EXT_K_TYPES = frozenset({"Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"})
+METAL_MV_EXT_COLUMNS = (2, 3, 4, 5, 3, 4, 4)  # r1ptg for 2 ... 8 columns
+
+
+def metal_columns_per_pass(type_name: str) -> tuple[int, ...]:
+    """Columns one matrix-vector pass takes, for batches of 2 ... METAL_MV_MAX_COLUMNS on Metal."""
+    if type_name in METAL_MV_EXT_TYPES:
+        return METAL_MV_EXT_COLUMNS
+    if type_name in METAL_MV_EXT_K_TYPES:
+        return (1, 1) + METAL_MV_EXT_COLUMNS[2:]
+    return (1,) * len(METAL_MV_EXT_COLUMNS)
 _METAL_TENSOR_API_ARCHS = ("apple-m5",)
 
 
@@ -83,7 +100,8 @@ def _gpu_stage(g: GPUSpec, i: int, work: DeviceWork, plan: TensorPlan, est: Memo
     tile_eff = terms.get("matrix_tile_efficiency") if tile_efficiency is None else tile_efficiency
     if g.backend != "metal" or not tile_eff:
         return stage
-    return replace(stage, tile_from=METAL_MV_MAX_COLUMNS, tile=metal_tile(g), tile_flops_s=flops_s * tile_eff)
+    return replace(stage, tile_from=METAL_MV_MAX_COLUMNS, tile=metal_tile(g), tile_flops_s=flops_s * tile_eff,
+                   columns_per_pass=metal_columns_per_pass(weights.name))
 
 
 def llamacpp_pipeline(plan: TensorPlan, est: MemoryEstimate, hardware: Hardware, position: int,
