@@ -42,6 +42,7 @@ import evaluate_speed as ev  # noqa: E402
 from gemma_fit.speed import calibration as cal  # noqa: E402
 from gemma_fit.speed import cpu as cpu_speed  # noqa: E402
 from gemma_fit.speed.predict import clear_speed_cache  # noqa: E402
+from gemma_fit.speed.rates import uses_matrix_units  # noqa: E402
 
 OUT = REPO / "model_db" / "llamacpp" / "speed_published.yaml"
 MIN_RUNS = 3
@@ -226,6 +227,7 @@ def fit(rows: list[dict[str, Any]], without: LeaveOut | None = None) -> dict[str
     """kind -> key -> {efficiency, runs, machines}, from the rows `without` does not leave out."""
     chips: dict[tuple[str, str], list[tuple[str, float]]] = defaultdict(list)
     groups: dict[tuple[str, str], list[tuple[str, float]]] = defaultdict(list)
+    pooled: list[tuple[str, float]] = []
     base = cal.calibration()
     for r in rows:
         if (without is not None and without(r)) or excluded(r) or "implied" not in r:
@@ -234,6 +236,8 @@ def fit(rows: list[dict[str, Any]], without: LeaveOut | None = None) -> dict[str
         if chip:
             chips[(kind, chip)].append((r["machine"], r["implied"]))
         groups[(kind, group)].append((r["machine"], r["implied"]))
+        if kind == "attention" and cal.matrix_unit_attention(group) and uses_matrix_units(_gpu(r)):
+            pooled.append((r["machine"], r["implied"]))  # a Pascal card's tile kernel is not the pool's kind
     out: dict[str, dict[str, dict[str, Any]]] = {"decode": {}, "prefill": {}, "attention": {}, "decode_kv": {},
                                                  "prefill_experts": {}}
     for table in (groups, chips):
@@ -245,8 +249,6 @@ def fit(rows: list[dict[str, Any]], without: LeaveOut | None = None) -> dict[str
             if len(points) >= (MIN_CHIP_RUNS if table is chips else MIN_RUNS):
                 out[kind][key] = {"efficiency": round(min(machine_median(points), 0.98), 4), "runs": len(points),
                                   "machines": len({m for m, _ in points})}
-    pooled = [p for (kind, group), points in groups.items() if kind == "attention" and cal.matrix_unit_attention(group)
-              for p in points]
     if len({m for m, _ in pooled}) >= 2:  # calibration.ATTENTION_POOL: a vendor's backend without runs at depth
         out["attention"][cal.ATTENTION_POOL] = {"efficiency": round(machine_median(pooled), 4), "runs": len(pooled),
                                                 "machines": len({m for m, _ in pooled})}

@@ -84,13 +84,18 @@ def quantized_group(gpu: GPUSpec, weight_type: str) -> bool:
     return weight_type not in UNQUANTIZED or (gpu.backend == "vulkan" and weight_type == "F16")
 
 
+# GP100 (the P100) has no DP4A, so llama.cpp multiplies its dense quantized weights through cuBLAS in FP16, as F16
+# ones (ggml-cuda mmq.cu ggml_cuda_should_use_mmq: below compute capability 6.1 only a mixture's experts take MMQ).
+NO_DP4A_CC = "6.0"
+
+
 def prefill_group(gpu: GPUSpec, quantized: bool = True) -> str:
     """Prefill efficiency groups. F16/BF16 weights go through cuBLAS (hipBLAS, Metal's own GEMM), not
     llama.cpp's MMQ kernels: one group per backend. Quantized weights on CUDA: GeForce cards boost
     above the clock their tensor throughput is quoted at and run at higher power limits than
     workstation cards; data-centre tensor chips stand apart, and Turing (TURING_CC). AMD Instinct chips through ROCm
     stand apart as NVIDIA's data-centre chips do (INSTINCT_ARCHS). Other backends: one group each."""
-    if not quantized:
+    if not quantized or (gpu.backend == "cuda" and gpu.compute_capability == NO_DP4A_CC):
         return f"{gpu.backend}-fp16"
     if gpu.backend == "vulkan":  # each vendor's driver runs Vulkan's matrix kernels its own way, scalar ones apart
         return f"vulkan-{gpu.vendor}" + ("" if vulkan_coopmat(gpu) else "-scalar")

@@ -94,9 +94,13 @@ def _vulkan_fp16(g: GPUSpec, weight_type: str, experts: bool) -> bool:
 
 def attention_tflops(g: GPUSpec) -> float:
     """Attention runs in FP16 on the tensor cores (flash attention's MMA kernels or cuBLAS); Vulkan's scalar
-    flash-attention shaders where it has no cooperative matrices."""
+    flash-attention shaders where it has no cooperative matrices. Without tensor cores CUDA's tile kernel computes in
+    FP16 where the chip runs it fast (ggml-cuda common.cuh fast_fp16_available: every NVIDIA chip from compute
+    capability 6.0 but 6.1's consumer Pascal), so GP100 at twice its FP32 rate."""
     if _vulkan_scalar(g):
         return g.fp32_tflops or 0.0
+    if not g.fp16_tensor_tflops and g.backend == "cuda" and g.compute_capability == "6.0" and g.fp32_tflops:
+        return 2 * g.fp32_tflops
     return g.fp16_tensor_tflops or g.fp32_tflops or _apple_fp32_from_cores(g)
 
 
