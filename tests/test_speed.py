@@ -319,16 +319,17 @@ def test_f16_weights_through_vulkan_take_the_quantized_pipelines_figure() -> Non
     assert f16 > 2 * bf16 and 0.7 < f16 / q4 < 1.4
 
 
-def test_gp100_multiplies_quantized_prompts_through_cublas_and_attends_in_fp16() -> None:
-    """ggml-cuda: below compute capability 6.1 (no DP4A) only experts take MMQ, so a P100's dense quantized weights
-    take cuBLAS's FP16 share; its flash-attention tile kernel runs FP16 at twice the FP32 rate (fast_fp16_available),
-    which a P40 (6.1) does not."""
+def test_gp100_and_volta_multiply_quantized_prompts_through_cublas_and_gp100_attends_in_fp16() -> None:
+    """ggml-cuda: below compute capability 6.1 (no DP4A) only experts take MMQ, and Volta leaves MMQ for cuBLAS past 64
+    columns, so a P100's and a V100's dense quantized weights take the cuBLAS share; GP100's flash-attention tile kernel
+    runs FP16 at twice the FP32 rate (fast_fp16_available), which a P40 (6.1) does not."""
     from gemma_fit.speed.calibration import prefill_group
     from gemma_fit.speed.rates import attention_tflops
 
     known = load_gpus(())
-    p100, p40 = known["p100-pcie-16gb"], known["p40"]
-    assert prefill_group(p100, quantized=True) == prefill_group(p100, quantized=False) == "cuda-fp16"
+    p100, p40, v100 = known["p100-pcie-16gb"], known["p40"], known["v100-pcie-16gb"]
+    assert prefill_group(p100, quantized=True) == prefill_group(v100, quantized=True) == "cuda-cublas"
+    assert prefill_group(p100, quantized=False) == "cuda-fp16"
     assert prefill_group(p40, quantized=True) == "cuda-pro"
     assert attention_tflops(p100) == pytest.approx(2 * (p100.fp32_tflops or 0))
     assert attention_tflops(p40) == p40.fp32_tflops

@@ -84,9 +84,11 @@ def quantized_group(gpu: GPUSpec, weight_type: str) -> bool:
     return weight_type not in UNQUANTIZED or (gpu.backend == "vulkan" and weight_type == "F16")
 
 
-# GP100 (the P100) has no DP4A, so llama.cpp multiplies its dense quantized weights through cuBLAS in FP16, as F16
-# ones (ggml-cuda mmq.cu ggml_cuda_should_use_mmq: below compute capability 6.1 only a mixture's experts take MMQ).
-NO_DP4A_CC = "6.0"
+# Chips on which llama.cpp multiplies a prompt's dense quantized weights through cuBLAS in FP16, as F16 ones
+# (ggml-cuda mmq.cu ggml_cuda_should_use_mmq): GP100 (the P100) has no DP4A, so below compute capability 6.1 only a
+# mixture's experts take MMQ; Volta (V100, Jetson Xavier) has FP16 tensor cores but not Turing's integer MMA, so MMQ
+# serves only batches under MMQ_DP4A_MAX_BATCH_SIZE (64) and a prompt's ubatch goes to cuBLAS.
+CUBLAS_PROMPT_CC = ("6.0", "7.0", "7.2")
 
 
 def prefill_group(gpu: GPUSpec, quantized: bool = True) -> str:
@@ -95,8 +97,10 @@ def prefill_group(gpu: GPUSpec, quantized: bool = True) -> str:
     above the clock their tensor throughput is quoted at and run at higher power limits than
     workstation cards; data-centre tensor chips stand apart, and Turing (TURING_CC). AMD Instinct chips through ROCm
     stand apart as NVIDIA's data-centre chips do (INSTINCT_ARCHS). Other backends: one group each."""
-    if not quantized or (gpu.backend == "cuda" and gpu.compute_capability == NO_DP4A_CC):
+    if not quantized:
         return f"{gpu.backend}-fp16"
+    if gpu.backend == "cuda" and gpu.compute_capability in CUBLAS_PROMPT_CC:
+        return "cuda-cublas"  # dequantized to FP16 each ubatch, then cuBLAS: its own share (nearest: cuda-fp16)
     if gpu.backend == "vulkan":  # each vendor's driver runs Vulkan's matrix kernels its own way, scalar ones apart
         return f"vulkan-{gpu.vendor}" + ("" if vulkan_coopmat(gpu) else "-scalar")
     if gpu.backend == "rocm" and gpu.arch in INSTINCT_ARCHS:
@@ -275,7 +279,7 @@ def node_cost(gpu: GPUSpec, fit: dict) -> float:
 
 # A group without runs of its own borrows its nearest relative's before the backend-wide median.
 NEAREST_GROUP = {"cuda-datacenter": "cuda-pro", "cuda-turing": "cuda-pro", "rocm-datacenter": "cuda-datacenter",
-                 "rocm-fp16": "cuda-fp16"}
+                 "rocm-fp16": "cuda-fp16", "cuda-cublas": "cuda-fp16"}
 
 
 # Vulkan's scalar-shader groups (prefill_group) share their basis, the shader FP32 rate, which the other Vulkan groups
