@@ -379,8 +379,9 @@ def fit_node_costs(rows: list[dict[str, Any]], without: LeaveOut | None = None,
             continue
         best: tuple[float, float] | None = None
         backend = float((cal.calibration()["decode"].get("fits") or {})[key.split("@")[0]]["seconds_per_node"])
+        ultra = {"ultra": True} if any(cal.fused_dies(_gpu(r)) for r in mine) else {}  # calibration.node_cost
         for tau in sorted({*NODE_COST_GRID, backend}):
-            _set_node_cost(key, {"seconds_per_node": tau})
+            _set_node_cost(key, {"seconds_per_node": tau, **ultra})
             install(fit_in_turn(rows, without))
             err = sum(math.log(p / r["m"].tokens_per_s) ** 2 for r in mine if (p := ev.predict_row(r)))
             if best is None or err < best[0]:
@@ -390,7 +391,7 @@ def fit_node_costs(rows: list[dict[str, Any]], without: LeaveOut | None = None,
             _set_node_cost(key, None)
             continue
         out[key] = {"seconds_per_node": round(best[1], 10), "runs": len(mine),
-                    "machines": len({r["machine"] for r in mine})}
+                    "machines": len({r["machine"] for r in mine}), **ultra}
         _set_node_cost(key, out[key])
     return out
 

@@ -333,3 +333,19 @@ def test_gp100_and_volta_multiply_quantized_prompts_through_cublas_and_gp100_att
     assert prefill_group(p40, quantized=True) == "cuda-pro"
     assert attention_tflops(p100) == pytest.approx(2 * (p100.fp32_tflops or 0))
     assert attention_tflops(p40) == p40.fp32_tflops
+
+
+def test_an_ultra_keeps_the_llama_bench_kernel_cost_unless_an_ultra_was_fitted() -> None:
+    """An M1 Ultra (two dies) does not take the per-kernel cost fitted on an M1 and an M1 Max alone
+    (calibration.fused_dies); an M2 Ultra takes the M2's, whose fit had an M2 Ultra among its machines."""
+    from gemma_fit.speed.calibration import calibration, fused_dies, node_cost, published_groups
+
+    known = load_gpus(())
+    m1_ultra, m1_max, m2_ultra = known["m1-ultra-64gb"], known["m1-max-64gb"], known["m2-ultra-192gb"]
+    assert fused_dies(m1_ultra) and not fused_dies(m1_max)
+    fit = calibration()["decode"]["fits"]["metal"]
+    table = published_groups()["node_cost"]
+    assert "ultra" not in table["metal@apple-m1"] and table["metal@apple-m2"]["ultra"] is True
+    assert node_cost(m1_ultra, fit) == float(fit["seconds_per_node"])
+    assert node_cost(m1_max, fit) == float(table["metal@apple-m1"]["seconds_per_node"])
+    assert node_cost(m2_ultra, fit) == float(table["metal@apple-m2"]["seconds_per_node"])

@@ -274,7 +274,16 @@ def node_cost(gpu: GPUSpec, fit: dict) -> float:
     backend's from the llama-bench fit."""
     chip = chip_of(gpu)
     own = (published_groups().get("node_cost") or {}).get(f"{gpu.backend}@{chip}") if chip else None
+    if own and fused_dies(gpu) and not own.get("ultra"):
+        own = None  # fitted on single dies only: an Ultra keeps the llama-bench fit's figure, which Ultras are in
     return float(own["seconds_per_node"]) if own else float(fit["seconds_per_node"])
+
+
+def fused_dies(gpu: GPUSpec) -> bool:
+    """An Apple Ultra: two Max dies joined by UltraFusion, each kernel synchronised across both. Its per-kernel cost is
+    not a single die's: an M1 Ultra decodes Llama 2 7B at 1.2x an M1 Max's speed for twice the bandwidth (llama.cpp
+    discussion #4167), so a chip's cost fitted on an M1 and an M1 Max alone would put it at 1.7x."""
+    return gpu.backend == "metal" and "ultra" in gpu.id
 
 
 # A group without runs of its own borrows its nearest relative's before the backend-wide median.
