@@ -40,7 +40,7 @@ def matmul_tops(g: GPUSpec, quantized: bool, weight_type: str = "", experts: boo
         half = g.fp32_accumulate_half_rate and accumulates_fp32(g, weight_type)
         return g.fp16_tensor_tflops / 2 if half else g.fp16_tensor_tflops
     fp32 = g.fp32_tflops or _apple_fp32_from_cores(g)
-    if g.backend == "cuda" and g.compute_capability == "6.0":
+    if _gp100(g):
         return 2 * fp32
     dot4 = quantized and g.backend in ("cuda", "rocm")
     return fp32 * (4 if dot4 else 1)
@@ -92,6 +92,11 @@ def _vulkan_fp16(g: GPUSpec, weight_type: str, experts: bool) -> bool:
         g.arch == "rdna4" and weight_type in VULKAN_RDNA4_FP16_TYPES)
 
 
+def _gp100(g: GPUSpec) -> bool:
+    """GP100 (the P100, compute capability 6.0): FP16 at twice its FP32 rate, and no DP4A."""
+    return g.backend == "cuda" and g.compute_capability == "6.0"
+
+
 def attention_tflops(g: GPUSpec) -> float:
     """Attention runs in FP16 on the tensor cores (flash attention's MMA kernels or cuBLAS); Vulkan's scalar
     flash-attention shaders where it has no cooperative matrices. Without tensor cores CUDA's tile kernel computes in
@@ -99,7 +104,7 @@ def attention_tflops(g: GPUSpec) -> float:
     capability 6.0 but 6.1's consumer Pascal), so GP100 at twice its FP32 rate."""
     if _vulkan_scalar(g):
         return g.fp32_tflops or 0.0
-    if not g.fp16_tensor_tflops and g.backend == "cuda" and g.compute_capability == "6.0" and g.fp32_tflops:
+    if not g.fp16_tensor_tflops and _gp100(g) and g.fp32_tflops:
         return 2 * g.fp32_tflops
     return g.fp16_tensor_tflops or g.fp32_tflops or _apple_fp32_from_cores(g)
 

@@ -21,7 +21,7 @@ from gemma_fit.hardware.spec import GPUSpec, Hardware
 from gemma_fit.memory.estimate import MemoryEstimate
 from gemma_fit.memory.placement import CPU
 from gemma_fit.speed.batch import Pipeline, StageWork
-from gemma_fit.speed.calibration import decode_model, prefill_efficiency, quantized_group
+from gemma_fit.speed.calibration import decode_model, metal_tensor_api, prefill_efficiency, quantized_group
 from gemma_fit.speed.cpu import (
     cpu_of,
     decode_bandwidth_gbps,
@@ -55,11 +55,10 @@ def metal_columns_per_pass(type_name: str) -> tuple[int, ...]:
     if type_name in METAL_MV_EXT_K_TYPES:
         return (1, 1) + METAL_MV_EXT_COLUMNS[2:]
     return (1,) * len(METAL_MV_EXT_COLUMNS)
-_METAL_TENSOR_API_ARCHS = ("apple-m5",)
 
 
 def metal_tile(g: GPUSpec) -> int:
-    return 128 if g.arch in _METAL_TENSOR_API_ARCHS else 32
+    return 128 if metal_tensor_api(g) else 32  # the tensor API's tiles (calibration.metal_tensor_api)
 
 
 @cache
