@@ -10,7 +10,8 @@ prediction equal the published figure (the model is linear in 1 / efficiency: t 
 predictions); the fitted figure is the median over machines of each machine's median, per:
 - chip: `group@compute capability` (e.g. `rocm-quantized@gfx1151`), with at least MIN_RUNS runs;
 - group (e.g. `vulkan-amd`), where the llama-bench table has no runs of that group, from all its chips.
-A backend that multiplies a batch's experts one by one from the host (SYCL: calibration.HOST_EXPERT_LOOP) gets its
+A backend that multiplies a batch's experts one by one from the host (SYCL; CUDA and ROCm for F16/BF16 experts past what
+MMF takes: speed.prefill.loops_from_host) gets its
 seconds per expert product from its mixture-of-experts prompt runs (`expert_loop`), once its dense runs have set the
 matrix rate. AMDVLK runs (AMD's discontinued Vulkan driver; distributions ship Mesa's RADV) are fitted in groups of
 their own (`vulkan-amd/amdvlk@gfx1151`), which only `--vulkan-driver amdvlk` reads.
@@ -22,6 +23,7 @@ their own (`vulkan-amd/amdvlk@gfx1151`), which only `--vulkan-driver amdvlk` rea
 from __future__ import annotations
 
 import argparse
+import csv
 import math
 import statistics
 import sys
@@ -41,6 +43,8 @@ import evaluate_speed as ev  # noqa: E402
 
 from gemma_fit.speed import calibration as cal  # noqa: E402
 from gemma_fit.speed import cpu as cpu_speed  # noqa: E402
+from gemma_fit.speed import prefill  # noqa: E402
+from gemma_fit.speed.batch import experts_touched  # noqa: E402
 from gemma_fit.speed.predict import clear_speed_cache  # noqa: E402
 from gemma_fit.speed.rates import uses_matrix_units  # noqa: E402
 
@@ -90,7 +94,7 @@ def group_of(r: dict[str, Any]) -> tuple[str, str, str | None] | None:
     kind = KINDS[r["m"].kind]
     if kind == "prefill" and (r["m"].depth or r["m"].n_prompt > MAX_RATE_PROMPT):
         kind, group = "attention", f"{g.backend}-{g.vendor}"
-    elif kind == "prefill" and g.backend in cal.HOST_EXPERT_LOOP and _moe(r):
+    elif kind == "prefill" and _loops_experts(r, g):
         return "expert_loop", g.backend, None  # its experts' host loop, not the matrix rate, sets it apart
     elif kind == "decode":
         group = cal.decode_group(g)
@@ -166,6 +170,18 @@ def _base_efficiency(r: dict[str, Any], kind: str) -> float:
     if kind == "prefill_experts":
         return cal.expert_prefill_efficiency(g, _quantized(r))
     return cal.decode_model(g).efficiency if kind == "decode" else cal.prefill_efficiency(g, _quantized(r))[0]
+
+
+def _loops_experts(r: dict[str, Any], g: Any) -> bool:
+    """Whether the row's prompt multiplies its experts one by one from the host (speed.prefill.loops_from_host): every
+    mixture-of-experts prompt on SYCL; on CUDA and ROCm an F16/BF16 one whose ubatch is past what MMF takes (Gemma 4
+    26B-A4B's expert matrices are all wider than 1,024 rows: past 128 tokens)."""
+    if not _moe(r):
+        return False
+    if g.backend in cal.HOST_EXPERT_LOOP:
+        return True
+    tokens = min(r["m"].n_prompt, r["m"].n_ubatch or 512)
+    return g.backend in cal.GEMM_EXPERT_LOOP and not _quantized(r) and tokens > prefill.MMF_WIDE_TOKENS
 
 
 def _moe(r: dict[str, Any]) -> bool:
@@ -289,7 +305,7 @@ EXPERT_CALL_PROBE = 1e-5  # seconds per expert call the fit predicts at, besides
 
 
 def fit_expert_loop(rows: list[dict[str, Any]], without: LeaveOut | None = None) -> dict[str, dict[str, Any]]:
-    """Seconds per expert matrix product of each host-loop backend (calibration.HOST_EXPERT_LOOP): per mixture-of-
+    """Seconds per expert matrix product of each host-loop backend (speed.prefill.loops_from_host): per mixture-of-
     experts prompt row, the figure that makes its prediction equal the published one (the time is linear in it),
     the median over machines of each machine's median."""
     points: dict[str, list[tuple[str, float]]] = defaultdict(list)
@@ -308,8 +324,30 @@ def fit_expert_loop(rows: list[dict[str, Any]], without: LeaveOut | None = None)
         t = 1 / r["m"].tokens_per_s
         if t > t0:
             points[backend].append((r["machine"], (t - t0) / slope))
+    for op in expert_loop_ops():
+        if not (without and without({"machine": op["gpu"], "source": op["source_url"]})):
+            points[op["backend"]].append((op["gpu"], op_call_s(op)))
     return {b: {"seconds_per_expert_call": round(machine_median(p), 8), "runs": len(p),
                 "machines": len({m for m, _ in p})} for b, p in points.items() if len(p) >= MIN_RUNS}
+
+
+EXPERT_LOOP_OPS = REPO / "benchmarks" / "data" / "expert_loop_ops.csv"
+
+
+def expert_loop_ops() -> list[dict[str, str]]:
+    """Published test-backend-ops timings of a MUL_MAT_ID on the host-loop path (a PR's `master` column, before MMF
+    took those shapes), each with its URL: the per-expert call measured directly, for a backend without Gemma runs of
+    that path."""
+    with EXPERT_LOOP_OPS.open() as f:
+        return list(csv.DictReader(f))
+
+
+def op_call_s(op: dict[str, str]) -> float:
+    """Seconds per expert product of one op timing: its whole time (2 m n k n_used FLOPs at the printed TFLOPS) over
+    the experts its n tokens route to; the products' own arithmetic is under 5% of it at these shapes."""
+    m, n, k, used, mats = (int(op[c]) for c in ("m", "n", "k", "n_used", "n_mats"))
+    seconds = 2.0 * m * n * k * used / (float(op["tflops"]) * 1e12)
+    return seconds / (mats * experts_touched(used / mats, n))
 
 
 def _set_expert_call(backend: str, seconds: float | None) -> None:

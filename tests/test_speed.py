@@ -173,15 +173,37 @@ def test_sycl_multiplies_a_batchs_experts_one_by_one_from_the_host() -> None:
     spec = resolve_model("gemma-4-26B-A4B").spec
     plan = build_plan(spec, "Q4_K_M")
     per_layer = token_work(plan).expert_matrices
-    assert per_layer == tuple(2 for _ in range(spec.n_layer))  # ffn_gate_up_exps and ffn_down_exps
+    assert [len(ms) for ms in per_layer] == [2] * spec.n_layer  # ffn_gate_up_exps and ffn_down_exps
+    matrices = tuple(m for ms in per_layer for m in ms)
     b70 = hardware_of(["arc-pro-b70"], "sycl", (), MachineFlags()).gpus[0]
     cuda = load_gpus(())["rtx-4090"]
-    assert expert_call_s(b70) > 0 and expert_call_s(cuda) == 0
+    assert expert_call_s(b70) > 0 and expert_call_s(cuda) > 0
     rates = _prefill_rates(b70, plan.ftype.default_type)
     touched = spec.n_expert * (1 - (1 - spec.n_expert_used / spec.n_expert) ** 512)
-    assert expert_loop_s(rates, sum(per_layer), 512, spec) == sum(per_layer) * touched * expert_call_s(b70)
-    assert expert_loop_s(rates, sum(per_layer), 1, spec) == 0
-    assert expert_loop_s(_prefill_rates(cuda, plan.ftype.default_type), sum(per_layer), 512, spec) == 0
+    assert expert_loop_s(rates, matrices, 512, spec) == len(matrices) * touched * expert_call_s(b70)
+    assert expert_loop_s(rates, matrices, 1, spec) == 0
+    assert expert_loop_s(_prefill_rates(cuda, plan.ftype.default_type), matrices, 512, spec) == 0  # MMQ
+
+
+def test_cuda_multiplies_wide_bf16_experts_from_the_host_past_what_mmf_takes() -> None:
+    """ggml_cuda_mul_mat_id: F16/BF16 experts go through MMF only up to 512 tokens (at most 1,024 rows) or 128 (wider),
+    past that one cuBLAS/hipBLAS product per expert from the host; up to 8 tokens the matrix-vector kernels. Gemma 4
+    26B-A4B's BF16 experts are 1,408 and 2,816 rows wide; on CDNA 3 MMF takes no BF16 at all."""
+    from gemma_fit.gguf.tensors import build_plan
+    from gemma_fit.speed.prefill import loops_from_host
+    from gemma_fit.speed.work import ExpertMatrix, token_work
+
+    plan = build_plan(resolve_model("gemma-4-26B-A4B").spec, "BF16")
+    matrices = {m for ms in token_work(plan).expert_matrices for m in ms}
+    assert {m.rows for m in matrices} == {1408, 2816} and not any(m.quantized for m in matrices)
+    wide = ExpertMatrix(2816, "BF16", False)
+    narrow = ExpertMatrix(704, "BF16", False)
+    assert [loops_from_host("rocm", "rdna3", wide, u) for u in (8, 128, 129, 512)] == [False, False, True, True]
+    assert [loops_from_host("cuda", "ada", narrow, u) for u in (512, 513)] == [False, True]
+    assert loops_from_host("rocm", "cdna3", narrow, 16) and not loops_from_host("rocm", "cdna3", narrow, 8)
+    assert not loops_from_host("rocm", "rdna3", ExpertMatrix(2816, "Q4_K", True), 512)
+    assert not loops_from_host("vulkan", "rdna3", wide, 512) and not loops_from_host("metal", "", wide, 512)
+    assert loops_from_host("sycl", "xe2-hpg", ExpertMatrix(2816, "Q4_K", True), 2)
 
 
 def test_vulkan_on_rdna4_multiplies_k_quants_at_the_fp16_rate() -> None:

@@ -164,18 +164,28 @@ def published_efficiency(kind: str, group: str, gpu: GPUSpec) -> tuple[float, st
 
 
 # Backends whose MUL_MAT_ID of more than one token is a host loop of one matrix product per expert, started after a
-# blocking wait for the router's choices: SYCL (ggml-sycl.cpp ggml_sycl_mul_mat_id; CUDA, ROCm, Vulkan and Metal
-# multiply every expert in one kernel).
+# blocking wait for the router's choices: SYCL (ggml-sycl.cpp ggml_sycl_mul_mat_id; Vulkan and Metal multiply every
+# expert in one kernel).
 HOST_EXPERT_LOOP = ("sycl",)
+# ggml-cuda (CUDA and ROCm) multiplies quantized experts in one kernel (MMQ) and F16/BF16 ones in one (MMF) only up to
+# so many tokens; past them, the same host loop of one cuBLAS/hipBLAS product per expert (ggml_cuda_mul_mat_id's
+# fallback, after a cudaStreamSynchronize for the routing): speed.prefill.loops_from_host says which.
+GEMM_EXPERT_LOOP = ("cuda", "rocm")
 
 
 def expert_call_s(gpu: GPUSpec) -> float:
     """Seconds per expert matrix product where the backend multiplies a batch's experts one by one from the host
-    (speed.prefill.expert_loop_s), fitted on published mixture-of-experts prompts of that backend; else 0."""
-    if gpu.backend not in HOST_EXPERT_LOOP:
+    (speed.prefill.expert_loop_s), fitted on published mixture-of-experts prompts of that backend; a backend that
+    loops without runs of its own takes the median of those fitted (each call is a library GEMM's launch and a wait,
+    SYCL's 33 us and ROCm's alike); else 0."""
+    if gpu.backend not in HOST_EXPERT_LOOP + GEMM_EXPERT_LOOP:
         return 0.0
-    entry = (published_groups().get("expert_loop") or {}).get(gpu.backend)
-    return float(entry["seconds_per_expert_call"]) if entry else 0.0
+    fitted = published_groups().get("expert_loop") or {}
+    entry = fitted.get(gpu.backend)
+    if entry:
+        return float(entry["seconds_per_expert_call"])
+    calls = sorted(float(e["seconds_per_expert_call"]) for e in fitted.values())
+    return statistics.median(calls) if calls else 0.0
 
 
 @per_gpu

@@ -37,7 +37,7 @@ from gemma_fit.speed.cpu import (
 from gemma_fit.speed.graph import graph_nodes
 from gemma_fit.speed.links import Link, default_attachment, host_link, peer_link
 from gemma_fit.speed.load import load_bottleneck, load_seconds
-from gemma_fit.speed.prefill import handovers, prefill_seconds
+from gemma_fit.speed.prefill import handovers, loops_from_host, prefill_seconds
 from gemma_fit.speed.rates import idle_matrix_units, uses_matrix_units
 from gemma_fit.speed.traffic import Serving
 from gemma_fit.speed.work import DeviceWork, attended_kv, device_work, token_work
@@ -262,6 +262,17 @@ def _split_modes(gpus: tuple[GPUSpec, ...], work: DeviceWork, layer_s: float,
 
 # --- bottleneck --------------------------------------------------------------------------------
 
+def _expert_loop_clause(gpu: GPUSpec, work: DeviceWork, ubatch: int) -> str:
+    """What the prompt's experts cost where the backend multiplies them one by one from the host, and what avoids it."""
+    matrices = [m for ms in (work.expert_matrices or {}).values() for m in ms]
+    if not any(loops_from_host(gpu.backend, gpu.arch or "", m, ubatch) for m in matrices):
+        return ""
+    if gpu.backend == "sycl":
+        return "; SYCL multiplies a prompt's experts one by one from the host, --backend vulkan in one kernel"
+    return ("; its F16/BF16 experts are multiplied one GEMM per expert from the host at this ubatch (ggml-cuda's "
+            "fallback past what its MMF kernel takes), a quantized file's in one kernel")
+
+
 def _bottleneck(times: dict[str, float], gpus: tuple[GPUSpec, ...], est: MemoryEstimate,
                 peer: Link | None, kernel_bound: list[str], work: DeviceWork, modes: dict[str, float],
                 cpu_threads_bound: int | None = None) -> str:
@@ -292,9 +303,10 @@ def _bottleneck(times: dict[str, float], gpus: tuple[GPUSpec, ...], est: MemoryE
                 "and serving several requests at once (--parallel) raises total throughput")
     units = "tensor throughput" if uses_matrix_units(gpu) else "arithmetic on the shader cores (no matrix units in use)"
     # an Arc A-series card through Vulkan: SYCL reaches its XMX units (not for a mixture of experts, whose experts SYCL
-    # multiplies one by one from the host: calibration.HOST_EXPERT_LOOP)
+    # multiplies one by one from the host: prefill.loops_from_host)
     if idle_matrix_units(gpu) and not any((work.expert_matrices or {}).values()):
         units += f"; {gpu.name}'s matrix units sit idle under Vulkan, --backend sycl uses them"
+    units += _expert_loop_clause(gpu, work, est.settings.ubatch)
     text = (f"decode is bound by {gpu.name} memory bandwidth ({gpu.memory_bandwidth_gbps:g} GB/s): a smaller quant "
             f"or a GPU with more bandwidth moves it; prefill is bound by {units}")
     if len(gpus) > 1:

@@ -16,6 +16,8 @@ from gemma_fit.memory.placement import CPU
 from gemma_fit.model.spec import ModelSpec
 from gemma_fit.speed.batch import experts_touched
 from gemma_fit.speed.calibration import (
+    GEMM_EXPERT_LOOP,
+    HOST_EXPERT_LOOP,
     attention_efficiency,
     decode_model,
     expert_call_s,
@@ -28,7 +30,7 @@ from gemma_fit.speed.cpu import CPURates, cpu_attention_s, cpu_prefill_s
 from gemma_fit.speed.links import Link
 from gemma_fit.speed.mmq import expert_padding, expert_tile, padded_columns
 from gemma_fit.speed.rates import attention_tflops, matmul_tops
-from gemma_fit.speed.work import DeviceWork, LayerWork
+from gemma_fit.speed.work import DeviceWork, ExpertMatrix, LayerWork
 
 # Up to 8 tokens a matrix product runs as matrix-vector kernels (ggml-cuda/mmvq.cuh MMVQ_MAX_BATCH_SIZE, mmvf.cuh
 # likewise; Metal's and Vulkan's mul_mat_vec paths do the same): each weight is read once and barely reused, so a
@@ -50,6 +52,7 @@ class _PrefillRates:
     quantized: bool  # llama.cpp's MMQ kernels (else cuBLAS-style GEMMs for F16/BF16 weights)
     backend: str  # which kernels tile the experts' tokens (speed.mmq.expert_tile)
     seconds_per_expert_call: float = 0.0  # a backend that multiplies the experts one by one from the host
+    arch: str = ""  # the GPU's architecture (CDNA 3's MMF takes no BF16 experts)
 
 
 @per_gpu
@@ -63,11 +66,11 @@ def _prefill_rates(g: GPUSpec, weight_type: GGMLType) -> _PrefillRates:
     return _PrefillRates(matmul_tops(g, quantized, weight_type.name) * 1e12 * eff,
                          matmul_tops(g, quantized, weight_type.name, experts=True) * 1e12 * expert_eff, attn,
                          (g.memory_bandwidth_gbps or 0) * 1e9 * dm.efficiency, dm.seconds_per_node,
-                         quantized, g.backend, expert_call_s(g))
+                         quantized, g.backend, expert_call_s(g), g.arch or "")
 
 
 def _gpu_ubatch_s(r: _PrefillRates, w: LayerWork, nodes: float, matmul_nodes: float, ffn_elements: float, u: int,
-                  model: ModelSpec, expert_matrices: int = 0) -> float:
+                  model: ModelSpec, expert_matrices: tuple[ExpertMatrix, ...] = ()) -> float:
     """Seconds for one ubatch of u tokens through this GPU's share of the layers. A quantized dense matrix costs its
     weight read plus its tile-padded columns at the matrix rate: in MMQ the two add (a published -ub sweep of Llama 3
     8B Q4_0 on an RTX 4090, ggml-org/llama.cpp#7676's build, takes u + 84 tokens' time at every u from 16 to 512
@@ -93,14 +96,35 @@ def _expert_tile(r: _PrefillRates, u: int, model: ModelSpec) -> int:
     return expert_tile(r.backend, r.quantized, u, u * model.n_expert_used / model.n_expert)
 
 
-def expert_loop_s(r: _PrefillRates, expert_matrices: int, u: int, model: ModelSpec) -> float:
-    """Host time of a backend that runs a MUL_MAT_ID of more than one token as one matrix product per expert that
-    any of them routes to, each started from the host after a blocking wait for the routing (SYCL:
-    ggml_sycl_mul_mat_id; one token takes the fused kernel)."""
+def expert_loop_s(r: _PrefillRates, expert_matrices: tuple[ExpertMatrix, ...], u: int, model: ModelSpec) -> float:
+    """Host time of the expert matrices a backend runs, for a ubatch of u tokens, as one matrix product per expert that
+    any token routes to, each started from the host after a blocking wait for the routing (loops_from_host)."""
     if u <= 1 or not r.seconds_per_expert_call or not model.n_expert:
         return 0.0
+    looped = sum(1 for m in expert_matrices if loops_from_host(r.backend, r.arch, m, u))
     touched = model.n_expert * experts_touched(model.n_expert_used / model.n_expert, u)
-    return expert_matrices * touched * r.seconds_per_expert_call
+    return looped * touched * r.seconds_per_expert_call
+
+
+MATVEC_EXPERT_TOKENS = 8  # ggml-cuda MMVQ_MAX_BATCH_SIZE: up to 8 tokens take the matrix-vector kernels
+# ggml-cuda mmf.cu ggml_cuda_should_use_mmf for MUL_MAT_ID: an expert matrix of at most MMF_NARROW_ROWS output rows
+# takes MMF up to MMF_NARROW_TOKENS tokens, a wider one up to MMF_WIDE_TOKENS.
+MMF_NARROW_ROWS, MMF_NARROW_TOKENS, MMF_WIDE_TOKENS = 1024, 512, 128
+
+
+def loops_from_host(backend: str, arch: str, m: ExpertMatrix, u: int) -> bool:
+    """Whether this expert matrix's MUL_MAT_ID over u tokens is a host loop of one product per expert. SYCL: every
+    batch of more than one token (ggml_sycl_mul_mat_id). CUDA and ROCm (ggml_cuda_mul_mat_id): quantized experts take
+    MMQ and up to 8 tokens the matrix-vector kernels; F16/BF16 experts take MMF while the tokens are few enough for the
+    matrix's width (not BF16 on CDNA 3), else the host loop: Gemma 4 26B-A4B's BF16 experts (1,408 and 2,816 rows)
+    loop at any ubatch over 128 tokens."""
+    if backend in HOST_EXPERT_LOOP:
+        return u > 1
+    if backend not in GEMM_EXPERT_LOOP or m.quantized or u <= MATVEC_EXPERT_TOKENS:
+        return False
+    if arch == "cdna3" and m.weight_type == "BF16":
+        return True
+    return u > (MMF_NARROW_TOKENS if m.rows <= MMF_NARROW_ROWS else MMF_WIDE_TOKENS)
 
 
 def elementwise_bytes(kernels: float, matmul_nodes: float, ffn_elements: float, n_embd: int, u: int) -> float:
@@ -132,11 +156,11 @@ def prefill_seconds(plan: TensorPlan, est: MemoryEstimate, gpus: tuple[GPUSpec, 
     total = 0.0
     for i, g in enumerate(gpus):
         w, nodes, mm, ffn = work.work[i], work.nodes[i], work.matmul_nodes[i], work.ffn_elements[i]
-        attn, experts = work.attn_flops[i], (work.expert_matrices or {}).get(i, 0)
+        attn, experts = work.attn_flops[i], (work.expert_matrices or {}).get(i, ())
         if i == 0:  # the main GPU also computes the CPU layers
             w, nodes, mm = w + work.work[CPU], nodes + work.nodes[CPU], mm + work.matmul_nodes[CPU]
             attn, ffn = attn + work.attn_flops[CPU], ffn + work.ffn_elements[CPU]
-            experts += (work.expert_matrices or {}).get(CPU, 0)
+            experts += (work.expert_matrices or {}).get(CPU, ())
         rates = _prefill_rates(g, plan.ftype.default_type)
         total += sum(n * _gpu_ubatch_s(rates, w, nodes, mm, ffn, u, plan.model, experts) for u, n in ubatches)
         total += attn / rates.attention_flops_s if rates.attention_flops_s else float("inf")

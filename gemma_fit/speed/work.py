@@ -53,10 +53,19 @@ def _scaled(w: LayerWork, scale: float) -> LayerWork:
 
 
 @record
+class ExpertMatrix:
+    """One routed-expert weight matrix (one MUL_MAT_ID node): what a backend's kernel choice for it turns on."""
+
+    rows: int  # each expert's output rows (ggml ne[1])
+    weight_type: str  # its ggml type, e.g. "BF16"
+    quantized: bool
+
+
+@record
 class TokenWork:
     layers: tuple[LayerWork, ...]
     output: LayerWork
-    expert_matrices: tuple[int, ...] = ()  # per layer: routed-expert weight matrices (one MUL_MAT_ID node each)
+    expert_matrices: tuple[tuple[ExpertMatrix, ...], ...] = ()  # per layer: its routed-expert weight matrices
 
 
 _CACHE: dict[int, tuple[TensorPlan, TokenWork]] = {}
@@ -67,7 +76,7 @@ def token_work(plan: TensorPlan) -> TokenWork:
     if hit is not None and hit[0] is plan:
         return hit[1]
     layers = [LayerWork() for _ in range(plan.model.n_layer)]
-    experts = [0] * plan.model.n_layer
+    experts: list[tuple[ExpertMatrix, ...]] = [()] * plan.model.n_layer
     output = LayerWork()
     for t in plan.tensors:
         w = _tensor_work(t, plan)
@@ -76,7 +85,8 @@ def token_work(plan: TensorPlan) -> TokenWork:
         elif t.role != "input":
             il = t.layer if t.layer is not None else 0
             layers[il] = layers[il] + w
-            experts[il] += int(w.expert_bytes > 0)
+            if w.expert_bytes > 0:
+                experts[il] += (ExpertMatrix(t.shape[1], t.type.name, t.type.is_quantized),)
     if "output.weight" not in plan.by_name():  # the tied output matrix is read every token
         output = output + LayerWork(read_bytes=float(plan.by_name()["token_embd.weight"].n_bytes))
     scale = 1.0 + published_excess(plan)  # an Unsloth dynamic file's unpublished upgrades weigh that much more
@@ -163,7 +173,8 @@ class DeviceWork:
     matmul_nodes: dict[int, float]
     ffn_elements: dict[int, float]  # feed-forward activations per token (the GLU's output width)
     cpu_expert_layers: int = 0  # layers on a GPU whose routed experts overrides keep in system memory
-    expert_matrices: dict[int, int] | None = None  # routed-expert weight matrices of the layers each device holds
+    # routed-expert weight matrices of the layers each device holds
+    expert_matrices: dict[int, tuple[ExpertMatrix, ...]] | None = None
 
     def read(self, d: int) -> float:
         return self.work[d].read_bytes + self.kv_read[d]
@@ -197,7 +208,7 @@ def _device_work(plan: TensorPlan, est: MemoryEstimate, n_gpus: int, prompt_toke
     attn = dict.fromkeys(devices, 0.0)
     layers = dict.fromkeys(devices, 0)
     ffn = dict.fromkeys(devices, 0.0)
-    expert_matrices = dict.fromkeys(devices, 0)
+    expert_matrices: dict[int, tuple[ExpertMatrix, ...]] = dict.fromkeys(devices, ())
     tw = token_work(plan)
     for il, lw in enumerate(tw.layers):
         d = placement.layer_device[il]
