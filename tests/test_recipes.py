@@ -159,3 +159,21 @@ def test_an_ollama_tag_names_model_and_quant_and_refuses_another_quant() -> None
     assert check("gemma3", "rtx-4090").resolved.spec.id == "gemma-3-4b"  # the library's default tag
     with pytest.raises(BadInput, match="the Ollama tag gemma3:27b is Q4_K_M, not q8_0"):
         check("gemma3:27b", "rtx-4090", quant="q8_0")
+
+
+def test_a_ud_q8_k_xl_prompt_multiplies_its_excess_in_bf16() -> None:
+    """No quantized type is wider than Q8_0: what Gemma 3 12B's published UD-Q8_K_XL weighs beyond the Q8_0 mix is
+    BF16 weights (2 bytes each where Q8_0 takes 34/32), a share of the layer matrices that a prompt multiplies with the
+    BF16 kernels, which on a Vulkan GPU without BF16 cooperative matrices are the scalar shaders: slower prompts."""
+    from gemma_fit.api import check
+    from gemma_fit.gguf.unsloth import bf16_share, published_excess
+
+    for model_id in ("gemma-3-12b", "gemma-3-4b"):
+        plan = build_plan(resolve_model(model_id).spec, "UD-Q8_K_XL")
+        assert 0 < bf16_share(plan) < 1 and published_excess(plan) > 0
+    assert bf16_share(build_plan(resolve_model("gemma-3-12b").spec, "UD-Q6_K_XL")) == 0  # upgrades stay quantized
+    assert bf16_share(build_plan(resolve_model("gemma-4-31B").spec, "UD-Q8_K_XL")) == 0  # no published file: no guess
+    ud, plain = (check("gemma-3-12b", "ryzen-ai-max-395-128gb", quant=q, backend="vulkan").performance
+                 for q in ("UD-Q8_K_XL", "Q8_0"))
+    assert ud is not None and plain is not None
+    assert ud.prefill_tokens_per_s < 0.8 * plain.prefill_tokens_per_s

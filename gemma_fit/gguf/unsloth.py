@@ -10,7 +10,7 @@ from functools import cache
 from gemma_fit.base.record import record
 from gemma_fit.gguf.layout import estimated_file_bytes
 from gemma_fit.gguf.tensors import TensorPlan, build_plan
-from gemma_fit.gguf.types import file_types, unsloth_ud
+from gemma_fit.gguf.types import file_types, ggml_type, unsloth_ud
 
 
 @record
@@ -78,3 +78,18 @@ def published_excess(plan: TensorPlan) -> float:
     if plan.ftype.mix_of is None or entry is None or plan.model.id not in entry["published_bytes"]:
         return 0.0
     return max(_ratio(plan.ftype.name, plan.model.id), 0.0)
+
+
+def bf16_share(plan: TensorPlan) -> float:
+    """The share of the layers' dense matrix weights a UD file built around Q8_0 (UD-Q8_K_XL) keeps in BF16: no
+    quantized llama.cpp type is wider than Q8_0, so what its own model's published file weighs beyond the Q8_0 mix is
+    tensors kept unquantized, each weight 2 bytes where Q8_0 takes 34/32. Counted as layer matrices, which a prompt
+    multiplies through the BF16 kernels (cuBLAS, hipBLAS, or Vulkan's scalar shaders without BF16 cooperative
+    matrices): Strix Halo's Vulkan runs Gemma 3 12B UD-Q8_K_XL prompts at 514 tok/s, 520 so counted, 744 as plain
+    Q8_0 (docs/speed.md). 0 for every other file."""
+    if plan.ftype.mix_of != "Q8_0":
+        return 0.0
+    excess = published_excess(plan) * estimated_file_bytes(plan)
+    per_weight = ggml_type("BF16").bits_per_weight / 8 - ggml_type("Q8_0").bits_per_weight / 8
+    dense = sum(t.n_elements for t in plan.tensors if t.role == "layer" and len(t.shape) >= 2 and "_exps" not in t.name)
+    return min(1.0, excess / per_weight / dense) if dense else 0.0

@@ -7,9 +7,12 @@ left on the CPU run on the main GPU for large batches, their weights shipped acr
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from gemma_fit.base.record import record
 from gemma_fit.gguf.tensors import TensorPlan
-from gemma_fit.gguf.types import GGMLType
+from gemma_fit.gguf.types import GGMLType, ggml_type
+from gemma_fit.gguf.unsloth import bf16_share
 from gemma_fit.hardware.spec import GPUSpec
 from gemma_fit.memory.estimate import MemoryEstimate
 from gemma_fit.memory.placement import CPU
@@ -92,6 +95,14 @@ def _gpu_ubatch_s(r: _PrefillRates, w: LayerWork, nodes: float, matmul_nodes: fl
     return dense + experts + elementwise + nodes * r.seconds_per_kernel + expert_loop_s(r, expert_matrices, u, model)
 
 
+def _upcast_s(r: _PrefillRates | None, flops: float, u: int) -> float:
+    """The BF16 products of a ubatch's upcast share (their weights' read is in the dense bytes already); none where
+    the matrix-vector kernels run, which only read."""
+    if r is None or not flops or u <= MATVEC_MAX_TOKENS:
+        return 0.0
+    return flops * u / r.matmul_flops_s if r.matmul_flops_s else float("inf")
+
+
 def _expert_tile(r: _PrefillRates, u: int, model: ModelSpec) -> int:
     return expert_tile(r.backend, r.quantized, u, u * model.n_expert_used / model.n_expert)
 
@@ -162,7 +173,11 @@ def prefill_seconds(plan: TensorPlan, est: MemoryEstimate, gpus: tuple[GPUSpec, 
             attn, ffn = attn + work.attn_flops[CPU], ffn + work.ffn_elements[CPU]
             experts += (work.expert_matrices or {}).get(CPU, ())
         rates = _prefill_rates(g, plan.ftype.default_type)
-        total += sum(n * _gpu_ubatch_s(rates, w, nodes, mm, ffn, u, plan.model, experts) for u, n in ubatches)
+        share = bf16_share(plan)  # a UD-Q8_K_XL's layer matrices kept in BF16 go through the BF16 kernels
+        quantized_w = replace(w, dense_flops=w.dense_flops * (1 - share)) if share else w
+        upcast = _prefill_rates(g, ggml_type("BF16")) if share else None
+        total += sum(n * (_gpu_ubatch_s(rates, quantized_w, nodes, mm, ffn, u, plan.model, experts)
+                          + _upcast_s(upcast, w.dense_flops * share, u)) for u, n in ubatches)
         total += attn / rates.attention_flops_s if rates.attention_flops_s else float("inf")
     if work.read(CPU) and host is not None:
         cpu_w = work.work[CPU]  # op offload copies whole matrices (every expert: a ubatch routes to most)
