@@ -209,8 +209,12 @@ def metal_tensor_api(gpu: GPUSpec) -> bool:
 
 def expert_group(gpu: GPUSpec, quantized: bool) -> str | None:
     """The prefill group the experts' products are fitted apart in (`...-experts`), where their kernel differs from
-    the dense products' (metal_tensor_api); None where both share one."""
-    return f"{prefill_group(gpu, quantized)}-experts" if metal_tensor_api(gpu) else None
+    the dense products': Metal's tensor API (metal_tensor_api), and Vulkan on AMD matrix cores, which multiplies
+    quantized experts through its FP16 cooperative matrices and dense quantized weights through its INT8 ones
+    (rates._vulkan_fp16), two paths each driver runs its own way (AMDVLK's INT8 path is 4x slower than RADV's on a
+    Strix Halo, its FP16 one 1.7x); None where both share one."""
+    vulkan_amd = gpu.backend == "vulkan" and gpu.vendor == "amd" and vulkan_coopmat(gpu) and quantized
+    return f"{prefill_group(gpu, quantized)}-experts" if metal_tensor_api(gpu) or vulkan_amd else None
 
 
 def expert_prefill_efficiency(gpu: GPUSpec, quantized: bool) -> float:
