@@ -117,7 +117,6 @@ def expert_loop_s(r: _PrefillRates, expert_matrices: tuple[ExpertMatrix, ...], u
     return looped * touched * r.seconds_per_expert_call
 
 
-MATVEC_EXPERT_TOKENS = 8  # ggml-cuda MMVQ_MAX_BATCH_SIZE: up to 8 tokens take the matrix-vector kernels
 # ggml-cuda mmf.cu ggml_cuda_should_use_mmf for MUL_MAT_ID: an expert matrix of at most MMF_NARROW_ROWS output rows
 # takes MMF up to MMF_NARROW_TOKENS tokens, a wider one up to MMF_WIDE_TOKENS.
 MMF_NARROW_ROWS, MMF_NARROW_TOKENS, MMF_WIDE_TOKENS = 1024, 512, 128
@@ -131,7 +130,7 @@ def loops_from_host(backend: str, arch: str, m: ExpertMatrix, u: int) -> bool:
     loop at any ubatch over 128 tokens."""
     if backend in HOST_EXPERT_LOOP:
         return u > 1
-    if backend not in GEMM_EXPERT_LOOP or m.quantized or u <= MATVEC_EXPERT_TOKENS:
+    if backend not in GEMM_EXPERT_LOOP or m.quantized or u <= MATVEC_MAX_TOKENS:  # matrix-vector kernels
         return False
     if arch == "cdna3" and m.weight_type == "BF16":
         return True
