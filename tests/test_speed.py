@@ -376,3 +376,13 @@ def test_an_ultra_keeps_the_llama_bench_kernel_cost_unless_an_ultra_was_fitted()
     assert node_cost(m1_ultra, fit) == float(fit["seconds_per_node"])
     assert node_cost(m1_max, fit) == float(table["metal@apple-m1"]["seconds_per_node"])
     assert node_cost(m2_ultra, fit) == float(table["metal@apple-m2"]["seconds_per_node"])
+
+
+def test_a_bf16_mixture_of_experts_prompt_on_cuda_says_its_experts_loop_from_the_host() -> None:
+    """check: Gemma 4 26B-A4B in BF16 on a CUDA card multiplies its experts one GEMM per expert at llama-server's
+    512-token ubatch (its expert matrices are wider than 1,024 rows), which the bottleneck line says; Q8_0 takes MMQ."""
+    bf16, q8 = (check("gemma-4-26B-A4B", "rtx-pro-6000", quant=q).performance for q in ("BF16", "Q8_0"))
+    assert bf16 is not None and q8 is not None
+    assert "one GEMM per expert from the host" in bf16.bottleneck
+    assert "one GEMM per expert" not in q8.bottleneck
+    assert bf16.prefill_tokens_per_s < 0.5 * q8.prefill_tokens_per_s
