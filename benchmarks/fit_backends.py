@@ -41,12 +41,15 @@ sys.path.insert(0, str(REPO))
 
 import evaluate_speed as ev  # noqa: E402
 
+from gemma_fit.gguf.tensors import build_plan  # noqa: E402
+from gemma_fit.memory.settings import RunSettings  # noqa: E402
 from gemma_fit.speed import calibration as cal  # noqa: E402
 from gemma_fit.speed import cpu as cpu_speed  # noqa: E402
 from gemma_fit.speed import prefill  # noqa: E402
 from gemma_fit.speed.batch import experts_touched  # noqa: E402
 from gemma_fit.speed.predict import clear_speed_cache  # noqa: E402
 from gemma_fit.speed.rates import uses_matrix_units  # noqa: E402
+from gemma_fit.speed.work import token_work  # noqa: E402
 
 OUT = REPO / "model_db" / "llamacpp" / "speed_published.yaml"
 MIN_RUNS = 3
@@ -173,15 +176,15 @@ def _base_efficiency(r: dict[str, Any], kind: str) -> float:
 
 
 def _loops_experts(r: dict[str, Any], g: Any) -> bool:
-    """Whether the row's prompt multiplies its experts one by one from the host (speed.prefill.loops_from_host): every
-    mixture-of-experts prompt on SYCL; on CUDA and ROCm an F16/BF16 one whose ubatch is past what MMF takes (Gemma 4
-    26B-A4B's expert matrices are all wider than 1,024 rows: past 128 tokens)."""
+    """Whether the row's prompt multiplies its experts one by one from the host: speed.prefill.loops_from_host over the
+    row's own expert matrices at its ubatch (llama-bench's default where the row names none)."""
     if not _moe(r):
         return False
-    if g.backend in cal.HOST_EXPERT_LOOP:
-        return True
-    tokens = min(r["m"].n_prompt, r["m"].n_ubatch or 512)
-    return g.backend in cal.GEMM_EXPERT_LOOP and not _quantized(r) and tokens > prefill.MMF_WIDE_TOKENS
+    plan = build_plan(ev.resolve_model(ev._model_id(r["model"]), ()).spec,
+                      ev._quant(r["quant"], r["model"] + " " + r["quant"]))
+    tokens = min(r["m"].n_prompt, r["m"].n_ubatch or RunSettings().n_ubatch)
+    return any(prefill.loops_from_host(g.backend, g.arch or "", m, tokens)
+               for ms in token_work(plan).expert_matrices for m in ms)
 
 
 def _moe(r: dict[str, Any]) -> bool:

@@ -184,7 +184,7 @@ def expert_call_s(gpu: GPUSpec) -> float:
     entry = fitted.get(gpu.backend)
     if entry:
         return float(entry["seconds_per_expert_call"])
-    calls = sorted(float(e["seconds_per_expert_call"]) for e in fitted.values())
+    calls = [float(e["seconds_per_expert_call"]) for e in fitted.values()]
     return statistics.median(calls) if calls else 0.0
 
 

@@ -164,6 +164,7 @@ def prefill_seconds(plan: TensorPlan, est: MemoryEstimate, gpus: tuple[GPUSpec, 
         return (cpu_prefill_s(flops, cpu_rates, notes, plan.ftype.name)
                 + cpu_attention_s(work.attn_flops[CPU], cells, cpu_rates, notes))
     total = 0.0
+    share = bf16_share(plan)  # a UD-Q8_K_XL's layer matrices kept in BF16 go through the BF16 kernels
     for i, g in enumerate(gpus):
         w, nodes, mm, ffn = work.work[i], work.nodes[i], work.matmul_nodes[i], work.ffn_elements[i]
         attn, experts = work.attn_flops[i], (work.expert_matrices or {}).get(i, ())
@@ -172,7 +173,6 @@ def prefill_seconds(plan: TensorPlan, est: MemoryEstimate, gpus: tuple[GPUSpec, 
             attn, ffn = attn + work.attn_flops[CPU], ffn + work.ffn_elements[CPU]
             experts += (work.expert_matrices or {}).get(CPU, ())
         rates = _prefill_rates(g, plan.ftype.default_type)
-        share = bf16_share(plan)  # a UD-Q8_K_XL's layer matrices kept in BF16 go through the BF16 kernels
         quantized_w = replace(w, dense_flops=w.dense_flops * (1 - share)) if share else w
         upcast = _prefill_rates(g, ggml_type("BF16")) if share else None
         total += sum(n * (_gpu_ubatch_s(rates, quantized_w, nodes, mm, ffn, u, plan.model, experts)
