@@ -268,9 +268,9 @@ def _expert_loop_clause(gpu: GPUSpec, work: DeviceWork, ubatch: int) -> str:
     if not any(loops_from_host(gpu.backend, gpu.arch or "", m, ubatch) for m in matrices):
         return ""
     if gpu.backend == "sycl":
-        return "; SYCL multiplies a prompt's experts one by one from the host, --backend vulkan in one kernel"
-    return ("; its F16/BF16 experts are multiplied one GEMM per expert from the host at this ubatch (ggml-cuda's "
-            "fallback past what its MMF kernel takes), a quantized file's in one kernel")
+        return "its experts, which SYCL multiplies one by one from the host (--backend vulkan runs them in one kernel)"
+    return ("its F16/BF16 experts, multiplied one GEMM per expert from the host at this ubatch (ggml-cuda's fallback "
+            "past what its MMF kernel takes; a quantized file's run in one kernel)")
 
 
 def _bottleneck(times: dict[str, float], gpus: tuple[GPUSpec, ...], est: MemoryEstimate,
@@ -306,7 +306,8 @@ def _bottleneck(times: dict[str, float], gpus: tuple[GPUSpec, ...], est: MemoryE
     # multiplies one by one from the host: prefill.loops_from_host)
     if idle_matrix_units(gpu) and not any((work.expert_matrices or {}).values()):
         units += f"; {gpu.name}'s matrix units sit idle under Vulkan, --backend sycl uses them"
-    units += _expert_loop_clause(gpu, work, est.settings.ubatch)
+    loop = _expert_loop_clause(gpu, work, est.settings.ubatch)
+    units += f", and waits on {loop}" if loop else ""
     text = (f"decode is bound by {gpu.name} memory bandwidth ({gpu.memory_bandwidth_gbps:g} GB/s): a smaller quant "
             f"or a GPU with more bandwidth moves it; prefill is bound by {units}")
     if len(gpus) > 1:
