@@ -76,10 +76,10 @@ def ranged(name: str) -> AfterValidator:
 Vendor = Literal["nvidia", "amd", "apple", "intel"]
 Backend = Literal["cuda", "rocm", "metal", "vulkan", "sycl"]
 Arch = Literal[
-    "pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell",
-    "rdna2", "rdna3", "rdna4", "cdna", "cdna2", "cdna3", "cdna4",
+    "maxwell", "pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell",
+    "gcn5", "rdna1", "rdna2", "rdna3", "rdna4", "cdna", "cdna2", "cdna3", "cdna4",
     "apple-m1", "apple-m2", "apple-m3", "apple-m4", "apple-m5",
-    "xe-hpg", "xe2-hpg",
+    "xe-hpg", "xe2-hpg", "xe-hpc",
 ]
 PcieLanes = Annotated[Literal[1, 2, 4, 8, 16], BeforeValidator(_whole_number)]
 

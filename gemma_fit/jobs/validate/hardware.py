@@ -36,23 +36,23 @@ ARCH_FP16_TFLOPS: dict[str, tuple[float, float]] = {
     "volta": (5, 150), "turing": (5, 150), "ampere": (5, 400), "ada": (20, 450), "hopper": (400, 1200),
     "blackwell": (50, 2600),
     "rdna3": (10, 200), "rdna4": (50, 400), "cdna": (100, 250), "cdna2": (50, 500), "cdna3": (300, 1500),
-    "cdna4": (1500, 3000), "xe-hpg": (10, 200), "xe2-hpg": (10, 200),
+    "cdna4": (1500, 3000), "xe-hpg": (10, 200), "xe2-hpg": (10, 200), "xe-hpc": (100, 900),
     "apple-m1": (1, 100), "apple-m2": (1, 100), "apple-m3": (1, 100), "apple-m4": (1, 100), "apple-m5": (1, 100),
 }
-# Architectures without tensor (matrix) units: Pascal and RDNA 2 multiply on the shader cores (packed FP16,
-# DP4A-style INT8 dot products), so their fp16_tensor_tflops / int8_tensor_tops stay null, as on the
-# tensor-less Turing TU116/TU117 parts (t1000); the non-tensor rates belong in notes. A number there would be
-# read as tensor throughput by the prefill estimate and the speed calibration.
-NO_MATRIX_UNITS = {"pascal", "rdna2"}
+# Architectures without tensor (matrix) units: Maxwell, Pascal, GCN 5 (Vega) and RDNA 1/2 multiply on the shader
+# cores (packed FP16, DP4A-style INT8 dot products where the chip has them), so their fp16_tensor_tflops /
+# int8_tensor_tops stay null, as on the tensor-less Turing TU116/TU117 parts (t1000); the non-tensor rates belong in
+# notes. A number there would be read as tensor throughput by the prefill estimate and the speed calibration.
+NO_MATRIX_UNITS = {"maxwell", "pascal", "gcn5", "rdna1", "rdna2"}
 # FP32 lanes (shader ALUs) = fp32_tflops / (2 x boost_clock_mhz): from the smallest to the largest part of each
 # architecture (a Jetson Orin Nano's 512 to a GA102's 10752; RDNA 3 counts dual issue, as TechPowerUp does, so a
 # 7900 XTX is 12288). A figure outside is a wrong unit, a tensor or sparse rate, or a base or memory clock.
 ARCH_FP32_LANES: dict[str, tuple[int, int]] = {
-    "pascal": (256, 3840), "volta": (384, 5120), "turing": (512, 4608), "ampere": (256, 10752),
+    "maxwell": (128, 3072), "pascal": (256, 3840), "volta": (384, 5120), "turing": (512, 4608), "ampere": (256, 10752),
     "ada": (1024, 18432), "hopper": (4096, 18432), "blackwell": (1024, 24576),
-    "rdna2": (512, 5120), "rdna3": (512, 12288), "rdna4": (1024, 8192), "cdna": (4096, 7680), "cdna2": (4096, 14080),
-    "cdna3": (4096, 19456), "cdna4": (8192, 16384),
-    "xe-hpg": (512, 4096), "xe2-hpg": (512, 4096), "apple-m1": (1024, 8192),
+    "gcn5": (256, 4096), "rdna1": (512, 2560), "rdna2": (512, 5120), "rdna3": (512, 12288), "rdna4": (1024, 8192),
+    "cdna": (4096, 7680), "cdna2": (4096, 14080), "cdna3": (4096, 19456), "cdna4": (8192, 16384),
+    "xe-hpg": (512, 4096), "xe2-hpg": (512, 4096), "xe-hpc": (4096, 16384), "apple-m1": (1024, 8192),
     "apple-m5": (1024, 10240), "apple-m2": (1024, 9728), "apple-m3": (1024, 10240),
     "apple-m4": (1024, 10240),
 }
@@ -63,7 +63,7 @@ LANES_TOLERANCE = 0.03  # the published figures are rounded
 ARCH_TENSOR_FP32_RATIO: dict[str, tuple[float, float]] = {
     "volta": (4, 16), "turing": (3, 16), "ampere": (1.5, 20), "ada": (1.5, 6), "hopper": (2, 20),
     "blackwell": (1.5, 40), "rdna3": (1, 5), "rdna4": (2, 6), "cdna": (6, 10), "cdna2": (4, 12), "cdna3": (8, 24),
-    "cdna4": (24, 40), "xe-hpg": (4, 12), "xe2-hpg": (4, 12),
+    "cdna4": (24, 40), "xe-hpg": (4, 12), "xe2-hpg": (4, 12), "xe-hpc": (12, 20),
 }
 # Per-pin data rate (Gbit/s) by memory type, most specific prefix first.
 DATA_RATE_GBPS: list[tuple[str, tuple[float, float]]] = [
