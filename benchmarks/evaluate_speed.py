@@ -113,6 +113,8 @@ def rows() -> list[dict[str, Any]]:
         for r in csv.DictReader(f):
             if r["backend"] != "CPU" or not r["machine_id"] or "gemma" not in r["model"].lower():
                 continue
+            if _unwarmed(r):
+                continue
             test = re.sub(r"^S_(PP|TG) \((\w+) @ N_KV\)$", r"\2", r["test"])  # llama-sweep-bench's rows
             m = _measurement(test, _int(r["n_prompt"]), _int(r["n_gen"]), _int(r["depth"]), 1,
                              float(r["tokens_per_s"]), _ubatch(r["test"], r.get("notes", "")))
@@ -121,6 +123,7 @@ def rows() -> list[dict[str, Any]]:
                 out.append({"machine": r["machine_id"], "machine_name": r["machine"],
                             "backend": "CPU/ik_llama" if fork else "CPU", "model": r["model"], "quant": r["quant"],
                             "threads": _int(r["threads"]) or None, "sockets": _int(r["sockets"]) or None, "m": m,
+                            "numa": _numa(r["tool"]),
                             "source": r["source_url"], "file": "more_published_runs.csv"})
     with (DATA / "serving_runs.csv").open() as f:  # llama-batched-bench S_TG: one decode step of N sequences
         for r in csv.DictReader(f):
@@ -154,6 +157,19 @@ def _gpu_as_run(g: Any, machine: str) -> Any:
     return replace(g, gpu_cores=cores, fp32_tflops=g.fp32_tflops * cores / g.gpu_cores if g.fp32_tflops else None)
 
 
+def _unwarmed(r: dict[str, str]) -> bool:
+    """The first row of a llama-sweep-bench whose author says it ran without a warm-up (its notes quote that): not a
+    steady-state figure (ik_llama.cpp PR #390's N_KV 0 row decodes at half the rate of every later one)."""
+    return "no warm-up" in r.get("notes", "") and r["test"].startswith("S_") and _int(r["depth"]) == 0
+
+
+def _numa(tool: str) -> str | None:
+    """How a CPU run's pages lie across sockets, as --numa would say: ik_llama.cpp's -rtr repacks every weight into
+    buffers its threads on both sockets first touch, spread as `--numa distribute` spreads them (a dual Xeon Gold 6226R
+    decodes Gemma 3 27B Q8_0 at 148 GB/s with it, above one socket's 141 GB/s datasheet: ik_llama.cpp PR #390)."""
+    return "distribute" if re.search(r"(^|\s)-rtr(\s|$)", tool or "") else None
+
+
 def hardware_for(r: dict[str, Any]) -> Any:
     """The machine of a run as gemma-fit models it: its backend, threads and (Apple) GPU bin; None if unknown."""
     if "hardware" in r:
@@ -162,7 +178,7 @@ def hardware_for(r: dict[str, Any]) -> Any:
     try:
         if backend == "cpu" and not r["machine"].startswith("cpu"):  # a CPU of cpus.yaml, CPU only (-ngl 0)
             hw = hardware_of(["cpu"], None, (), MachineFlags(ram_gb=64, cpu=r["machine"], threads=r["threads"],
-                                                              sockets=r.get("sockets")))
+                                                              sockets=r.get("sockets"), numa=r.get("numa")))
         else:  # an AMDVLK run on its own driver's figures (--vulkan-driver amdvlk)
             hw = hardware_of([r["machine"]], backend if backend != "cpu" else None, (),
                              MachineFlags(threads=r["threads"] or None, vulkan_driver="amdvlk" if amdvlk(r) else None))

@@ -48,7 +48,7 @@ from gemma_fit.speed import cpu as cpu_speed  # noqa: E402
 from gemma_fit.speed import prefill  # noqa: E402
 from gemma_fit.speed.batch import experts_touched  # noqa: E402
 from gemma_fit.speed.predict import clear_speed_cache  # noqa: E402
-from gemma_fit.speed.rates import uses_matrix_units  # noqa: E402
+from gemma_fit.speed.rates import shader_fp32_tflops, uses_matrix_units  # noqa: E402
 from gemma_fit.speed.work import token_work  # noqa: E402
 
 OUT = REPO / "model_db" / "llamacpp" / "speed_published.yaml"
@@ -214,7 +214,31 @@ def implied(r: dict[str, Any], kind: str, key: str) -> float | None:
     a = t0 - b / e0
     if kind in ("prefill", "prefill_experts") and b / e0 < MIN_SHARE * t0:  # the row cannot tell the matrix rate
         return None
-    return b / (t - a) if t > a and b > 0 else None
+    e = b / (t - a) if t > a and b > 0 else None
+    if kind in ("decode", "decode_kv") and cal.decode_flops_per_weight(_gpu(r)):
+        return _solved(r, kind, key, t, e)
+    return e
+
+
+def _solved(r: dict[str, Any], kind: str, key: str, t: float, guess: float | None) -> float | None:
+    """The efficiency that makes the row's prediction equal its published time `t` where the time is not linear in
+    1 / efficiency (a decode whose matrix-vector arithmetic binds past some share of the bandwidth): the linear guess
+    where it holds, else by bisection (the time never grows with the efficiency); None where no share reaches `t`."""
+    def time_at(e: float) -> float:
+        _set(kind, key, e)
+        p = ev.predict_row(r)
+        _set(kind, key, None)
+        return 1 / p if p else math.inf
+
+    if guess is not None and 0 < guess <= 1 and abs(time_at(guess) - t) <= 0.005 * t:
+        return guess
+    lo, hi = 1e-3, 1.0
+    if time_at(hi) > t or time_at(lo) < t:
+        return None  # even the whole bandwidth is too slow, or the slowest share too fast
+    for _ in range(30):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if time_at(mid) > t else (lo, mid)
+    return hi if abs(time_at(hi) - t) <= 0.005 * t else None  # a time the arithmetic alone sets is not the read's
 
 
 def machine_median(points: list[tuple[str, float]]) -> float:
@@ -437,6 +461,61 @@ def fit_node_costs(rows: list[dict[str, Any]], without: LeaveOut | None = None,
     return out
 
 
+# FP32 operations per weight tried for a chip's matrix-vector kernels in decode (calibration.decode_flops_per_weight).
+FLOPS_PER_WEIGHT_GRID = [float(k) for k in range(12, 49, 2)]
+# A chip takes a figure only where it cuts its decode runs' squared log error by at least this share: a GPU whose read
+# binds (nearly every discrete card) must not take one that mimics its per-node cost on its smallest models.
+MIN_COMPUTE_GAIN = 0.2
+
+
+def decode_compute_key(r: dict[str, Any]) -> str | None:
+    """`backend@chip` of a row's GPU where its matrix-vector kernels work in FP32 (calibration.arithmetic_decode) and
+    its shader FP32 rate is known (the unit a figure is counted in)."""
+    g = _gpu(r)
+    chip = cal.chip_of(g) if g is not None else None
+    told = chip and cal.arithmetic_decode(g) and shader_fp32_tflops(g)
+    return f"{g.backend}@{chip}" if told else None
+
+
+def _set_decode_compute(key: str, entry: dict[str, Any] | None) -> None:
+    clear_speed_cache()
+    table = cal.published_groups().setdefault("decode_compute", {})
+    if entry is None:
+        table.pop(key, None)
+    else:
+        table[key] = entry
+
+
+def fit_decode_compute(rows: list[dict[str, Any]], without: LeaveOut | None = None,
+                       keys: set[str] | None = None) -> dict[str, dict[str, Any]]:
+    """The FP32 operations per weight of each chip whose single-stream decode runs cover several models and are told
+    better with their matrix-vector arithmetic binding (calibration.vector_pass_s) than with the read alone: the grid
+    value whose fit (efficiencies refitted at each value) makes those runs' squared log error smallest, kept where it
+    cuts that error by MIN_COMPUTE_GAIN. `without` leaves rows out; `keys` limits the chips refitted."""
+    out: dict[str, dict[str, Any]] = {}
+    decode = [r for r in rows if r["m"].kind == "decode" and r["m"].concurrency == 1 and not r["m"].depth
+              and not excluded(r) and not (without and without(r))]
+    for key in sorted({k for r in decode if (k := decode_compute_key(r)) and (keys is None or k in keys)}):
+        mine = [r for r in decode if decode_compute_key(r) == key]
+        _set_decode_compute(key, None)
+        if len({r["model"] for r in mine}) < MIN_NODE_COST_MODELS:
+            continue
+        scored: list[tuple[float, float]] = []
+        for k in [0.0, *FLOPS_PER_WEIGHT_GRID]:
+            _set_decode_compute(key, {"flops_per_weight": k} if k else None)
+            install(fit_in_turn(rows, without))
+            scored.append((sum(math.log(p / r["m"].tokens_per_s) ** 2 for r in mine if (p := ev.predict_row(r))), k))
+        none = scored[0][0]
+        err, k = min(scored)
+        if not k or err > (1 - MIN_COMPUTE_GAIN) * none:
+            _set_decode_compute(key, None)
+            continue
+        out[key] = {"flops_per_weight": k, "runs": len(mine), "machines": len({r["machine"] for r in mine})}
+        _set_decode_compute(key, out[key])
+    install(fit_in_turn(rows, without))
+    return out
+
+
 def cpu_figures(fitted: dict[str, Any], without: str | None = None) -> None:
     """The per-CPU decode figures (fit_cpu_decode.py) in force: all of `fitted` but machine `without`'s."""
     clear_speed_cache()
@@ -460,6 +539,7 @@ def left_out(rows: list[dict[str, Any]], own_cpus: dict[str, Any], by: str) -> d
     key = (lambda r: r["machine"]) if by == "machine" else source_of
     out: dict[str, list[float]] = defaultdict(list)
     fitted = dict(cal.published_groups().get("node_cost") or {})
+    computed = dict(cal.published_groups().get("decode_compute") or {})
     for value in sorted({key(r) for r in rows}):
         group = [r for r in rows if key(r) == value]
         without: LeaveOut = lambda r, v=value: key(r) == v  # noqa: E731
@@ -468,6 +548,11 @@ def left_out(rows: list[dict[str, Any]], own_cpus: dict[str, Any], by: str) -> d
             _set_node_cost(k, None if k in gone else entry)
         if gone:
             fit_node_costs(rows, without, gone)
+        told = {decode_compute_key(r) for r in group} & set(computed)  # and its arithmetic per weight
+        for k, entry in computed.items():
+            _set_decode_compute(k, None if k in told else entry)
+        if told:
+            fit_decode_compute(rows, without, told)
         install(fit_in_turn(rows, without=without))
         cpus = {r["machine"] for r in group}
         cpu_figures({k: v for k, v in own_cpus.items() if k not in cpus})
@@ -475,6 +560,8 @@ def left_out(rows: list[dict[str, Any]], own_cpus: dict[str, Any], by: str) -> d
             out[k].extend(errs)
     for k, entry in fitted.items():
         _set_node_cost(k, entry)
+    for k, entry in computed.items():
+        _set_decode_compute(k, entry)
     return out
 
 
@@ -485,6 +572,7 @@ def main() -> None:
     args = ap.parse_args()
     install({})
     cal.published_groups().pop("node_cost", None)  # "before" is the llama-bench fit's own per-node costs
+    cal.published_groups().pop("decode_compute", None)  # and no chip's decode bound by its arithmetic
     own_cpus = dict(cpu_speed.published_cpus())  # "before" is without them too; each machine left out loses its own
     cpu_figures({})
     rows = [r for r in ev.rows() if ev.predict_row(r)]
@@ -493,6 +581,7 @@ def main() -> None:
     before = errors(rows)
     cpu_figures(own_cpus)
     node_costs = fit_node_costs(rows)
+    compute = fit_decode_compute(rows)
     table = fit_in_turn(rows)
     install(table)
     after = errors(rows)
@@ -523,13 +612,16 @@ def main() -> None:
             figure = (f"{1e6 * e['seconds_per_expert_call']:.1f} us per expert" if kind == "expert_loop"
                       else f"{e['efficiency']:.4f}")
             print(f"  {kind:8s} {key:32s} {figure}  ({e['runs']} runs, {e['machines']} machines)")
+    for key, e in sorted(compute.items()):
+        print(f"  decode arithmetic {key:19s} {e['flops_per_weight']:.0f} FP32 operations per weight "
+              f"({e['runs']} runs, {e['machines']} machines)")
     for key, e in sorted(node_costs.items()):
         print(f"  node cost {key:27s} {1e6 * e['seconds_per_node']:.1f} us at {cal.REFERENCE_CLOCK_MHZ:.0f} MHz "
               f"({e['runs']} runs, {e['machines']} machines)")
     if args.write:
         doc = {"source": "benchmarks/fit_backends.py over benchmarks/data/backend_published_runs.csv and "
                          "gemma_llamabench.csv (published Gemma llama.cpp runs, one source URL per row)",
-               **table, "node_cost": node_costs}
+               **table, "node_cost": node_costs, "decode_compute": compute}
         OUT.write_text("# Written by benchmarks/fit_backends.py --write; read by gemma_fit/speed/calibration.py.\n"
                        + yaml.safe_dump(doc, sort_keys=True, width=110))
         print(f"wrote {OUT.relative_to(REPO)}")

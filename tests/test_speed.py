@@ -386,3 +386,36 @@ def test_a_bf16_mixture_of_experts_prompt_on_cuda_says_its_experts_loop_from_the
     assert "one GEMM per expert from the host" in bf16.bottleneck
     assert "one GEMM per expert" not in q8.bottleneck
     assert bf16.prefill_tokens_per_s < 0.5 * q8.prefill_tokens_per_s
+
+
+def test_an_m1_max_decodes_k_quants_at_its_arithmetic_rate_not_its_read() -> None:
+    """Metal's matrix-vector kernels unpack every weight in FP32: on an M1 Max (26 FP32 operations per byte of
+    bandwidth) a Q4_K_M token is bound by that arithmetic, so Gemma 4 12B decodes barely faster than at Q8_0 with 41%
+    fewer bytes (published: 28.9 and 25.2 tok/s, benchmarks/data/backend_published_runs.csv); an M5 Max keeps the read
+    (no figure fitted for its chip) and gains about what the bytes say."""
+    from gemma_fit.speed.calibration import arithmetic_decode, decode_flops_per_weight
+
+    known = load_gpus(())
+    assert decode_flops_per_weight(known["m1-max-64gb"]) > 0 and decode_flops_per_weight(known["m5-max-128gb"]) == 0
+    assert arithmetic_decode(known["p100-pcie-16gb"]) and not arithmetic_decode(known["p40"])
+    rates = {}
+    for gpu in ("m1-max-64gb", "m5-max-128gb"):
+        q4, q8 = (check("gemma-4-12b", gpu, quant=q).performance for q in ("Q4_K_M", "Q8_0"))
+        assert q4 is not None and q8 is not None
+        rates[gpu] = q4.decode_tokens_per_s / q8.decode_tokens_per_s
+        assert ("arithmetic, not its memory" in q4.bottleneck) == (gpu == "m1-max-64gb")
+    assert rates["m1-max-64gb"] < 1.3 < rates["m5-max-128gb"]
+
+
+def test_chips_without_an_int8_dot_product_multiply_prompts_at_their_shader_rate() -> None:
+    """ggml_cuda_dp4a: gfx906 (MI50) has v_dot4; Vega 10 and RDNA 1 emulate it in six instructions; Maxwell has no DP4A
+    and sends a prompt's quantized weights to cuBLAS as GP100 does, and decodes in its arithmetic group."""
+    from gemma_fit.speed.calibration import decode_group, prefill_group
+    from gemma_fit.speed.rates import dot4_factor, matmul_tops
+
+    known = load_gpus(())
+    mi50, vega, navi10, m40 = known["mi50-16gb"], known["rx-vega-64"], known["rx-5700-xt"], known["m40-24gb"]
+    assert dot4_factor(mi50) == 4 and dot4_factor(vega) == dot4_factor(navi10) == pytest.approx(4 / 6)
+    assert matmul_tops(navi10, quantized=True) == pytest.approx(4 / 6 * (navi10.fp32_tflops or 0))
+    assert matmul_tops(m40, quantized=True) == m40.fp32_tflops
+    assert prefill_group(m40, quantized=True) == "cuda-cublas" and decode_group(m40) == "cuda-pascal-sm60"

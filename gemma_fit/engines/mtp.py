@@ -24,7 +24,7 @@ from gemma_fit.db.rules import read_packaged_yaml
 from gemma_fit.hardware.spec import Hardware
 from gemma_fit.memory.settings import RunSettings
 from gemma_fit.speed.batch import Pipeline, StageWork
-from gemma_fit.speed.calibration import decode_model
+from gemma_fit.speed.calibration import decode_model, vector_pass_s
 
 Q8_0_BYTES_PER_WEIGHT = 34 / 32  # a block of 32 weights: 32 int8 and one f16 scale
 F16 = 2
@@ -137,7 +137,7 @@ def mtp_pipeline(d: Drafter, hardware: Hardware, weights_bytes: int | None = Non
     nodes = d.n_layer * KERNELS_PER_LAYER + 6
     return Pipeline((StageWork(g.id, read, 0.0, 0.0, 0.0, 2.0 * d.params,
                                (g.memory_bandwidth_gbps or 0) * 1e9 * m.efficiency, 1e15, nodes * m.seconds_per_node,
-                               overlap=False),))
+                               overlap=False, vector_s=vector_pass_s(g, float(d.params))),))
 
 
 def drafters_table() -> list[dict[str, Any]]:

@@ -52,6 +52,9 @@ class StageWork:
     # llama.cpp on Metal: the batch's columns its matrix-vector kernels take in one pass over the weights, for
     # batches of 2, 3, ... (a batch wider than a pass reads the weights again); () where one pass takes them all
     columns_per_pass: tuple[int, ...] = ()
+    # llama.cpp: one token's matrix-vector arithmetic where the chip's kernels are bound by it rather than by the read
+    # (calibration.vector_pass_s: an M1 Max's); a step's weight pass takes at least this long. 0: the read binds
+    vector_s: float = 0.0
 
 
 def experts_touched(share: float, batch: int) -> float:
@@ -63,7 +66,7 @@ def stage_step_s(w: StageWork, batch: int, kv_seqs: int | None = None) -> float:
     """Seconds one device spends on a step of `batch` tokens, one per sequence unless `kv_seqs` says the tokens
     belong to fewer sequences (speculative verification: k + 1 tokens of one sequence read its KV cache once)."""
     weights = w.shared_bytes + w.expert_bytes * experts_touched(w.expert_share, batch)
-    memory = weights / w.bytes_s if w.bytes_s else float("inf")
+    memory = max(weights / w.bytes_s, w.vector_s) if w.bytes_s else float("inf")
     compute = batch * w.flops_per_token / w.flops_s if w.flops_s else 0.0
     attention = (batch if kv_seqs is None else kv_seqs) * w.kv_bytes_per_seq / w.bytes_s if w.bytes_s else float("inf")
     comm = 0.0
@@ -79,8 +82,8 @@ def _tiled(w: StageWork, batch: int) -> bool:
 
 
 def _token_pass_s(w: StageWork) -> float:
-    """One token's weight pass: the dense weights and the experts it routes to."""
-    return (w.shared_bytes + w.expert_bytes * w.expert_share) / w.bytes_s if w.bytes_s else 0.0
+    """One token's weight pass: the dense weights and the experts it routes to (at least its arithmetic)."""
+    return max((w.shared_bytes + w.expert_bytes * w.expert_share) / w.bytes_s, w.vector_s) if w.bytes_s else 0.0
 
 
 def _further_s(w: StageWork, batch: int, memory: float) -> float:
@@ -105,7 +108,9 @@ def bound_of(w: StageWork, batch: int) -> str:
     """memory | compute: which side of the roofline this device is on at `batch`."""
     weights = w.shared_bytes + w.expert_bytes * experts_touched(w.expert_share, batch)
     compute = batch * w.flops_per_token / w.flops_s if w.flops_s else 0.0
-    memory = weights / w.bytes_s if w.bytes_s else float("inf")
+    memory = max(weights / w.bytes_s, w.vector_s) if w.bytes_s else float("inf")
+    if w.bytes_s and w.vector_s > weights / w.bytes_s:
+        return "compute"  # the matrix-vector arithmetic outlasts the read (calibration.vector_pass_s)
     if not w.overlap:
         compute = _further_s(w, batch, memory)
     return "compute" if w.bytes_s and compute > memory else "memory"

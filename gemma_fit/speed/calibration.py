@@ -15,7 +15,7 @@ from gemma_fit.base.record import record
 from gemma_fit.db.rules import read_packaged_yaml
 from gemma_fit.gguf.types import UNQUANTIZED
 from gemma_fit.hardware.spec import GPUSpec
-from gemma_fit.speed.rates import uses_matrix_units, vulkan_coopmat
+from gemma_fit.speed.rates import shader_fp32_tflops, uses_matrix_units, vulkan_coopmat
 
 T = TypeVar("T")
 _BY_GPU: dict[tuple[object, ...], tuple[GPUSpec, Any]] = {}
@@ -53,9 +53,9 @@ def calibration() -> dict:
 
 def decode_group(gpu: GPUSpec) -> str:
     """The calibration group of a GPU for decode: backend and architecture. Pascal GP100 (compute
-    capability 6.0) stands apart: it lacks the DP4A int8 dot product that llama.cpp's quantized
-    matrix-vector kernels use, so its decode is bound by arithmetic, not by memory."""
-    if gpu.backend == "cuda" and gpu.compute_capability == "6.0":
+    capability 6.0) stands apart, and Maxwell with it: they lack the DP4A int8 dot product that llama.cpp's quantized
+    matrix-vector kernels use, so their decode is bound by arithmetic, not by memory (arithmetic_decode)."""
+    if gpu.backend == "cuda" and arithmetic_decode(gpu):
         return "cuda-pascal-sm60"
     return f"{gpu.backend}-{gpu.arch}"
 
@@ -85,10 +85,10 @@ def quantized_group(gpu: GPUSpec, weight_type: str) -> bool:
 
 
 # Chips on which llama.cpp multiplies a prompt's dense quantized weights through cuBLAS in FP16, as F16 ones
-# (ggml-cuda mmq.cu ggml_cuda_should_use_mmq): GP100 (the P100) has no DP4A, so below compute capability 6.1 only a
-# mixture's experts take MMQ; Volta (V100, Jetson Xavier) has FP16 tensor cores but not Turing's integer MMA, so MMQ
-# serves only batches under MMQ_DP4A_MAX_BATCH_SIZE (64) and a prompt's ubatch goes to cuBLAS.
-CUBLAS_PROMPT_CC = ("6.0", "7.0", "7.2")
+# (ggml-cuda mmq.cu ggml_cuda_should_use_mmq): GP100 (the P100) and Maxwell have no DP4A, so below compute capability
+# 6.1 only a mixture's experts take MMQ; Volta (V100, Jetson Xavier) has FP16 tensor cores but not Turing's integer
+# MMA, so MMQ serves only batches under MMQ_DP4A_MAX_BATCH_SIZE (64) and a prompt's ubatch goes to cuBLAS.
+CUBLAS_PROMPT_CC = ("5.0", "5.2", "5.3", "6.0", "7.0", "7.2")
 
 
 def prefill_group(gpu: GPUSpec, quantized: bool = True) -> str:
@@ -291,6 +291,36 @@ def node_cost(gpu: GPUSpec, fit: dict) -> float:
     if own and fused_dies(gpu) and not own.get("ultra"):
         own = None  # fitted on single dies only: an Ultra keeps the llama-bench fit's figure, which Ultras are in
     return float(own["seconds_per_node"]) if own else float(fit["seconds_per_node"])
+
+
+def decode_flops_per_weight(gpu: GPUSpec) -> float:
+    """FP32 operations at the shader rate one weight costs the chip's matrix-vector kernels in decode (unpacking its
+    quantized block, the multiply-add, the reduction), where published runs show them bound by that arithmetic rather
+    than by the read: an M1 Max decodes Gemma 4 12B at Q8_0 25.2 tok/s and at Q4_K_M, 41% fewer bytes, only 28.9.
+    Fitted per `backend@chip` (benchmarks/fit_backends.py) on kernels that do it in FP32 (arithmetic_decode); 0 where
+    none is fitted: the read binds."""
+    table = published_groups().get("decode_compute") or {}
+    chip = chip_of(gpu)
+    own = table.get(f"{gpu.backend}@{chip}") if chip else None
+    if own is None and gpu.backend == "cuda" and arithmetic_decode(gpu):  # one kernel path: GP100's figure for Maxwell
+        own = next((e for k, e in sorted(table.items()) if k.startswith("cuda@")), None)
+    return float(own["flops_per_weight"]) if own and shader_fp32_tflops(gpu) else 0.0
+
+
+def arithmetic_decode(gpu: GPUSpec) -> bool:
+    """Whether llama.cpp's quantized matrix-vector kernels on this GPU unpack each weight to FP32 and multiply it
+    there: Metal's (kernel_mul_mv_*), and CUDA's below compute capability 6.1, which lacks the DP4A int8 dot product
+    its MMVQ kernels otherwise use (four weights per instruction, Maxwell and GP100 alike)."""
+    if gpu.backend == "metal":
+        return True
+    cc = gpu.compute_capability or ""
+    return gpu.backend == "cuda" and bool(re.fullmatch(r"\d+\.\d+", cc)) and float(cc) < 6.1
+
+
+def vector_pass_s(gpu: GPUSpec, read_weights: float) -> float:
+    """Seconds one token's matrix-vector arithmetic over `read_weights` weight elements takes (0: the read binds)."""
+    k = decode_flops_per_weight(gpu)
+    return read_weights * k / (shader_fp32_tflops(gpu) * 1e12) if k else 0.0
 
 
 def fused_dies(gpu: GPUSpec) -> bool:

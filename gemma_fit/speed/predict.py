@@ -22,8 +22,10 @@ from gemma_fit.memory.placement import CPU
 from gemma_fit.model.spec import ModelSpec
 from gemma_fit.speed.calibration import (
     clear_gpu_cache,
+    decode_flops_per_weight,
     decode_model,
     split_terms,
+    vector_pass_s,
 )
 from gemma_fit.speed.cpu import (
     CPURates,
@@ -40,7 +42,7 @@ from gemma_fit.speed.load import load_bottleneck, load_seconds
 from gemma_fit.speed.prefill import handovers, loops_from_host, prefill_seconds
 from gemma_fit.speed.rates import idle_matrix_units, uses_matrix_units
 from gemma_fit.speed.traffic import Serving
-from gemma_fit.speed.work import DeviceWork, attended_kv, device_work, token_work
+from gemma_fit.speed.work import DeviceWork, LayerWork, attended_kv, device_work, token_work
 
 
 @record
@@ -123,7 +125,7 @@ def _predict(plan: TensorPlan, est: MemoryEstimate, hardware: Hardware, prompt_t
     work = device_work(plan, est, len(gpus), prompt_tokens, depth)
     times = _decode_times(gpus, work, ram_bw, rates, notes)
     kernel_bound = [g.name for i, g in enumerate(gpus)
-                    if _kernel_bound(g, work.work[i].read_bytes, work.nodes[i], work.kv_read[i])]
+                    if _kernel_bound(g, work.work[i], work.nodes[i], work.kv_read[i])]
     peer = peer_link(gpus, attachments)
     transfer_s = _decode_transfer_s(plan.model, est, gpus, peer, attachments)
     if transfer_s:
@@ -172,26 +174,31 @@ def _calibrated(hardware: Hardware, decode_s: float, prefill_s: float, notes: li
 
 # --- decode ------------------------------------------------------------------------------------
 
-def _gpu_decode_s(g: GPUSpec, read_bytes: float, n_nodes: float, kv_bytes: float = 0.0) -> tuple[float, str]:
-    """Seconds per token on one GPU: its weights (`read_bytes`) and KV cache (`kv_bytes`) each at their share of the
-    bandwidth, plus its graph's kernels."""
+def _gpu_decode_s(g: GPUSpec, weights: LayerWork, n_nodes: float, kv_bytes: float = 0.0) -> tuple[float, str]:
+    """Seconds per token on one GPU: its weights (`weights.read_bytes`, or their matrix-vector arithmetic where that
+    binds) and KV cache (`kv_bytes`) each at their share of the bandwidth, plus its graph's kernels."""
     m = decode_model(g)
-    moved = _moved_s(g, read_bytes, kv_bytes)
+    moved = _moved_s(g, weights, kv_bytes)
     kv = f", KV cache {m.kv_share():.2f}" if m.kv_efficiency else ""
     return moved + n_nodes * m.seconds_per_node, (f"{m.efficiency:.2f} ({m.source}){kv} + "
                                                   f"{1e6 * m.seconds_per_node:.2f} us per kernel")
 
 
-def _moved_s(g: GPUSpec, read_bytes: float, kv_bytes: float) -> float:
-    """Seconds one GPU spends reading a token's weights and KV cache, each at its share of the bandwidth."""
+def _moved_s(g: GPUSpec, weights: LayerWork, kv_bytes: float) -> float:
+    """Seconds one GPU spends on a token's weights and KV cache: the weights' read at its share of the bandwidth, or
+    their matrix-vector arithmetic where the chip's kernels are bound by it (calibration.vector_pass_s), whichever is
+    longer; the KV cache at its own share."""
     m = decode_model(g)
     bw = (g.memory_bandwidth_gbps or 0) * 1e9
-    return read_bytes / (bw * m.efficiency) + kv_bytes / (bw * m.kv_share()) if bw else float("inf")
+    if not bw:
+        return float("inf")
+    read = max(weights.read_bytes / (bw * m.efficiency), vector_pass_s(g, weights.read_weights))
+    return read + kv_bytes / (bw * m.kv_share())
 
 
-def _kernel_bound(g: GPUSpec, read_bytes: float, n_nodes: float, kv_bytes: float = 0.0) -> bool:
+def _kernel_bound(g: GPUSpec, weights: LayerWork, n_nodes: float, kv_bytes: float = 0.0) -> bool:
     """The graph's kernels cost more per token than moving the bytes."""
-    moved = _moved_s(g, read_bytes, kv_bytes)
+    moved = _moved_s(g, weights, kv_bytes)
     return moved != float("inf") and n_nodes * decode_model(g).seconds_per_node > moved
 
 
@@ -201,7 +208,7 @@ def _decode_times(gpus: tuple[GPUSpec, ...], work: DeviceWork, ram_bw: float, ra
     times: dict[str, float] = {}
     for i, g in enumerate(gpus):
         key = g.id if g.id not in times else f"{g.id}#{i}"  # two cards of one kind each take their turn
-        times[key], src = _gpu_decode_s(g, work.work[i].read_bytes, work.nodes[i], work.kv_read[i])
+        times[key], src = _gpu_decode_s(g, work.work[i], work.nodes[i], work.kv_read[i])
         if i == 0:
             notes.append(f"decode efficiency {src} of {g.memory_bandwidth_gbps} GB/s")
     if work.read(CPU) > 0 or not gpus:
@@ -238,7 +245,8 @@ def _per_offloaded_layer_s(plan: TensorPlan, gpus: tuple[GPUSpec, ...], ram_bw: 
     """Decode seconds per token one more repeating layer costs on the CPU instead of the main GPU."""
     layers = token_work(plan).layers
     layer_bytes = sum(lw.read_bytes for lw in layers) / len(layers)
-    on_gpu, _ = _gpu_decode_s(gpus[0], layer_bytes, graph_nodes(plan.model).kernels / plan.model.n_layer)
+    layer = LayerWork(read_bytes=layer_bytes, read_weights=sum(lw.read_weights for lw in layers) / len(layers))
+    on_gpu, _ = _gpu_decode_s(gpus[0], layer, graph_nodes(plan.model).kernels / plan.model.n_layer)
     return max(0.0, cpu_decode_s(layer_bytes, ram_bw, rates) - on_gpu)
 
 
@@ -261,6 +269,18 @@ def _split_modes(gpus: tuple[GPUSpec, ...], work: DeviceWork, layer_s: float,
 
 
 # --- bottleneck --------------------------------------------------------------------------------
+
+def _arithmetic_clause(gpu: GPUSpec, weights: LayerWork) -> str:
+    """What binds decode where a token's matrix-vector arithmetic outlasts its read (calibration.vector_pass_s), else
+    the empty string."""
+    bw = (gpu.memory_bandwidth_gbps or 0) * 1e9
+    vector = vector_pass_s(gpu, weights.read_weights)
+    if not bw or vector <= weights.read_bytes / (bw * decode_model(gpu).efficiency):
+        return ""
+    return (f"{gpu.name}'s arithmetic, not its memory: its matrix-vector kernels unpack every weight in FP32 (about "
+            f"{decode_flops_per_weight(gpu):.0f} operations a weight, fitted on published runs), so a smaller quant "
+            "saves little time and more bandwidth none; a newer chip moves it")
+
 
 def _expert_loop_clause(gpu: GPUSpec, work: DeviceWork, ubatch: int) -> str:
     """What the prompt's experts cost where the backend multiplies them one by one from the host, and what avoids it."""
@@ -302,13 +322,16 @@ def _bottleneck(times: dict[str, float], gpus: tuple[GPUSpec, ...], est: MemoryE
                 "per token than reading its weights; a GPU with a higher clock moves it, more bandwidth does not, "
                 "and serving several requests at once (--parallel) raises total throughput")
     units = "tensor throughput" if uses_matrix_units(gpu) else "arithmetic on the shader cores (no matrix units in use)"
+    i = [g.id for g in gpus].index(gpu.id)
+    arithmetic = _arithmetic_clause(gpu, work.work[i])
     # an Arc A-series card through Vulkan: SYCL reaches its XMX units (not for a mixture of experts, whose experts SYCL
     # multiplies one by one from the host: prefill.loops_from_host)
     if idle_matrix_units(gpu) and not any((work.expert_matrices or {}).values()):
         units += f"; {gpu.name}'s matrix units sit idle under Vulkan, --backend sycl uses them"
     loop = _expert_loop_clause(gpu, work, est.settings.ubatch)
     units += f", and waits on {loop}" if loop else ""
-    text = (f"decode is bound by {gpu.name} memory bandwidth ({gpu.memory_bandwidth_gbps:g} GB/s): a smaller quant "
+    text = (f"decode is bound by {arithmetic}; prefill is bound by {units}" if arithmetic else
+            f"decode is bound by {gpu.name} memory bandwidth ({gpu.memory_bandwidth_gbps:g} GB/s): a smaller quant "
             f"or a GPU with more bandwidth moves it; prefill is bound by {units}")
     if len(gpus) > 1:
         text += "; with a layer split the GPUs take turns, so their times add up"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from functools import cache
 
 from gemma_fit.hardware.snapshot import known_hardware
@@ -39,11 +40,29 @@ def matmul_tops(g: GPUSpec, quantized: bool, weight_type: str = "", experts: boo
     if g.fp16_tensor_tflops:
         half = g.fp32_accumulate_half_rate and accumulates_fp32(g, weight_type)
         return g.fp16_tensor_tflops / 2 if half else g.fp16_tensor_tflops
-    fp32 = g.fp32_tflops or _apple_fp32_from_cores(g)
+    fp32 = shader_fp32_tflops(g)
     if _gp100(g):
         return 2 * fp32
-    dot4 = quantized and g.backend in ("cuda", "rocm")
-    return fp32 * (4 if dot4 else 1)
+    return fp32 * (dot4_factor(g) if quantized else 1)
+
+
+# AMD chips whose int8 dot product llama.cpp emulates (ggml-cuda common.cuh ggml_cuda_dp4a): six instructions (four
+# 24-bit multiplies, two three-way adds) for the four products one v_dot4 does; Vega 10 (gfx900) and RDNA 1 (gfx101x).
+EMULATED_DOT4_ARCHS = ("gcn5", "rdna1")
+DOT4_EMULATION_INSTRUCTIONS = 6
+
+
+def dot4_factor(g: GPUSpec) -> float:
+    """How many times the FP32 rate MMQ's quantized products reach on shader cores: x4 with a 4-way int8 dot product
+    (CUDA DP4A from compute capability 6.1; AMD's v_dot4 on gfx906, CDNA and RDNA 2 on); 4/6 where HIP emulates it
+    (EMULATED_DOT4_ARCHS but gfx906); x1 below compute capability 6.1 (Maxwell), whose prompts go through cuBLAS."""
+    if g.backend == "rocm":
+        emulated = g.arch in EMULATED_DOT4_ARCHS and g.compute_capability != "gfx906"
+        return 4 / DOT4_EMULATION_INSTRUCTIONS if emulated else 4.0
+    if g.backend == "cuda":
+        cc = g.compute_capability or ""
+        return 4.0 if not re.fullmatch(r"\d+\.\d+", cc) or float(cc) >= 6.1 else 1.0
+    return 1.0
 
 
 @cache
@@ -59,6 +78,11 @@ def _apple_tflops_per_core() -> float:
 
 def _apple_fp32_from_cores(g: GPUSpec) -> float:
     return g.gpu_cores * _apple_tflops_per_core() if g.backend == "metal" and g.gpu_cores else 0.0
+
+
+def shader_fp32_tflops(g: GPUSpec) -> float:
+    """The shader cores' FP32 rate: the datasheet's, else an Apple GPU's from its cores (_apple_tflops_per_core)."""
+    return g.fp32_tflops or _apple_fp32_from_cores(g)
 
 
 def _vulkan_scalar(g: GPUSpec) -> bool:

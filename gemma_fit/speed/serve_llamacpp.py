@@ -21,7 +21,13 @@ from gemma_fit.hardware.spec import GPUSpec, Hardware
 from gemma_fit.memory.estimate import MemoryEstimate
 from gemma_fit.memory.placement import CPU
 from gemma_fit.speed.batch import Pipeline, StageWork
-from gemma_fit.speed.calibration import decode_model, metal_tensor_api, prefill_efficiency, quantized_group
+from gemma_fit.speed.calibration import (
+    decode_model,
+    metal_tensor_api,
+    prefill_efficiency,
+    quantized_group,
+    vector_pass_s,
+)
 from gemma_fit.speed.cpu import (
     cpu_of,
     decode_bandwidth_gbps,
@@ -96,6 +102,7 @@ def _gpu_stage(g: GPUSpec, i: int, work: DeviceWork, plan: TensorPlan, est: Memo
     stage = _stage(g.id, w, kv, flops, (g.memory_bandwidth_gbps or 0) * 1e9 * m.efficiency, flops_s,
                    work.nodes[i] * m.seconds_per_node, share,
                    terms["weight_pass_share_per_sequence"] if reread is None else reread)
+    stage = replace(stage, vector_s=vector_pass_s(g, w.read_weights))
     tile_eff = terms.get("matrix_tile_efficiency") if tile_efficiency is None else tile_efficiency
     if g.backend != "metal" or not tile_eff:
         return stage

@@ -25,12 +25,14 @@ class LayerWork:
     expert_flops: float = 0.0  # 2 x elements of the routed experts' matrices
     dense_bytes: float = 0.0  # bytes of the dense matrices (read once per ubatch in prefill)
     expert_bytes: float = 0.0  # bytes of all experts (an ubatch routes tokens to most of them)
+    read_weights: float = 0.0  # weight elements one token's matrix-vector products multiply (routed experts only)
 
     def __add__(self, other: LayerWork) -> LayerWork:
         return LayerWork(*(a + b for a, b in zip(self.astuple(), other.astuple(), strict=True)))
 
     def astuple(self) -> tuple[float, ...]:
-        return (self.read_bytes, self.dense_flops, self.expert_flops, self.dense_bytes, self.expert_bytes)
+        return (self.read_bytes, self.dense_flops, self.expert_flops, self.dense_bytes, self.expert_bytes,
+                self.read_weights)
 
 
 def _tensor_work(t: TensorSpec, plan: TensorPlan) -> LayerWork:
@@ -42,14 +44,16 @@ def _tensor_work(t: TensorSpec, plan: TensorPlan) -> LayerWork:
     read = t.n_bytes * routed
     matrix = len(t.shape) >= 2 and t.name != "output.weight"  # prefill computes the last token's logits only
     flops = 2.0 * t.n_elements * routed if matrix else 0.0
+    multiplied = t.n_elements * routed if len(t.shape) >= 2 else 0.0  # decode multiplies the output matrix too
     if is_expert:
-        return LayerWork(read, 0.0, flops, 0.0, float(t.n_bytes) if matrix else 0.0)
-    return LayerWork(read, flops, 0.0, float(t.n_bytes) if matrix else 0.0, 0.0)
+        return LayerWork(read, 0.0, flops, 0.0, float(t.n_bytes) if matrix else 0.0, multiplied)
+    return LayerWork(read, flops, 0.0, float(t.n_bytes) if matrix else 0.0, 0.0, multiplied)
 
 
 def _scaled(w: LayerWork, scale: float) -> LayerWork:
     """The same work with its weight bytes `scale` times as heavy (the FLOPs unchanged)."""
-    return LayerWork(w.read_bytes * scale, w.dense_flops, w.expert_flops, w.dense_bytes * scale, w.expert_bytes * scale)
+    return LayerWork(w.read_bytes * scale, w.dense_flops, w.expert_flops, w.dense_bytes * scale, w.expert_bytes * scale,
+                     w.read_weights)
 
 
 @record
@@ -88,7 +92,8 @@ def token_work(plan: TensorPlan) -> TokenWork:
             if w.expert_bytes > 0:
                 experts[il] += (ExpertMatrix(t.shape[1], t.type.name, t.type.is_quantized),)
     if "output.weight" not in plan.by_name():  # the tied output matrix is read every token
-        output = output + LayerWork(read_bytes=float(plan.by_name()["token_embd.weight"].n_bytes))
+        embd = plan.by_name()["token_embd.weight"]
+        output = output + LayerWork(read_bytes=float(embd.n_bytes), read_weights=float(embd.n_elements))
     scale = 1.0 + published_excess(plan)  # an Unsloth dynamic file's unpublished upgrades weigh that much more
     if scale != 1.0:
         layers = [_scaled(w, scale) for w in layers]
@@ -203,7 +208,7 @@ def device_work(plan: TensorPlan, est: MemoryEstimate, n_gpus: int, prompt_token
 def _device_work(plan: TensorPlan, est: MemoryEstimate, n_gpus: int, prompt_tokens: int, depth: int) -> DeviceWork:
     model, placement = plan.model, est.placement
     devices = [*range(n_gpus), CPU]
-    sums = {d: [0.0] * 5 for d in devices}  # LayerWork fields, summed without a dataclass per layer
+    sums = {d: [0.0] * len(LayerWork().astuple()) for d in devices}  # LayerWork fields, summed per layer
     kv = dict.fromkeys(devices, 0.0)
     attn = dict.fromkeys(devices, 0.0)
     layers = dict.fromkeys(devices, 0)
@@ -249,7 +254,7 @@ def _work_by_tensor(plan: TensorPlan, est: MemoryEstimate, devices: list[int]) -
     if hit is not None and hit[0] is plan:
         return dict(hit[1])
     placement = est.placement
-    sums = {d: [0.0] * 5 for d in devices}  # LayerWork fields, summed without a dataclass per tensor
+    sums = {d: [0.0] * len(LayerWork().astuple()) for d in devices}  # LayerWork fields, summed per tensor
     for t, d in zip(plan.tensors, placement.devices_of(plan), strict=True):
         if t.role == "input":
             continue
@@ -257,7 +262,9 @@ def _work_by_tensor(plan: TensorPlan, est: MemoryEstimate, devices: list[int]) -
         for k, v in enumerate(_tensor_work(t, plan).astuple()):
             acc[k] += v
     if "output.weight" not in plan.by_name():  # the tied output matrix is read every token
-        sums[placement.output_device][0] += float(plan.by_name()["token_embd.weight"].n_bytes)
+        embd = plan.by_name()["token_embd.weight"]
+        sums[placement.output_device][0] += float(embd.n_bytes)
+        sums[placement.output_device][5] += float(embd.n_elements)
     work = {d: LayerWork(*v) for d, v in sums.items()}
     if len(_BY_TENSOR) >= 4096:
         _BY_TENSOR.clear()
