@@ -516,6 +516,23 @@ def fit_decode_compute(rows: list[dict[str, Any]], without: LeaveOut | None = No
     return out
 
 
+# Rounds of fitting the per-node costs and the arithmetic per weight in turn: a chip's two terms share its decode runs
+# (the small models tell the first, the large K-quant ones the second), so each is refitted once the other has moved.
+KERNEL_ROUNDS = 2
+
+
+def fit_kernel_terms(rows: list[dict[str, Any]], without: LeaveOut | None = None, node_keys: set[str] | None = None,
+                     compute_keys: set[str] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The per-node costs (fit_node_costs) and the arithmetic per weight (fit_decode_compute), fitted in turn
+    KERNEL_ROUNDS times; `node_keys` / `compute_keys` limit the chips refitted (None: all)."""
+    nodes: dict[str, Any] = {}
+    compute: dict[str, Any] = {}
+    for _ in range(KERNEL_ROUNDS):
+        nodes = fit_node_costs(rows, without, node_keys)
+        compute = fit_decode_compute(rows, without, compute_keys)
+    return nodes, compute
+
+
 def cpu_figures(fitted: dict[str, Any], without: str | None = None) -> None:
     """The per-CPU decode figures (fit_cpu_decode.py) in force: all of `fitted` but machine `without`'s."""
     clear_speed_cache()
@@ -546,13 +563,11 @@ def left_out(rows: list[dict[str, Any]], own_cpus: dict[str, Any], by: str) -> d
         gone = {node_cost_key(r) for r in group} & set(fitted)  # a chip's per-node cost is refitted without its runs
         for k, entry in fitted.items():
             _set_node_cost(k, None if k in gone else entry)
-        if gone:
-            fit_node_costs(rows, without, gone)
         told = {decode_compute_key(r) for r in group} & set(computed)  # and its arithmetic per weight
         for k, entry in computed.items():
             _set_decode_compute(k, None if k in told else entry)
-        if told:
-            fit_decode_compute(rows, without, told)
+        if gone or told:
+            fit_kernel_terms(rows, without, gone, told)
         install(fit_in_turn(rows, without=without))
         cpus = {r["machine"] for r in group}
         cpu_figures({k: v for k, v in own_cpus.items() if k not in cpus})
@@ -580,8 +595,7 @@ def main() -> None:
         r["group"] = group_of(r)
     before = errors(rows)
     cpu_figures(own_cpus)
-    node_costs = fit_node_costs(rows)
-    compute = fit_decode_compute(rows)
+    node_costs, compute = fit_kernel_terms(rows)
     table = fit_in_turn(rows)
     install(table)
     after = errors(rows)
