@@ -417,13 +417,18 @@ def node_cost_key(r: dict[str, Any]) -> str | None:
     return f"{g.backend}@{chip}" if chip and told else None
 
 
-def _set_node_cost(key: str, entry: dict[str, Any] | None) -> None:
+def _set_entry(kind: str, key: str, entry: dict[str, Any] | None) -> None:
+    """Put (or, for None, take out) one chip's entry of a published table (`node_cost`, `decode_compute`)."""
     clear_speed_cache()
-    table = cal.published_groups().setdefault("node_cost", {})
+    table = cal.published_groups().setdefault(kind, {})
     if entry is None:
         table.pop(key, None)
     else:
         table[key] = entry
+
+
+def _set_node_cost(key: str, entry: dict[str, Any] | None) -> None:
+    _set_entry("node_cost", key, entry)
 
 
 def fit_node_costs(rows: list[dict[str, Any]], without: LeaveOut | None = None,
@@ -478,12 +483,7 @@ def decode_compute_key(r: dict[str, Any]) -> str | None:
 
 
 def _set_decode_compute(key: str, entry: dict[str, Any] | None) -> None:
-    clear_speed_cache()
-    table = cal.published_groups().setdefault("decode_compute", {})
-    if entry is None:
-        table.pop(key, None)
-    else:
-        table[key] = entry
+    _set_entry("decode_compute", key, entry)
 
 
 def fit_decode_compute(rows: list[dict[str, Any]], without: LeaveOut | None = None,

@@ -188,12 +188,16 @@ def _moved_s(g: GPUSpec, weights: LayerWork, kv_bytes: float) -> float:
     """Seconds one GPU spends on a token's weights and KV cache: the weights' read at its share of the bandwidth, or
     their matrix-vector arithmetic where the chip's kernels are bound by it (calibration.vector_pass_s), whichever is
     longer; the KV cache at its own share."""
-    m = decode_model(g)
     bw = (g.memory_bandwidth_gbps or 0) * 1e9
     if not bw:
         return float("inf")
-    read = max(weights.read_bytes / (bw * m.efficiency), vector_pass_s(g, weights.read_weights))
-    return read + kv_bytes / (bw * m.kv_share())
+    read = max(_read_s(g, weights), vector_pass_s(g, weights.read_weights))
+    return read + kv_bytes / (bw * decode_model(g).kv_share())
+
+
+def _read_s(g: GPUSpec, weights: LayerWork) -> float:
+    """Seconds reading a token's weights at the GPU's decode share of its bandwidth (which needs a bandwidth)."""
+    return weights.read_bytes / ((g.memory_bandwidth_gbps or 0) * 1e9 * decode_model(g).efficiency)
 
 
 def _kernel_bound(g: GPUSpec, weights: LayerWork, n_nodes: float, kv_bytes: float = 0.0) -> bool:
@@ -273,9 +277,7 @@ def _split_modes(gpus: tuple[GPUSpec, ...], work: DeviceWork, layer_s: float,
 def _arithmetic_clause(gpu: GPUSpec, weights: LayerWork) -> str:
     """What binds decode where a token's matrix-vector arithmetic outlasts its read (calibration.vector_pass_s), else
     the empty string."""
-    bw = (gpu.memory_bandwidth_gbps or 0) * 1e9
-    vector = vector_pass_s(gpu, weights.read_weights)
-    if not bw or vector <= weights.read_bytes / (bw * decode_model(gpu).efficiency):
+    if not gpu.memory_bandwidth_gbps or vector_pass_s(gpu, weights.read_weights) <= _read_s(gpu, weights):
         return ""
     return (f"{gpu.name}'s arithmetic, not its memory: its matrix-vector kernels unpack every weight in FP32 (about "
             f"{decode_flops_per_weight(gpu):.0f} operations a weight, fitted on published runs), so a smaller quant "
