@@ -27,8 +27,11 @@ import statistics
 import sys
 from collections import defaultdict
 from dataclasses import replace
+from functools import cache
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -94,6 +97,23 @@ def _measurement(test: str, n_prompt: int, n_gen: int, depth: int, conc: int, tp
                        n_ubatch=n_ubatch)
 
 
+UNFITTED = DATA / "unfitted_runs.yaml"
+
+
+@cache
+def _unfitted() -> frozenset[tuple[str, str, str | None]]:
+    """(source, test, model or None: every model of that source and test)."""
+    return frozenset((e["source_url"], t, e.get("model")) for e in yaml.safe_load(UNFITTED.read_text())
+                     for t in e["tests"])
+
+
+def excluded(r: dict[str, Any]) -> bool:
+    """Rows no figure is fitted on (benchmarks/fit_backends.py, fit_cpu_decode.py): benchmarks/data/unfitted_runs.yaml,
+    each with its reason (still scored)."""
+    table = _unfitted()
+    return (r["source"], r["m"].test, None) in table or (r["source"], r["m"].test, r["model"]) in table
+
+
 def rows() -> list[dict[str, Any]]:
     out = []
     with (DATA / "backend_published_runs.csv").open() as f:
@@ -123,7 +143,7 @@ def rows() -> list[dict[str, Any]]:
                 out.append({"machine": r["machine_id"], "machine_name": r["machine"],
                             "backend": "CPU/ik_llama" if fork else "CPU", "model": r["model"], "quant": r["quant"],
                             "threads": _int(r["threads"]) or None, "sockets": _int(r["sockets"]) or None, "m": m,
-                            "numa": _numa(r["tool"]),
+                            "numa": _numa(r["tool"]), "ram": _ram(r.get("ram", "")),
                             "source": r["source_url"], "file": "more_published_runs.csv"})
     with (DATA / "serving_runs.csv").open() as f:  # llama-batched-bench S_TG: one decode step of N sequences
         for r in csv.DictReader(f):
@@ -163,6 +183,16 @@ def _unwarmed(r: dict[str, str]) -> bool:
     return "no warm-up" in r.get("notes", "") and r["test"].startswith("S_") and _int(r["depth"]) == 0
 
 
+_RAM = re.compile(r"^((?:lp)?ddr[45]x?-\d{3,5}) x(\d+)$")
+
+
+def _ram(text: str) -> tuple[str, int] | None:
+    """The memory a run states in --ram-type / --ram-channels terms ("ddr4-2666 x4": four channels at 2666 MT/s, a
+    board running slower than the CPU's rated maximum); None where the CSV's `ram` is free text or empty."""
+    m = _RAM.match(text.strip().lower())
+    return (m.group(1), int(m.group(2))) if m else None
+
+
 def _numa(tool: str) -> str | None:
     """How a CPU run's pages lie across sockets, as --numa would say: ik_llama.cpp's -rtr repacks every weight into
     buffers its threads on both sockets first touch, spread as `--numa distribute` spreads them (a dual Xeon Gold 6226R
@@ -177,8 +207,10 @@ def hardware_for(r: dict[str, Any]) -> Any:
     backend = BACKENDS.get(r["backend"].split("/")[0].strip().lower())
     try:
         if backend == "cpu" and not r["machine"].startswith("cpu"):  # a CPU of cpus.yaml, CPU only (-ngl 0)
+            ram_type, channels = r.get("ram") or (None, None)
             hw = hardware_of(["cpu"], None, (), MachineFlags(ram_gb=64, cpu=r["machine"], threads=r["threads"],
-                                                              sockets=r.get("sockets"), numa=r.get("numa")))
+                                                              sockets=r.get("sockets"), numa=r.get("numa"),
+                                                              ram_type=ram_type, ram_channels=channels))
         else:  # an AMDVLK run on its own driver's figures (--vulkan-driver amdvlk)
             hw = hardware_of([r["machine"]], backend if backend != "cpu" else None, (),
                              MachineFlags(threads=r["threads"] or None, vulkan_driver="amdvlk" if amdvlk(r) else None))

@@ -29,7 +29,6 @@ import statistics
 import sys
 from collections import defaultdict
 from collections.abc import Callable
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +39,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 sys.path.insert(0, str(REPO))
 
 import evaluate_speed as ev  # noqa: E402
+import fit_cpu_decode as fcd  # noqa: E402
 
 from gemma_fit.gguf.tensors import build_plan  # noqa: E402
 from gemma_fit.memory.settings import RunSettings  # noqa: E402
@@ -68,20 +68,8 @@ KINDS = {"prefill": "prefill", "decode": "decode", "batched": "decode"}
 MAX_RATE_PROMPT = 4095
 
 
-UNFITTED = REPO / "benchmarks" / "data" / "unfitted_runs.yaml"
-
-
-@cache
-def _unfitted() -> frozenset[tuple[str, str, str | None]]:
-    """(source, test, model or None: every model of that source and test)."""
-    return frozenset((e["source_url"], t, e.get("model")) for e in yaml.safe_load(UNFITTED.read_text())
-                     for t in e["tests"])
-
-
-def excluded(r: dict[str, Any]) -> bool:
-    """Rows no figure is fitted on: benchmarks/data/unfitted_runs.yaml, each with its reason (still scored)."""
-    table = _unfitted()
-    return (r["source"], r["m"].test, None) in table or (r["source"], r["m"].test, r["model"]) in table
+UNFITTED = ev.UNFITTED
+excluded = ev.excluded
 
 
 def _gpu(r: dict[str, Any]) -> Any:
@@ -542,6 +530,39 @@ def cpu_figures(fitted: dict[str, Any], without: str | None = None) -> None:
     live.update({k: v for k, v in fitted.items() if k != without})
 
 
+CPU_SHARED = ("experts", "designs")  # CPU terms fitted across machines on evaluate_speed's rows (fit_cpu_decode.py)
+
+
+def cpu_shared_terms(without: LeaveOut) -> dict[str, Any]:
+    """Refit the CPU terms shared across machines (routed experts' shares, Apple's cores) without the runs left out,
+    and put them in force; returns the ones they replace."""
+    table = cpu_speed._terms()
+    saved = {k: table.get(k) for k in CPU_SHARED}
+    saved["prefill_apple"] = table["prefill"].get("apple")
+    experts = fcd.cpu_expert_fits(without)
+    apple = fcd.apple_design_fit(experts, without)
+    table["experts"] = experts
+    table["designs"] = {"apple": apple["decode"]} if apple else {}
+    table["prefill"].pop("apple", None)
+    if apple and "prefill" in apple:
+        table["prefill"]["apple"] = apple["prefill"]
+    clear_speed_cache()
+    return saved
+
+
+def restore_cpu_terms(saved: dict[str, Any]) -> None:
+    table = cpu_speed._terms()
+    for k in CPU_SHARED:
+        if saved[k] is None:
+            table.pop(k, None)
+        else:
+            table[k] = saved[k]
+    table["prefill"].pop("apple", None)
+    if saved["prefill_apple"] is not None:
+        table["prefill"]["apple"] = saved["prefill_apple"]
+    clear_speed_cache()
+
+
 def errors(rows: list[dict[str, Any]]) -> dict[str, list[float]]:
     out: dict[str, list[float]] = defaultdict(list)
     for r in rows:
@@ -572,8 +593,11 @@ def left_out(rows: list[dict[str, Any]], own_cpus: dict[str, Any], by: str) -> d
         install(fit_in_turn(rows, without=without))
         cpus = {r["machine"] for r in group}
         cpu_figures({k: v for k, v in own_cpus.items() if k not in cpus})
+        shared = cpu_shared_terms(without) if any(r["backend"].startswith("CPU") for r in group) else None
         for k, errs in errors(group).items():
             out[k].extend(errs)
+        if shared is not None:
+            restore_cpu_terms(shared)
     for k, entry in fitted.items():
         _set_node_cost(k, entry)
     for k, entry in computed.items():

@@ -23,10 +23,12 @@ CPUs' medians), and with --write stores the medians in model_db/llamacpp/cpu_dec
 from __future__ import annotations
 
 import csv
+import math
 import re
 import statistics
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +39,9 @@ RUNS = REPO / "benchmarks" / "data" / "cpu_published_runs.csv"
 CLOCKS = REPO / "benchmarks" / "data" / "cpu_clocks.yaml"
 TABLE = REPO / "model_db" / "llamacpp" / "cpu_decode.yaml"
 GIB = 1024**3
-FAMILY = {"avx2": "x86", "avx512": "x86", "amx": "x86", "neon": "arm", "sve": "arm", "neon-v8.0": "arm"}
+# Decode families: Armv8.0 cores (Cortex-A72/A53: a Raspberry Pi 4) sit on memory controllers of their era, which
+# deliver far less of their datasheet than the dot-product ARM cores' (a Pi 4 0.27, the arm median 0.39).
+FAMILY = {"avx2": "x86", "avx512": "x86", "amx": "x86", "neon": "arm", "sve": "arm", "neon-v8.0": "arm-v8.0"}
 # Prefill groups: llama.cpp's AMX kernels run only in builds with GGML_AMX and for some quant types,
 # so AMX CPUs join the AVX-512 group; NEON and SVE cores share the arm group (SVE has one CPU here). Armv8.0 cores
 # (Cortex-A72/A53: a Raspberry Pi 4) lack the dot-product instructions llama.cpp's quantized NEON kernels use:
@@ -69,11 +73,17 @@ def _threads(r: dict[str, str]) -> int | None:
     return int(t) if t else None
 
 
+def _apple(r: dict[str, str]) -> bool:
+    """Apple's own cores are a design of their own (gemma_fit.speed.cpu.design, fitted on Gemma runs by
+    apple_design_fit), not part of the arm family's medians."""
+    return r["cpu"].startswith("Apple")
+
+
 def decode_rows() -> list[dict[str, object]]:
     out = []
     for r in csv.DictReader(RUNS.open(encoding="utf-8")):
         size, bw = _number(r["model_size_gib"]), _number(r["datasheet_bandwidth_gbps"])
-        if not r["test"].startswith("tg") or size is None:
+        if not r["test"].startswith("tg") or size is None or _apple(r):
             continue
         effective = size * GIB * float(r["tokens_per_s"]) / 1e9
         threads = int(_number(r["threads"]) or 0) if r["threads"].strip().isdigit() else None
@@ -85,7 +95,7 @@ def decode_rows() -> list[dict[str, object]]:
 def prefill_rows() -> list[dict[str, object]]:
     out = []
     for r in csv.DictReader(RUNS.open(encoding="utf-8")):
-        if r.get("use_in_median") != "pp":
+        if r.get("use_in_median") != "pp" or _apple(r):
             continue
         base = next((k for k in NOT_MULTIPLIED_B if r["model"].startswith(k)), None)
         params, threads = _number(r["model_params_b"]), _threads(r)
@@ -174,7 +184,7 @@ def _cpu_runs(ev: Any, kind: str) -> Iterator[tuple[dict[str, Any], float, Any]]
     """(row, prediction, hardware) of evaluate_speed's CPU runs of this kind at depth 0 on a CPU of cpus.yaml."""
     for r in ev.rows():
         m = r["m"]
-        if r["backend"] != "CPU" or m.kind != kind or m.depth:
+        if r["backend"] != "CPU" or m.kind != kind or m.depth or ev.excluded(r):
             continue
         p = ev.predict_row(r)
         hw = r.get("hardware")
@@ -237,6 +247,167 @@ def cpu_prefill_fits() -> dict[str, dict[str, object]]:
         out[cid] = {"all": round(statistics.median(f for _, f in runs), 3), "n": len(runs),
                     "by_type": {t: round(statistics.median(f for u, f in runs if u == t), 3) for t in types}}
     return out
+
+
+@contextmanager
+def _set_terms(**entries: Any) -> Iterator[dict[str, Any]]:
+    """The live CPU terms table with `entries` set (a None value removes its key) and every CPU's own figures
+    (`cpus`) taken out, restored afterwards: a fit of shared terms must not read figures fitted on top of them."""
+    from gemma_fit.speed.cpu import _terms
+    from gemma_fit.speed.predict import clear_speed_cache
+
+    table = _terms()
+    saved = {k: table.get(k) for k in (*entries, "cpus")}
+    table["cpus"] = {}
+    for k, v in entries.items():
+        if v is None:
+            table.pop(k, None)
+        else:
+            table[k] = v
+    clear_speed_cache()
+    try:
+        yield table
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                table.pop(k, None)
+            else:
+                table[k] = v
+        clear_speed_cache()
+
+
+def _is_moe(r: dict[str, Any]) -> bool:
+    from gemma_fit.model.catalog import resolve_model
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import evaluate_speed as ev
+
+    return resolve_model(ev._model_id(r["model"]), ()).spec.n_expert > 0
+
+
+def _bisect_share(r: dict[str, Any], key: str, want: float, experts: dict[str, Any]) -> float | None:
+    """The `key` share (experts' decode_share or prefill_share) that makes run r's prediction `want` tokens/s, by
+    bisection on its logarithm (a smaller share, a slower prediction); None where no share in 0.05-2 does."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import evaluate_speed as ev
+
+    from gemma_fit.speed.predict import clear_speed_cache
+
+    def predict(share: float) -> float | None:
+        experts[key] = share
+        clear_speed_cache()
+        return ev.predict_row(r)
+
+    lo, hi = math.log(0.05), math.log(2.0)
+    p_lo, p_hi = predict(math.exp(lo)), predict(math.exp(hi))
+    if p_lo is None or p_hi is None or not p_lo <= want <= p_hi:
+        return None
+    for _ in range(30):
+        mid = (lo + hi) / 2
+        p_mid = predict(math.exp(mid))
+        if p_mid is None:
+            return None
+        lo, hi = (mid, hi) if p_mid < want else (lo, mid)
+    return math.exp((lo + hi) / 2)
+
+
+def cpu_expert_fits(exclude: Callable[[dict[str, Any]], bool] = lambda r: False) -> dict[str, object]:
+    """The shares of the CPU's decode bandwidth and matrix rate routed experts reach (gemma_fit.speed.cpu
+    expert_read_share, expert_prefill_share): for each published mixture-of-experts run (evaluate_speed's CPU rows,
+    mainline llama.cpp, no depth), the share that gives it the same published / predicted ratio as the same
+    machine's dense runs of the same source (of the same file type, for prompts: each type's kernels run at their
+    own rate), so the machine's own speed cancels out; the median over runs. `exclude`: runs left out (a machine's,
+    for the left-out figures of benchmarks/fit_backends.py)."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import evaluate_speed as ev
+
+    experts: dict[str, Any] = {"decode_share": 1.0, "prefill_share": 1.0, "n_decode": 0, "n_prefill": 0}
+    out: dict[str, object] = {}
+    with _set_terms(experts=experts):
+        rows = [r for r in ev.rows() if r["backend"] == "CPU" and not r["m"].depth and r["m"].kind in (
+            "decode", "prefill") and r["m"].n_prompt <= MAX_RATE_PROMPT and not exclude(r) and not ev.excluded(r)]
+        moe = {id(r): _is_moe(r) for r in rows}
+        base = {id(r): ev.predict_row(r) for r in rows}
+        for kind, key in (("decode", "decode_share"), ("prefill", "prefill_share")):
+            shares = []
+            for r in rows:
+                if r["m"].kind != kind or not moe[id(r)] or base[id(r)] is None:
+                    continue
+                dense = [base[id(d)] / d["m"].tokens_per_s for d in rows  # type: ignore[operator]
+                         if d["m"].kind == kind and not moe[id(d)] and base[id(d)] and d["machine"] == r["machine"]
+                         and d["source"] == r["source"] and (kind == "decode" or d["quant"] == r["quant"])]
+                if not dense:
+                    continue
+                share = _bisect_share(r, key, r["m"].tokens_per_s * statistics.median(dense), experts)
+                experts[key] = 1.0
+                if share is not None:
+                    shares.append(share)
+            if shares:
+                out[key] = round(statistics.median(shares), 3)
+                out[f"n_{kind}"] = len(shares)
+    return out
+
+
+APPLE_EFFICIENCIES = [x / 100 for x in range(20, 101)]
+APPLE_PER_GHZ = [x / 20 for x in range(20, 201)]  # GB/s per thread per GHz: 1 to 10
+
+
+def apple_design_fit(experts: dict[str, object],
+                     exclude: Callable[[dict[str, Any]], bool] = lambda r: False) -> dict[str, object] | None:
+    """Apple's own cores (gemma_fit.speed.cpu.design): decode at min(efficiency x datasheet, threads x GB/s per GHz
+    x boost clock), the pair of the grids that minimises the squared log error over their published Gemma decode
+    runs; prefill per thread per GHz of boost clock, the median that makes each prompt run come out as published
+    (evaluate_speed's CPU rows on Apple CPUs, no depth, routed experts at their fitted shares)."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import evaluate_speed as ev
+
+    from gemma_fit.speed.cpu import cpu_of, design, prefill_gflops_per_thread, system_bandwidth_gbps
+    from gemma_fit.speed.predict import clear_speed_cache
+
+    entry: dict[str, Any] = {"efficiency": 1.0, "per_thread_gbps_per_ghz": 1.0, "n": 0}
+    with _set_terms(experts=experts or None, designs={"apple": entry}) as table:
+        rows = [r for r in ev.rows() if r["backend"] == "CPU" and not r["m"].depth and r["m"].kind in (
+            "decode", "prefill") and r["m"].n_prompt <= MAX_RATE_PROMPT and not exclude(r) and not ev.excluded(r)]
+        rows = [r for r in rows if (hw := ev.hardware_for(r)) is not None and hw.cpu and design(hw.cpu) == "apple"]
+        decode = [r for r in rows if r["m"].kind == "decode"]
+        if not decode:
+            return None
+        # CPU decode time is linear in 1 / bandwidth: each run's prediction at efficiency 1 and 1 GB/s per GHz
+        # scales to any pair by the ratio of the two bandwidths (datasheet x efficiency, or threads x per GHz x clock)
+        clear_speed_cache()
+        runs = []
+        for r in decode:
+            p, hw = ev.predict_row(r), r["hardware"]
+            rates = cpu_of(hw)
+            datasheet, threads = system_bandwidth_gbps(hw, rates, []), rates.threads or 0
+            clock = hw.cpu.boost_clock_ghz or 0.0
+            if p and threads and clock:
+                runs.append((r["m"].tokens_per_s, p / min(datasheet, threads * clock), datasheet, threads * clock))
+        best: tuple[float, float, float] | None = None
+        for eff in APPLE_EFFICIENCIES:
+            for per_ghz in APPLE_PER_GHZ:
+                loss = sum(math.log(scale * min(eff * datasheet, per_ghz * thread_ghz) / published) ** 2
+                           for published, scale, datasheet, thread_ghz in runs)
+                if best is None or loss < best[0]:
+                    best = (loss, eff, per_ghz)
+        assert best is not None
+        entry.update(efficiency=best[1], per_thread_gbps_per_ghz=best[2], n=len(runs))
+        table["prefill"].pop("apple", None)
+        clear_speed_cache()
+        implied: list[float] = []  # each prompt run's GFLOP/s per thread per GHz
+        for r in rows:
+            p = ev.predict_row(r) if r["m"].kind == "prefill" else None
+            hw = r["hardware"]
+            if p and hw.cpu.boost_clock_ghz:
+                rate, _ = prefill_gflops_per_thread(cpu_of(hw))
+                implied.append(rate * r["m"].tokens_per_s / p / hw.cpu.boost_clock_ghz)
+    if not implied:
+        return {"decode": dict(entry)}
+    per_ghz_pp = round(statistics.median(implied), 2)
+    return {"decode": {"efficiency": best[1], "per_thread_gbps_per_ghz": best[2], "n": len(runs)},
+            "prefill": {"gflops_per_thread": round(per_ghz_pp * statistics.median(
+                        r["hardware"].cpu.boost_clock_ghz for r in rows if r["m"].kind == "prefill"), 1),
+                        "n": len(implied), "gflops_per_thread_per_ghz": per_ghz_pp, "n_clocked": len(implied)}}
 
 
 def _sweep_key(r: dict[str, Any]) -> tuple[Any, ...]:
@@ -317,6 +488,26 @@ def main() -> None:
     print(_summary("decode", decode_errors(dec)))
     print(_summary("prefill (per thread)", prefill_errors(pre)))
     print(_summary("prefill (per thread per GHz of boost)", prefill_errors(pre, "per_ghz")))
+    from gemma_fit.speed.cpu import _terms
+    from gemma_fit.speed.predict import clear_speed_cache
+
+    experts = cpu_expert_fits()
+    apple = apple_design_fit(experts)
+    table = _terms()  # the fits below (each CPU's own figures) read the shared terms just fitted
+    table["experts"] = experts
+    if apple:
+        table["designs"] = {"apple": apple["decode"]}
+        if "prefill" in apple:
+            table["prefill"]["apple"] = apple["prefill"]
+    clear_speed_cache()
+    if experts:
+        print(f"routed experts: decode reads at x{experts.get('decode_share')} of the CPU's bandwidth "
+              f"({experts.get('n_decode')} runs), prompts at x{experts.get('prefill_share')} of its matrix rate "
+              f"({experts.get('n_prefill')} runs): each against its machine's dense runs")
+    if apple:
+        terms: Any = apple["decode"]
+        print(f"apple: decode at min({terms['efficiency']} x datasheet, threads x {terms['per_thread_gbps_per_ghz']} "
+              f"GB/s per GHz of boost) over {terms['n']} runs; prefill {apple.get('prefill')}")
     cpus: dict[str, dict[str, object]] = dict(cpu_decode_fits())
     for cid, fit in cpus.items():
         print(f"{cid}: decode efficiency {fit['efficiency']} of datasheet bandwidth (its own {fit['n']} Gemma runs, "
@@ -339,7 +530,11 @@ def main() -> None:
                                 **({"gflops_per_thread_per_ghz": per_ghz[g][0], "n_clocked": per_ghz[g][1]}
                                    if g in per_ghz else {})} for g, (rate, n) in prefill.items()},
                 **({"attention": attention} if attention else {}),
+                **({"experts": experts} if experts else {}),
+                **({"designs": {"apple": apple["decode"]}} if apple else {}),
                 "cpus": cpus}
+        if apple and "prefill" in apple:
+            body["prefill"]["apple"] = apple["prefill"]  # type: ignore[index]
         TABLE.write_text(head + yaml.safe_dump(body, sort_keys=False), encoding="utf-8")
 
 

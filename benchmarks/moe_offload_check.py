@@ -73,6 +73,12 @@ def fit() -> None:
     (k1, l1, g1), (k2, l2, g2) = rows
     per_kernel = (g1 * l2 - g2 * l1) / (k1 * l2 - k2 * l1)
     per_layer = (g1 - k1 * per_kernel) / l1
+    # a split cannot save time: where the exact pair has a negative term, that term is 0 and the other is the
+    # least-squares fit of the gaps (0 too where they are all negative)
+    if per_layer < 0:
+        per_layer, per_kernel = 0.0, max(0.0, (k1 * g1 + k2 * g2) / (k1 * k1 + k2 * k2))
+    elif per_kernel < 0:
+        per_kernel, per_layer = 0.0, max(0.0, (l1 * g1 + l2 * g2) / (l1 * l1 + l2 * l2))
     head = "".join(line for line in TABLE.read_text(encoding="utf-8").splitlines(keepends=True) if line.startswith("#"))
     body = {"source": "benchmarks/moe_offload_check.py over benchmarks/data/moe_offload_runs.csv",
             "seconds_per_gpu_kernel": float(f"{per_kernel:.3g}"),

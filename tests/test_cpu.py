@@ -239,7 +239,22 @@ def test_a_cpu_with_its_own_published_runs_decodes_at_its_own_figure() -> None:
     probed = with_database(CPUSpec("Raspberry Pi 4 Model B Rev 1.4", "arm", "neon", cores=4), find_cpu)
     assert probed.id == "raspberry-pi-4" and decode_efficiency(probed)[0] == own
     assert find_cpu("Raspberry Pi 5 Model B Rev 1.0").id == "raspberry-pi-5"  # type: ignore[union-attr]
-    assert decode_efficiency(replace(pi4, id=""))[0] == family
+    # without its own figure a Cortex-A72 takes the Armv8.0 cores' (the dot-product cores' median is higher)
+    v80, where = decode_efficiency(replace(pi4, id=""))
+    assert v80 < family and "arm-v8.0" in where
+    assert decode_efficiency(replace(pi4, id="", dotprod=True))[0] == family
+
+
+def test_apple_cores_decode_and_prefill_at_their_own_design_figures() -> None:
+    """Apple's cores draw far more per thread and multiply far faster per clock than the arm medians: an M4 Pro's
+    ten P-cores decode at min(share x 273 GB/s, 10 x per-GHz x 4.512 GHz), above the arm family's figure."""
+    m4 = resolve_cpu("apple m4 pro")
+    rates = CPURates(m4, "--cpu", m4.default_threads)
+    bw, how = decode_bandwidth_gbps(m4.ram_bandwidth_gbps or 0, rates)
+    arm = CPURates(replace(m4, id="", name="Some Arm CPU"), "--cpu", m4.default_threads)
+    assert m4.default_threads == 10 and bw > decode_bandwidth_gbps(m4.ram_bandwidth_gbps or 0, arm)[0] * 1.3
+    assert "apple" in how
+    assert prefill_gflops_per_thread(rates)[0] > 2 * prefill_gflops_per_thread(arm)[0]
 
 
 def test_a_cpu_with_its_own_prompt_runs_prefills_each_file_type_at_its_own_rate() -> None:
@@ -289,3 +304,27 @@ def test_cpu_prompt_attention_falls_behind_the_matrix_rate_as_the_cache_grows() 
     deep, _ = attention_share(16384)
     assert shallow == 1.0 and deep < mid < 1.0 and "published runs at depth" in how
     assert abs(mid / deep - 8**0.5) < 0.01  # sqrt(16384 / 2048)
+
+
+def test_a_mac_named_as_a_gpu_runs_its_cpu_layers_on_the_chips_own_cpu() -> None:
+    """--gpu m1-max-64gb: the layers left on the CPU run on the M1 Max's cores (cpus.yaml apple-m1-max), at
+    llama.cpp's default -t on a Mac, its 8 performance cores; a discrete card brings no CPU of its own."""
+    from gemma_fit.hardware.select import hardware_of
+
+    mac = hardware_of(["m1-max-64gb"])
+    assert mac.cpu is not None and mac.cpu.id == "apple-m1-max" and mac.cpu_cores == 8
+    assert hardware_of(["m4-pro-64gb"]).cpu.id == "apple-m4-pro"  # type: ignore[union-attr]
+    assert hardware_of(["a4000"]).cpu is None
+
+
+def test_routed_experts_cost_a_cpu_only_build_more_than_their_bytes() -> None:
+    """A CPU-only build repacks the routed experts and reads them below the dense rate (fitted on four machines'
+    Gemma 4 26B-A4B runs against their dense ones); beside a GPU (--cpu-moe) they stay unrepacked in the host buffer."""
+    from gemma_fit.speed.cpu import cpu_decode_s, expert_prefill_share, expert_read_share
+
+    share, how = expert_read_share()
+    assert 0.2 < share < 1.0 and "mixture-of-experts" in how and 0.2 < expert_prefill_share() < 1.0
+    rates = CPURates(resolve_cpu("7950x"), "given", 16)
+    dense = cpu_decode_s(2.6e9, 83.2, rates)
+    assert cpu_decode_s(2.6e9, 83.2, rates, expert_bytes=0.95e9) == pytest.approx(
+        dense * (1.65e9 + 0.95e9 / share) / 2.6e9)

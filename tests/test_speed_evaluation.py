@@ -60,3 +60,14 @@ def test_every_unfitted_run_names_a_scored_row() -> None:
         for t in e["tests"]:
             assert any(r["source"] == e["source_url"] and r["m"].test == t and e.get("model") in (None, r["model"])
                        for r in excluded), (e["source_url"], t)
+
+
+def test_a_run_states_its_memory_as_the_flags_would() -> None:
+    """A CPU run whose board runs slower memory than the CPU's rating says so in the `ram` column
+    ("ddr4-2666 x4": daScript's Threadripper 3990X, 8x32 GB at 2666 MT/s); free text keeps the rated maximum."""
+    assert evaluate_speed._ram("ddr4-2666 x4") == ("ddr4-2666", 4)
+    assert evaluate_speed._ram("LPDDR5X-8000 x2") == ("lpddr5x-8000", 2)
+    assert evaluate_speed._ram("quad-channel (speed not stated)") is None
+    row = next(r for r in evaluate_speed.rows() if r["machine"] == "threadripper-3990x")
+    hw = evaluate_speed.hardware_for(row)
+    assert hw is not None and hw.ram_bandwidth_gbps is not None and 80 < hw.ram_bandwidth_gbps < 90  # 4 x 21.3 GB/s

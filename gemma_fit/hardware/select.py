@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -69,9 +70,22 @@ def select_hardware(gpu_names: list[str], hardware_file: Path | None, extra: tup
                        "limit; an HGX node has 8 or 16): several machines are a cluster file")
     _one_unified_machine(gpus)
     label = " + ".join(g.name for g in gpus)
-    cpu = _this_cpu(extra) if host is not None else None  # --gpu local: this machine's CPU runs the CPU layers
+    # --gpu local: this machine's CPU runs the CPU layers; a Mac's: the chip's own CPU, where the database has it
+    cpu = _this_cpu(extra) if host is not None else _apple_cpu(gpus, extra)
     return Hardware(label, tuple(gpus), host, notes=notes, disk=disk, cpu_cores=_threads(cpu) if cpu else None, cpu=cpu,
                     cpu_sockets=cpu.sockets if cpu else 1)
+
+
+_APPLE_CHIP = re.compile(r"^(?:Apple\s+)?(M\d+(?:\s+(?:Pro|Max|Ultra))?)\b")
+
+
+def _apple_cpu(gpus: list[GPUSpec], extra: tuple[Path, ...]) -> CPUSpec | None:
+    """The CPU of an Apple chip named as a GPU ("M1 Max 64GB (32-core GPU)": hardware_db/cpus.yaml's apple-m1-max):
+    its cores, clock and performance cores (llama.cpp's default -t on a Mac) for the layers left on the CPU."""
+    if len(gpus) != 1 or gpus[0].unified_platform != "macos":
+        return None
+    m = _APPLE_CHIP.match(gpus[0].name)
+    return _named_cpu(f"apple {m.group(1).lower()}", extra) if m else None
 
 
 SEALED_PLATFORMS = ("macos", "l4t", "dgx-os")  # unified_platform values of machines with no slot for a GPU

@@ -79,21 +79,67 @@ def published_cpus() -> dict:
     return cpus
 
 
+def design(cpu: CPUSpec) -> str | None:
+    """The core design whose published runs set a CPU's terms apart from its family's: "apple" for Apple's own Arm
+    cores (an M-series chip's CPU), whose cores each keep far more memory reads in flight and multiply far faster
+    per clock than the Cortex and Neoverse cores of the arm medians; None for every other CPU."""
+    if cpu.family == "arm" and (cpu.id.startswith("apple-") or cpu.name.lower().startswith("apple")):
+        return "apple"
+    return None
+
+
+def _design_terms(cpu: CPUSpec) -> dict:
+    kind = design(cpu)
+    entry: dict = (_terms().get("designs") or {}).get(kind, {}) if kind else {}
+    return entry
+
+
 def decode_efficiency(cpu: CPUSpec) -> tuple[float, str]:
     """The share of datasheet memory bandwidth CPU decode reaches: the CPU's own figure where published runs of
     it were fitted (as a GPU chip's are: a Raspberry Pi 4's memory controller delivers less of its datasheet
-    than the ARM median), else its family's (x86, arm)."""
+    than the ARM median), else its core design's (Apple), else its family's (x86, arm)."""
     own = published_cpus().get(cpu.id) if cpu.id else None
     if own is not None and "efficiency" in own:
         return float(own["efficiency"]), f"fitted on {own['n']} published runs of the {cpu.name}"
+    designed = _design_terms(cpu)
+    if "efficiency" in designed:
+        return float(designed["efficiency"]), f"fitted on {designed['n']} published runs of {design(cpu)} CPUs"
     fitted = _terms()["families"]
-    entry = fitted.get(cpu.family) or fitted["x86"]
-    return float(entry["efficiency"]), f"median of {entry['n']} published {cpu.family} CPU runs"
+    family = "arm-v8.0" if cpu.family == "arm" and not cpu.dotprod and "arm-v8.0" in fitted else cpu.family
+    entry = fitted.get(family) or fitted["x86"]
+    return float(entry["efficiency"]), f"median of {entry['n']} published {family} CPU runs"
 
 
-def per_thread_gbps() -> tuple[float, str]:
+def per_thread_gbps(cpu: CPUSpec | None = None) -> tuple[float, str]:
+    """GB/s one decode thread draws: its core design's figure per GHz of boost clock where one was fitted and the
+    clock is known (a core's reads in flight retire at its clock), else the median of runs on one or two threads."""
+    designed = _design_terms(cpu) if cpu is not None else {}
+    per_ghz = designed.get("per_thread_gbps_per_ghz")
+    if per_ghz and cpu is not None and cpu.boost_clock_ghz:
+        return (round(float(per_ghz) * cpu.boost_clock_ghz, 1),
+                f"{float(per_ghz):g} GB/s per GHz x {cpu.boost_clock_ghz:g} GHz, fitted on {designed['n']} published "
+                f"runs of {design(cpu)} CPUs")
     t = _terms()["per_thread"]
     return float(t["gbps"]), f"median of {t['n']} published runs on <= {t['max_threads']} threads"
+
+
+def expert_read_share() -> tuple[float, str]:
+    """The share of the CPU's decode bandwidth routed-expert weights are read at in a CPU-only build: llama.cpp
+    repacks them for its CPU kernels (ggml-cpu/repack.cpp: Q4_K on AVX2 and dot-product NEON, Q5_K/Q6_K on NEON),
+    and the repacked mul_mat_id runs one small matrix-vector product per routed expert (8 of Gemma 4 26B-A4B's 128,
+    704 rows each) split over the threads, which stream them slower than one large dense matrix."""
+    entry = _terms().get("experts") or {}
+    if "decode_share" not in entry:
+        return 1.0, "the dense weights' rate"
+    return float(entry["decode_share"]), f"fitted on {entry['n_decode']} published mixture-of-experts runs"
+
+
+def expert_prefill_share() -> float:
+    """The share of the CPU's matrix rate a prompt's routed-expert products reach: the repacked mul_mat_id
+    (ggml-cpu/repack.cpp forward_mul_mat_id) runs one matrix-vector product per routed token row instead of a
+    blocked matrix product, re-reading each expert's weights for each of its ~32 rows of a 512-token ubatch."""
+    entry = _terms().get("experts") or {}
+    return float(entry.get("prefill_share", 1.0))
 
 
 def decode_bandwidth_gbps(ram_bw: float, rates: CPURates) -> tuple[float, str]:
@@ -101,7 +147,7 @@ def decode_bandwidth_gbps(ram_bw: float, rates: CPURates) -> tuple[float, str]:
     eff, where = decode_efficiency(rates.cpu)
     nodes = rates.memory_nodes
     memory = ram_bw * eff * nodes
-    per_thread, thread_where = per_thread_gbps()
+    per_thread, thread_where = per_thread_gbps(rates.cpu)
     if rates.threads and rates.threads * per_thread < memory:
         return (rates.threads * per_thread,
                 f"{rates.threads} threads x {per_thread:g} GB/s a thread draws ({thread_where}): fewer threads "
@@ -117,9 +163,11 @@ def thread_bound(ram_bw: float, rates: CPURates) -> bool:
     return decode_bandwidth_gbps(ram_bw, rates)[0] < ram_bw * eff * rates.memory_nodes
 
 
-def cpu_decode_s(read_bytes: float, ram_bw: float, rates: CPURates) -> float:
+def cpu_decode_s(read_bytes: float, ram_bw: float, rates: CPURates, expert_bytes: float = 0.0) -> float:
+    """Seconds the CPU reads a token's bytes in; `expert_bytes` of them routed experts (expert_read_share)."""
     bw, _ = decode_bandwidth_gbps(ram_bw, rates)
-    return read_bytes / (bw * 1e9)
+    share, _ = expert_read_share()
+    return (read_bytes - expert_bytes + expert_bytes / share) / (bw * 1e9)
 
 
 def prefill_gflops_per_thread(rates: CPURates, file_type: str = "") -> tuple[float, str]:
@@ -129,6 +177,9 @@ def prefill_gflops_per_thread(rates: CPURates, file_type: str = "") -> tuple[flo
     FP16 arithmetic or dot-product instructions, runs Q8_0 prompts 1.6x as fast as F16 ones)."""
     # Armv8.0 cores (a Raspberry Pi 4's Cortex-A72) lack the dot products the quantized NEON kernels are built on
     group = "arm-v8.0" if rates.cpu.family == "arm" and not rates.cpu.dotprod else PREFILL_GROUP[rates.cpu.isa]
+    kind = design(rates.cpu)
+    if kind and kind in _terms()["prefill"]:  # Apple's cores: a group of their own
+        group = kind
     entry = _terms()["prefill"][group]
     rate, where = float(entry["gflops_per_thread"]), f"{group} median of {entry['n']} published runs"
     per_ghz, clock = entry.get("gflops_per_thread_per_ghz"), rates.cpu.boost_clock_ghz
@@ -194,14 +245,17 @@ def cpu_attention_s(flops: float, cells: float, rates: CPURates, notes: list[str
     return flops / (per_thread * share * (rates.threads or ASSUMED_THREADS) * 1e9)
 
 
-def cpu_prefill_s(flops: float, rates: CPURates, notes: list[str], file_type: str = "") -> float:
+def cpu_prefill_s(flops: float, rates: CPURates, notes: list[str], file_type: str = "",
+                  expert_flops: float = 0.0) -> float:
     """Seconds the CPU takes for a prompt's matrix products (CPU only: with a GPU, llama.cpp computes
-    large batches on the GPU)."""
+    large batches on the GPU); `expert_flops` of them routed experts', at expert_prefill_share of the rate."""
     per_thread, where = prefill_gflops_per_thread(rates, file_type)
     threads = rates.threads or ASSUMED_THREADS
+    share = expert_prefill_share() if expert_flops else 1.0
     notes.append(f"CPU prefill at {per_thread:g} GFLOP/s per thread x {threads} threads ({where})"
+                 + (f"; routed experts at x{share:g} of it" if share != 1.0 else "")
                  + ("" if rates.threads else f"; {ASSUMED_THREADS} threads assumed (--threads)"))
-    return flops / (per_thread * threads * 1e9)
+    return (flops - expert_flops + expert_flops / share) / (per_thread * threads * 1e9)
 
 
 @cache

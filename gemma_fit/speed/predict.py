@@ -123,7 +123,7 @@ def _predict(plan: TensorPlan, est: MemoryEstimate, hardware: Hardware, prompt_t
     rates = cpu_of(hardware)
     ram_bw = system_bandwidth_gbps(hardware, rates, notes)
     work = device_work(plan, est, len(gpus), prompt_tokens, depth)
-    times = _decode_times(gpus, work, ram_bw, rates, notes)
+    times = _decode_times(gpus, work, ram_bw, rates, notes, plan.model)
     kernel_bound = [g.name for i, g in enumerate(gpus)
                     if _kernel_bound(g, work.work[i], work.nodes[i], work.kv_read[i])]
     peer = peer_link(gpus, attachments)
@@ -207,7 +207,7 @@ def _kernel_bound(g: GPUSpec, weights: LayerWork, n_nodes: float, kv_bytes: floa
 
 
 def _decode_times(gpus: tuple[GPUSpec, ...], work: DeviceWork, ram_bw: float, rates: CPURates,
-                  notes: list[str]) -> dict[str, float]:
+                  notes: list[str], model: ModelSpec) -> dict[str, float]:
     """Seconds per generated token on each device; with a layer split they run one after another."""
     times: dict[str, float] = {}
     for i, g in enumerate(gpus):
@@ -216,7 +216,10 @@ def _decode_times(gpus: tuple[GPUSpec, ...], work: DeviceWork, ram_bw: float, ra
         if i == 0:
             notes.append(f"decode efficiency {src} of {g.memory_bandwidth_gbps} GB/s")
     if work.read(CPU) > 0 or not gpus:
-        times["cpu"] = cpu_decode_s(work.read(CPU), ram_bw, rates)
+        # only a CPU-only build repacks the experts (expert_read_share): with a GPU backend llama.cpp keeps
+        # CPU-resident weights in the GPU's host buffer, ahead of the CPU's repack buffers (make_cpu_buft_list)
+        expert = 0.0 if gpus else _expert_read(work.work[CPU], model)
+        times["cpu"] = cpu_decode_s(work.read(CPU), ram_bw, rates, expert)
         _, how = decode_bandwidth_gbps(ram_bw, rates)
         notes.append(f"CPU layers decode at {how}; CPU: {rates.cpu.name} ({rates.how})")
     split = hybrid_split_s(sum(work.nodes[i] for i in range(len(gpus))), work.cpu_expert_layers) if gpus else 0.0
@@ -225,6 +228,11 @@ def _decode_times(gpus: tuple[GPUSpec, ...], work: DeviceWork, ram_bw: float, ra
         notes.append(f"routed experts of {work.cpu_expert_layers} layers in system memory split each of them between "
                      f"GPU and CPU: {split * 1e3:.1f} ms per token (model_db/llamacpp/hybrid_decode.yaml)")
     return times
+
+
+def _expert_read(w: LayerWork, model: ModelSpec) -> float:
+    """Bytes of routed-expert weights one token reads from w's matrices (the routed share of all of them)."""
+    return w.expert_bytes * model.n_expert_used / model.n_expert if model.n_expert else 0.0
 
 
 def _decode_transfer_s(model: ModelSpec, est: MemoryEstimate, gpus: tuple[GPUSpec, ...], peer: Link | None,

@@ -161,7 +161,7 @@ def prefill_seconds(plan: TensorPlan, est: MemoryEstimate, gpus: tuple[GPUSpec, 
         flops = (w.dense_flops + w.expert_flops) * prompt_tokens
         per_cell = sum(4.0 * layer.n_head * layer.head_dim for layer in plan.model.layers) * prompt_tokens
         cells = work.attn_flops[CPU] / per_cell if per_cell else 0.0  # cached tokens a query attends, on average
-        return (cpu_prefill_s(flops, cpu_rates, notes, plan.ftype.name)
+        return (cpu_prefill_s(flops, cpu_rates, notes, plan.ftype.name, w.expert_flops * prompt_tokens)
                 + cpu_attention_s(work.attn_flops[CPU], cells, cpu_rates, notes))
     total = 0.0
     share = bf16_share(plan)  # a UD-Q8_K_XL's layer matrices kept in BF16 go through the BF16 kernels
