@@ -328,3 +328,18 @@ def test_routed_experts_cost_a_cpu_only_build_more_than_their_bytes() -> None:
     dense = cpu_decode_s(2.6e9, 83.2, rates)
     assert cpu_decode_s(2.6e9, 83.2, rates, expert_bytes=0.95e9) == pytest.approx(
         dense * (1.65e9 + 0.95e9 / share) / 2.6e9)
+
+
+def test_a_mac_cpu_bound_by_its_performance_cores_does_not_ask_for_more_threads() -> None:
+    """llama.cpp's default -t on a Mac is its performance cores; adding the efficiency cores is no remedy, so the
+    bottleneck of a thread-bound M4 Pro says the P-cores bind it (a 2-thread desktop run still asks for more -t)."""
+    from gemma_fit import api
+    from gemma_fit.memory.settings import RunSettings
+
+    def bottleneck(cpu: str, threads: int | None) -> str:
+        result = api.check("gemma-4-12b", ["cpu"], settings=RunSettings(n_ctx=4096),
+                           machine=MachineFlags(ram_gb=64, cpu=cpu, threads=threads))
+        return result.performance.bottleneck  # type: ignore[union-attr]
+
+    assert "performance cores" in bottleneck("m4 pro", None) and "more threads" not in bottleneck("m4 pro", None)
+    assert "more threads" in bottleneck("7950x", 2)

@@ -142,7 +142,8 @@ def _predict(plan: TensorPlan, est: MemoryEstimate, hardware: Hardware, prompt_t
         ttft_s=prefill_s + decode_s,
         load_s=load_cold,
         bottleneck=_bottleneck(times, gpus, est, peer, kernel_bound, work, modes,
-                               rates.threads if thread_bound(ram_bw, rates) else None),
+                               rates.threads if thread_bound(ram_bw, rates) else None,
+                               rates.cpu.performance_cores),
         prompt_tokens=prompt_tokens,
         decode_time_by_device_s=times,
         notes=tuple(notes),
@@ -305,7 +306,7 @@ def _expert_loop_clause(gpu: GPUSpec, work: DeviceWork, ubatch: int) -> str:
 
 def _bottleneck(times: dict[str, float], gpus: tuple[GPUSpec, ...], est: MemoryEstimate,
                 peer: Link | None, kernel_bound: list[str], work: DeviceWork, modes: dict[str, float],
-                cpu_threads_bound: int | None = None) -> str:
+                cpu_threads_bound: int | None = None, performance_cores: int | None = None) -> str:
     if not times:
         return "unknown"
     worst = max(times, key=lambda k: times[k])
@@ -317,6 +318,10 @@ def _bottleneck(times: dict[str, float], gpus: tuple[GPUSpec, ...], est: MemoryE
         n_cpu = sum(1 for d in est.placement.layer_device if d == CPU)
         return (f"decode waits on system memory: {n_cpu} layers run on the CPU; offloading fewer layers to the "
                 f"CPU (a smaller quant or context, or a GPU with more memory) moves it")
+    if worst == "cpu" and cpu_threads_bound and performance_cores and cpu_threads_bound >= performance_cores:
+        return (f"decode is bound by the CPU's {cpu_threads_bound} threads on its performance cores, not the memory: "
+                "each draws only so much bandwidth, and the efficiency cores llama.cpp's default -t leaves out draw "
+                "less; a GPU moves it")
     if worst == "cpu" and cpu_threads_bound:
         return (f"decode is bound by the CPU's {cpu_threads_bound} threads, not the memory: each draws only so much "
                 "bandwidth; more threads (-t, up to the physical cores) or a GPU moves it")
