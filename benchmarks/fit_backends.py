@@ -540,13 +540,7 @@ def cpu_shared_terms(without: LeaveOut) -> dict[str, Any]:
     saved = {k: table.get(k) for k in CPU_SHARED}
     saved["prefill_apple"] = table["prefill"].get("apple")
     experts = fcd.cpu_expert_fits(without)
-    apple = fcd.apple_design_fit(experts, without)
-    table["experts"] = experts
-    table["designs"] = {"apple": apple["decode"]} if apple else {}
-    table["prefill"].pop("apple", None)
-    if apple and "prefill" in apple:
-        table["prefill"]["apple"] = apple["prefill"]
-    clear_speed_cache()
+    fcd.install_shared(experts, fcd.apple_design_fit(experts, without))
     return saved
 
 

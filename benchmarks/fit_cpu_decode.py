@@ -409,6 +409,20 @@ def apple_design_fit(experts: dict[str, object],
             "prefill": {"gflops_per_thread": round(statistics.median(implied), 1), "n": len(implied)}}
 
 
+def install_shared(experts: dict[str, object], apple: dict[str, object] | None) -> None:
+    """Put the CPU terms fitted across machines (cpu_expert_fits, apple_design_fit) in force in the live table."""
+    from gemma_fit.speed.cpu import _terms
+    from gemma_fit.speed.predict import clear_speed_cache
+
+    table = _terms()
+    table["experts"] = experts
+    table["designs"] = {"apple": apple["decode"]} if apple else {}
+    table["prefill"].pop("apple", None)
+    if apple and "prefill" in apple:
+        table["prefill"]["apple"] = apple["prefill"]
+    clear_speed_cache()
+
+
 def _sweep_key(r: dict[str, Any]) -> tuple[Any, ...]:
     return r["machine"], r["model"], r["quant"], r["source"], r["m"].n_prompt
 
@@ -487,18 +501,10 @@ def main() -> None:
     print(_summary("decode", decode_errors(dec)))
     print(_summary("prefill (per thread)", prefill_errors(pre)))
     print(_summary("prefill (per thread per GHz of boost)", prefill_errors(pre, "per_ghz")))
-    from gemma_fit.speed.cpu import _terms
-    from gemma_fit.speed.predict import clear_speed_cache
 
     experts = cpu_expert_fits()
     apple = apple_design_fit(experts)
-    table = _terms()  # the fits below (each CPU's own figures) read the shared terms just fitted
-    table["experts"] = experts
-    if apple:
-        table["designs"] = {"apple": apple["decode"]}
-        if "prefill" in apple:
-            table["prefill"]["apple"] = apple["prefill"]
-    clear_speed_cache()
+    install_shared(experts, apple)  # the fits below (each CPU's own figures) read the shared terms just fitted
     if experts:
         print(f"routed experts: decode reads at x{experts.get('decode_share')} of the CPU's bandwidth "
               f"({experts.get('n_decode')} runs), prompts at x{experts.get('prefill_share')} of its matrix rate "

@@ -163,11 +163,16 @@ def thread_bound(ram_bw: float, rates: CPURates) -> bool:
     return decode_bandwidth_gbps(ram_bw, rates)[0] < ram_bw * eff * rates.memory_nodes
 
 
+def dense_equivalent_bytes(read_bytes: float, expert_bytes: float) -> float:
+    """The bytes a CPU-only build's decode costs as if all were dense: `expert_bytes` of `read_bytes` are routed
+    experts, read at expert_read_share of the rate."""
+    return read_bytes - expert_bytes + expert_bytes / expert_read_share()[0] if expert_bytes else read_bytes
+
+
 def cpu_decode_s(read_bytes: float, ram_bw: float, rates: CPURates, expert_bytes: float = 0.0) -> float:
     """Seconds the CPU reads a token's bytes in; `expert_bytes` of them routed experts (expert_read_share)."""
     bw, _ = decode_bandwidth_gbps(ram_bw, rates)
-    share, _ = expert_read_share()
-    return (read_bytes - expert_bytes + expert_bytes / share) / (bw * 1e9)
+    return dense_equivalent_bytes(read_bytes, expert_bytes) / (bw * 1e9)
 
 
 def prefill_gflops_per_thread(rates: CPURates, file_type: str = "") -> tuple[float, str]:

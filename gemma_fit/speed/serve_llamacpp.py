@@ -31,7 +31,7 @@ from gemma_fit.speed.calibration import (
 from gemma_fit.speed.cpu import (
     cpu_of,
     decode_bandwidth_gbps,
-    expert_read_share,
+    dense_equivalent_bytes,
     hybrid_split_s,
     prefill_gflops_per_thread,
     system_bandwidth_gbps,
@@ -130,8 +130,7 @@ def llamacpp_pipeline(plan: TensorPlan, est: MemoryEstimate, hardware: Hardware,
         w = work.work[CPU]
         flops = w.dense_flops + w.expert_flops + (_output_flops(plan) if est.placement.output_device == CPU else 0.0)
         if not gpus and w.read_bytes:  # a CPU-only build reads its repacked experts slower (expert_read_share)
-            expert = w.expert_bytes * share
-            bw *= w.read_bytes / (w.read_bytes - expert + expert / expert_read_share()[0])
+            bw *= w.read_bytes / dense_equivalent_bytes(w.read_bytes, w.expert_bytes * share)
         stages.append(_stage("cpu", w, work.kv_read[CPU], flops, bw * 1e9,  # the CPU runs prefill's kernels
                              per_thread * (rates.threads or 8) * 1e9, 0.0, share, cpu_reread))
     factors = hardware.speed_calibration.decode_points() if hardware.speed_calibration else ()
