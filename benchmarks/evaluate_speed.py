@@ -136,7 +136,7 @@ def rows() -> list[dict[str, Any]]:
             if _unwarmed(r):
                 continue
             test = re.sub(r"^S_(PP|TG) \((\w+) @ N_KV\)$", r"\2", r["test"])  # llama-sweep-bench's rows
-            m = _measurement(test, _int(r["n_prompt"]), _int(r["n_gen"]), _int(r["depth"]), 1,
+            m = _measurement(test, _int(r["n_prompt"]), _int(r["n_gen"]), _int(r["depth"]), _int(r["concurrency"], 1),
                              float(r["tokens_per_s"]), _ubatch(r["test"], r.get("notes", "")))
             if m is not None and "+" not in test:
                 fork = "ik_llama" in r["tool"]  # a fork's CPU kernels (run-time repacking): scored apart

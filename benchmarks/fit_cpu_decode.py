@@ -42,11 +42,12 @@ GIB = 1024**3
 # Decode families: Armv8.0 cores (Cortex-A72/A53: a Raspberry Pi 4) sit on memory controllers of their era, which
 # deliver far less of their datasheet than the dot-product ARM cores' (a Pi 4 0.27, the arm median 0.39).
 FAMILY = {"avx2": "x86", "avx512": "x86", "amx": "x86", "neon": "arm", "sve": "arm", "neon-v8.0": "arm-v8.0"}
-# Prefill groups: llama.cpp's AMX kernels run only in builds with GGML_AMX and for some quant types,
-# so AMX CPUs join the AVX-512 group; NEON and SVE cores share the arm group (SVE has one CPU here). Armv8.0 cores
+# Prefill groups: AMX CPUs their own (a native build, -march=native, and the release builds' sapphirerapids variant
+# compile llama.cpp's AMX kernels; the rows are of types they multiply: gemma_fit.speed.cpu AMX_WEIGHT_TYPES);
+# NEON and SVE cores share the arm group (SVE has one CPU here). Armv8.0 cores
 # (Cortex-A72/A53: a Raspberry Pi 4) lack the dot-product instructions llama.cpp's quantized NEON kernels use:
 # their own group ("neon-v8.0" in the runs' isa column, `dotprod: false` in hardware_db/cpus.yaml).
-PREFILL_GROUP = {"avx2": "avx2", "avx512": "avx512", "amx": "avx512", "neon": "arm", "sve": "arm",
+PREFILL_GROUP = {"avx2": "avx2", "avx512": "avx512", "amx": "amx", "neon": "arm", "sve": "arm",
                  "neon-v8.0": "arm-v8.0"}
 MAX_THREAD_LIMITED = 2
 # Token-embedding plus output-matrix parameters (billions) of the benchmark models, from their
@@ -55,7 +56,9 @@ NOT_MULTIPLIED_B = {"Llama 3.1 8B": 2 * 128256 * 4096 / 1e9, "LLaMA-3.1-8B": 2 *
                     "Llama 3.2 3B": 128256 * 3072 / 1e9, "Llama 3.2 1B": 128256 * 2048 / 1e9,
                     "TinyLlama 1.1B": 2 * 32000 * 2048 / 1e9, "Mistral 7B": 2 * 32000 * 4096 / 1e9,
                     "Llama 2 7B": 2 * 32000 * 4096 / 1e9, "LLaMA 7B": 2 * 32000 * 4096 / 1e9,
-                    "Gemma 3 1B": 262144 * 1152 / 1e9}
+                    "Gemma 3 1B": 262144 * 1152 / 1e9,
+                    "Mistral Small 3.1 24B": 2 * 131072 * 5120 / 1e9,  # untied: embedding and output apart
+                    "Qwen3-VL-4B": 151936 * 2560 / 1e9}  # tied, as Qwen3-4B's
 
 
 def _number(text: str) -> float | None:

@@ -343,3 +343,25 @@ def test_a_mac_cpu_bound_by_its_performance_cores_does_not_ask_for_more_threads(
 
     assert "performance cores" in bottleneck("m4 pro", None) and "more threads" not in bottleneck("m4 pro", None)
     assert "more threads" in bottleneck("7950x", 2)
+
+
+def test_an_amx_cpu_multiplies_only_the_types_its_tiles_take_at_the_amx_rate() -> None:
+    """A CPU-only build on an AMX CPU keeps Q4_K/Q8_0-type weights in the AMX buffer and multiplies a prompt on the
+    tiles (the `amx` group, fitted on a Xeon 6975P-C's runs); F16 weights, attention (no file type) and routed experts
+    (MUL_MAT_ID, which the AMX buffer does not take) run the AVX-512 kernels."""
+    from gemma_fit.speed.cpu import cpu_prefill_s, expert_prefill_share, prefill_group
+
+    sapphire = resolve_cpu("8480+")
+    assert sapphire.isa == "amx"
+    assert prefill_group(sapphire, "Q4_K_M") == prefill_group(sapphire, "Q8_0") == "amx"
+    assert prefill_group(sapphire, "F16") == prefill_group(sapphire, "Q3_K_M") == prefill_group(sapphire) == "avx512"
+    assert prefill_group(sapphire, "Q4_K_M", amx=False) == "avx512"
+    avx512 = replace(sapphire, isa="avx512")
+    rates, plain = CPURates(sapphire, "given", 56), CPURates(avx512, "given", 56)
+    amx_rate = prefill_gflops_per_thread(rates, "Q4_K_M")[0]
+    assert amx_rate > 2 * prefill_gflops_per_thread(plain, "Q4_K_M")[0]
+    assert prefill_gflops_per_thread(rates, "F16")[0] == prefill_gflops_per_thread(plain, "F16")[0]
+    notes: list[str] = []
+    routed = prefill_gflops_per_thread(rates, "Q4_K_M", amx=False)[0]
+    seconds = cpu_prefill_s(3e12, rates, notes, "Q4_K_M", expert_flops=1e12)
+    assert seconds == pytest.approx((2e12 / amx_rate + 1e12 / (routed * expert_prefill_share())) / (56 * 1e9))

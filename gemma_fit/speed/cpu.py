@@ -4,7 +4,7 @@ and how fast they multiply a prompt.
 Terms from published CPU-only llama.cpp runs (model_db/llamacpp/cpu_decode.yaml, written by
 benchmarks/fit_cpu_decode.py): decode reads weights at a family's share of datasheet bandwidth, but
 never faster than threads x what one thread draws (a core keeps only so many cache misses in flight);
-prefill multiplies at a per-thread rate of its instruction-set group (AVX2, AVX-512/AMX, ARM).
+prefill multiplies at a per-thread rate of its instruction-set group (AVX2, AVX-512, AMX, ARM).
 """
 
 from __future__ import annotations
@@ -12,8 +12,10 @@ from __future__ import annotations
 import math
 from functools import cache
 
+from gemma_fit.base.errors import GemmaFitError
 from gemma_fit.base.record import record
 from gemma_fit.db.rules import read_packaged_yaml
+from gemma_fit.gguf.types import file_type as resolve_file_type
 from gemma_fit.hardware.spec import CPUSpec, Hardware
 
 ARM_HINTS = ("arm", "aarch64", "graviton", "ampere", "apple", "snapdragon", "raspberry", "cortex", "neoverse",
@@ -22,7 +24,13 @@ ARM_HINTS = ("arm", "aarch64", "graviton", "ampere", "apple", "snapdragon", "ras
 # Cortex-X925 and Jetson Thor's Neoverse V3AE have SVE2; Strix Halo's Zen 5 cores AVX-512.
 UNIFIED_CPU = {"macos": ("arm", "neon"), "l4t": ("arm", "neon"), "dgx-os": ("arm", "sve"),
                "amd-uma": ("x86", "avx512")}
-PREFILL_GROUP = {"avx2": "avx2", "avx512": "avx512", "amx": "avx512", "neon": "arm", "sve": "arm"}
+PREFILL_GROUP = {"avx2": "avx2", "avx512": "avx512", "amx": "amx", "neon": "arm", "sve": "arm"}
+# The weight types llama.cpp's AMX kernels multiply (ggml-cpu/amx/common.h qtype_has_amx_kernels). On an AMX CPU a
+# CPU-only build keeps such weights in the AMX buffer, the first of the CPU's extra buffer types
+# (ggml-cpu.cpp ggml_backend_cpu_get_extra_buffer_types; with a GPU the host buffer comes first, llama-model.cpp
+# make_cpu_buft_list), and multiplies a prompt's batches on the tiles. Every other type, the routed experts (the AMX
+# buffer takes MUL_MAT only, not MUL_MAT_ID: amx.cpp supports_op) and attention run the AVX-512 kernels.
+AMX_WEIGHT_TYPES = ("Q4_0", "Q4_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS")
 
 
 @cache
@@ -175,16 +183,38 @@ def cpu_decode_s(read_bytes: float, ram_bw: float, rates: CPURates, expert_bytes
     return dense_equivalent_bytes(read_bytes, expert_bytes) / (bw * 1e9)
 
 
-def prefill_gflops_per_thread(rates: CPURates, file_type: str = "") -> tuple[float, str]:
-    """Matrix-product GFLOP/s one thread reaches in prefill, for the CPU's instruction-set group; on a CPU with
+def amx_multiplies(cpu: CPUSpec, file_type: str) -> bool:
+    """Whether a CPU-only build multiplies this file type's prompt batches on the CPU's AMX tiles: an AMX CPU and a
+    file whose main weight type has AMX kernels (its bumped tensors, mostly of the same kernel family, alike)."""
+    if cpu.isa != "amx" or not file_type or "amx" not in _terms()["prefill"]:
+        return False
+    try:
+        return resolve_file_type(file_type).default_type.name in AMX_WEIGHT_TYPES
+    except GemmaFitError:
+        return False
+
+
+def prefill_group(cpu: CPUSpec, file_type: str = "", amx: bool = True) -> str:
+    """The matrix-rate group of a CPU for a file type's products; `amx` False for products that never run on an AMX
+    CPU's tiles (routed experts; a decode step's few rows, which fill a few of the 32 rows an AMX tile pair takes:
+    ggml-cpu/amx/mmq.cpp BLOCK_M)."""
+    if cpu.family == "arm" and not cpu.dotprod:  # a Cortex-A72's cores lack the dot products NEON kernels use
+        return "arm-v8.0"
+    kind = design(cpu)
+    if kind and kind in _terms()["prefill"]:  # Apple's cores: a group of their own
+        return kind
+    if cpu.isa == "amx" and not (amx and amx_multiplies(cpu, file_type)):
+        return "avx512"  # the AVX-512 kernels an AMX CPU runs outside its tiles
+    return PREFILL_GROUP[cpu.isa]
+
+
+def prefill_gflops_per_thread(rates: CPURates, file_type: str = "", amx: bool = True) -> tuple[float, str]:
+    """Matrix-product GFLOP/s one thread reaches in prefill, for the CPU's instruction-set group (an AMX CPU's tiles
+    only for the types they multiply and `amx` products, never for attention: no `file_type`); on a CPU with
     published Gemma prompt runs of its own, scaled by what they show for this file type's kernels (or for all its
     runs, a type it has none of): each type's dot product unpacks its blocks its own way (an Armv8.0 core, without
     FP16 arithmetic or dot-product instructions, runs Q8_0 prompts 1.6x as fast as F16 ones)."""
-    # Armv8.0 cores (a Raspberry Pi 4's Cortex-A72) lack the dot products the quantized NEON kernels are built on
-    group = "arm-v8.0" if rates.cpu.family == "arm" and not rates.cpu.dotprod else PREFILL_GROUP[rates.cpu.isa]
-    kind = design(rates.cpu)
-    if kind and kind in _terms()["prefill"]:  # Apple's cores: a group of their own
-        group = kind
+    group = prefill_group(rates.cpu, file_type, amx)
     entry = _terms()["prefill"][group]
     rate, where = float(entry["gflops_per_thread"]), f"{group} median of {entry['n']} published runs"
     per_ghz, clock = entry.get("gflops_per_thread_per_ghz"), rates.cpu.boost_clock_ghz
@@ -257,10 +287,11 @@ def cpu_prefill_s(flops: float, rates: CPURates, notes: list[str], file_type: st
     per_thread, where = prefill_gflops_per_thread(rates, file_type)
     threads = rates.threads or ASSUMED_THREADS
     share = expert_prefill_share() if expert_flops else 1.0
+    routed_rate = prefill_gflops_per_thread(rates, file_type, amx=False)[0] if expert_flops else per_thread
     notes.append(f"CPU prefill at {per_thread:g} GFLOP/s per thread x {threads} threads ({where})"
-                 + (f"; routed experts at x{share:g} of it" if share != 1.0 else "")
+                 + (f"; routed experts at x{share:g} of {routed_rate:g}" if share != 1.0 else "")
                  + ("" if rates.threads else f"; {ASSUMED_THREADS} threads assumed (--threads)"))
-    return (flops - expert_flops + expert_flops / share) / (per_thread * threads * 1e9)
+    return ((flops - expert_flops) / per_thread + expert_flops / (routed_rate * share)) / (threads * 1e9)
 
 
 @cache

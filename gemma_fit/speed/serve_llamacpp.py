@@ -126,7 +126,7 @@ def llamacpp_pipeline(plan: TensorPlan, est: MemoryEstimate, hardware: Hardware,
     if work.read(CPU) > 0 or not gpus:
         rates = cpu_of(hardware)
         bw, _ = decode_bandwidth_gbps(system_bandwidth_gbps(hardware, rates, notes), rates)
-        per_thread, _ = prefill_gflops_per_thread(rates, plan.ftype.name)
+        per_thread, _ = prefill_gflops_per_thread(rates, plan.ftype.name, amx=False)  # a step's rows: no AMX tiles
         w = work.work[CPU]
         flops = w.dense_flops + w.expert_flops + (_output_flops(plan) if est.placement.output_device == CPU else 0.0)
         if not gpus and w.read_bytes:  # a CPU-only build reads its repacked experts slower (expert_read_share)
