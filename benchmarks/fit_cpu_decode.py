@@ -196,24 +196,41 @@ def _cpu_runs(ev: Any, kind: str) -> Iterator[tuple[dict[str, Any], float, Any]]
 
 
 def cpu_decode_fits() -> dict[str, dict[str, object]]:
-    """Per CPU of hardware_db/cpus.yaml: the decode efficiency that makes each of its published Gemma decode runs
-    (evaluate_speed's CPU rows, mainline llama.cpp, no depth) come out as published; the median, where it has
-    MIN_CPU_RUNS runs. CPU decode time is linear in 1 / efficiency, so each run's figure is the efficiency its
-    prediction used x published / predicted. Runs whose threads, not the memory, bound decode are left out."""
+    """Per CPU of hardware_db/cpus.yaml: from its published Gemma decode runs (evaluate_speed's CPU rows, mainline
+    llama.cpp, no depth), where it has MIN_CPU_RUNS of a kind, the decode efficiency that makes its memory-bound runs
+    come out as published, and the factor on the GB/s a thread draws that makes its thread-bound runs do so (one
+    chip generation's cores keep more reads in flight than another's); each the median over its runs. CPU decode time
+    is linear in 1 / bandwidth, so each run's figure is the one its prediction used x published / predicted."""
     sys.path.insert(0, str(REPO / "benchmarks"))
     import evaluate_speed as ev
 
-    from gemma_fit.speed.cpu import cpu_of, decode_efficiency, system_bandwidth_gbps, thread_bound
+    from gemma_fit.speed.cpu import cpu_of, decode_efficiency, published_cpus, system_bandwidth_gbps, thread_bound
+    from gemma_fit.speed.predict import clear_speed_cache
 
-    per_cpu: dict[str, list[float]] = {}
+    memory: dict[str, list[float]] = {}
+    threads: dict[str, list[float]] = {}
+    fitted = published_cpus()
+    decode_keys = ("efficiency", "n", "per_thread_factor", "n_threads")
+    kept = {cid: {k: entry.pop(k) for k in decode_keys if k in entry} for cid, entry in fitted.items()}
+    clear_speed_cache()  # each run against its design's or family's figures alone, so the fit is no fixed point
     for r, p, hw in _cpu_runs(ev, "decode"):
         m = r["m"]
         rates = cpu_of(hw)
         if thread_bound(system_bandwidth_gbps(hw, rates, []), rates):
-            continue
-        per_cpu.setdefault(hw.cpu.id, []).append(decode_efficiency(hw.cpu)[0] * m.tokens_per_s / p)
-    return {cid: {"efficiency": round(statistics.median(v), 3), "n": len(v)}
-            for cid, v in sorted(per_cpu.items()) if len(v) >= MIN_CPU_RUNS}
+            threads.setdefault(hw.cpu.id, []).append(m.tokens_per_s / p)
+        else:
+            memory.setdefault(hw.cpu.id, []).append(decode_efficiency(hw.cpu)[0] * m.tokens_per_s / p)
+    for cid, entry in kept.items():
+        fitted[cid].update(entry)
+    clear_speed_cache()
+    out: dict[str, dict[str, object]] = {}
+    for cid, v in sorted(memory.items()):
+        if len(v) >= MIN_CPU_RUNS:
+            out[cid] = {"efficiency": round(statistics.median(v), 3), "n": len(v)}
+    for cid, v in sorted(threads.items()):
+        if len(v) >= MIN_CPU_RUNS:
+            out.setdefault(cid, {}).update(per_thread_factor=round(statistics.median(v), 3), n_threads=len(v))
+    return out
 
 
 def cpu_prefill_fits() -> dict[str, dict[str, object]]:
@@ -358,9 +375,12 @@ APPLE_PER_GHZ = [x / 20 for x in range(20, 201)]  # GB/s per thread per GHz: 1 t
 def apple_design_fit(experts: dict[str, object],
                      exclude: Callable[[dict[str, Any]], bool] = lambda r: False) -> dict[str, object] | None:
     """Apple's own cores (gemma_fit.speed.cpu.design): decode at min(efficiency x datasheet, threads x GB/s per GHz
-    x boost clock), the pair of the grids that minimises the squared log error over their published Gemma decode
-    runs; prefill per thread, the median that makes each prompt run come out as published
-    (evaluate_speed's CPU rows on Apple CPUs, no depth, routed experts at their fitted shares)."""
+    x boost clock): the efficiency of the pair of the grids that minimises the squared log error over their
+    published Gemma decode runs, and at it the median over machines of each machine's own best GB/s per GHz (a chip
+    generation's cores draw their own figure: an M5 Max's 1.6x an M1 Max's, so one machine with many runs must not
+    set it for the rest; cpu_decode_fits gives a CPU with runs of its own its own factor); prefill per thread, the
+    median that makes each prompt run come out as published (evaluate_speed's CPU rows on Apple CPUs, no depth,
+    routed experts at their fitted shares)."""
     sys.path.insert(0, str(REPO / "benchmarks"))
     import evaluate_speed as ev
 
@@ -385,15 +405,17 @@ def apple_design_fit(experts: dict[str, object],
             datasheet, threads = system_bandwidth_gbps(hw, rates, []), rates.threads or 0
             clock = hw.cpu.boost_clock_ghz or 0.0
             if p and threads and clock:
-                runs.append((r["m"].tokens_per_s, p / min(datasheet, threads * clock), datasheet, threads * clock))
-        best: tuple[float, float, float] | None = None
-        for eff in APPLE_EFFICIENCIES:
-            for per_ghz in APPLE_PER_GHZ:
-                loss = sum(math.log(scale * min(eff * datasheet, per_ghz * thread_ghz) / published) ** 2
-                           for published, scale, datasheet, thread_ghz in runs)
-                if best is None or loss < best[0]:
-                    best = (loss, eff, per_ghz)
-        assert best is not None
+                runs.append((r["m"].tokens_per_s, p / min(datasheet, threads * clock), datasheet, threads * clock,
+                             r["machine"]))
+
+        def loss(eff: float, per_ghz: float, machine: str | None = None) -> float:
+            return sum(math.log(scale * min(eff * datasheet, per_ghz * thread_ghz) / published) ** 2
+                       for published, scale, datasheet, thread_ghz, m in runs if machine in (None, m))
+
+        best = min((loss(eff, per_ghz), eff, per_ghz) for eff in APPLE_EFFICIENCIES for per_ghz in APPLE_PER_GHZ)
+        machines = sorted({run[4] for run in runs})
+        own = [min(APPLE_PER_GHZ, key=lambda g, m=m: loss(best[1], g, m)) for m in machines]
+        best = (best[0], best[1], statistics.median(own))
         entry.update(efficiency=best[1], per_thread_gbps_per_ghz=best[2], n=len(runs))
         table["prefill"].pop("apple", None)
         clear_speed_cache()
@@ -518,8 +540,12 @@ def main() -> None:
               f"GB/s per GHz of boost) over {terms['n']} runs; prefill {apple.get('prefill')}")
     cpus: dict[str, dict[str, object]] = dict(cpu_decode_fits())
     for cid, fit in cpus.items():
-        print(f"{cid}: decode efficiency {fit['efficiency']} of datasheet bandwidth (its own {fit['n']} Gemma runs, "
-              "benchmarks/evaluate_speed.py's rows)")
+        if "efficiency" in fit:
+            print(f"{cid}: decode efficiency {fit['efficiency']} of datasheet bandwidth (its own {fit['n']} Gemma "
+                  "runs, benchmarks/evaluate_speed.py's rows)")
+        if "per_thread_factor" in fit:
+            print(f"{cid}: a decode thread draws x{fit['per_thread_factor']} of its design's or family's GB/s (its own "
+                  f"{fit['n_threads']} thread-bound Gemma runs)")
     for cid, pre_fit in cpu_prefill_fits().items():
         cpus.setdefault(cid, {})["prefill"] = pre_fit
         print(f"{cid}: prefill x{pre_fit['all']} of its group's rate over its own {pre_fit['n']} Gemma prompt runs; "

@@ -332,7 +332,7 @@ def test_routed_experts_cost_a_cpu_only_build_more_than_their_bytes() -> None:
 
 def test_a_mac_cpu_bound_by_its_performance_cores_does_not_ask_for_more_threads() -> None:
     """llama.cpp's default -t on a Mac is its performance cores; adding the efficiency cores is no remedy, so the
-    bottleneck of a thread-bound M4 Pro says the P-cores bind it (a 2-thread desktop run still asks for more -t)."""
+    bottleneck of a thread-bound M1 Max says the P-cores bind it (a 2-thread desktop run still asks for more -t)."""
     from gemma_fit import api
     from gemma_fit.memory.settings import RunSettings
 
@@ -341,7 +341,7 @@ def test_a_mac_cpu_bound_by_its_performance_cores_does_not_ask_for_more_threads(
                            machine=MachineFlags(ram_gb=64, cpu=cpu, threads=threads))
         return result.performance.bottleneck  # type: ignore[union-attr]
 
-    assert "performance cores" in bottleneck("m4 pro", None) and "more threads" not in bottleneck("m4 pro", None)
+    assert "performance cores" in bottleneck("m1 max", None) and "more threads" not in bottleneck("m1 max", None)
     assert "more threads" in bottleneck("7950x", 2)
 
 
@@ -365,3 +365,18 @@ def test_an_amx_cpu_multiplies_only_the_types_its_tiles_take_at_the_amx_rate() -
     routed = prefill_gflops_per_thread(rates, "Q4_K_M", amx=False)[0]
     seconds = cpu_prefill_s(3e12, rates, notes, "Q4_K_M", expert_flops=1e12)
     assert seconds == pytest.approx((2e12 / amx_rate + 1e12 / (routed * expert_prefill_share())) / (56 * 1e9))
+
+
+def test_a_cpu_with_its_own_thread_bound_runs_draws_its_own_figure_per_thread() -> None:
+    """An M5 Max's six super cores decode Gemma faster than the Apple design's GB/s per GHz says (its four published
+    thread-bound runs: its own factor above 1); an M5 Pro, the same cores without runs of its own, keeps the design's
+    figure, and the factor is dropped with the CPU's id."""
+    from gemma_fit.speed.cpu import published_cpus
+
+    m5 = resolve_cpu("apple m5 max")
+    own = published_cpus()[m5.id]
+    assert own["n_threads"] >= 3 and float(own["per_thread_factor"]) > 1.2
+    mine, how = per_thread_gbps(m5)
+    design, _ = per_thread_gbps(replace(m5, id=""))
+    assert mine == pytest.approx(round(design * float(own["per_thread_factor"]), 1)) and "thread-bound runs" in how
+    assert per_thread_gbps(resolve_cpu("apple m5 pro"))[0] == design

@@ -120,7 +120,19 @@ def decode_efficiency(cpu: CPUSpec) -> tuple[float, str]:
 
 def per_thread_gbps(cpu: CPUSpec | None = None) -> tuple[float, str]:
     """GB/s one decode thread draws: its core design's figure per GHz of boost clock where one was fitted and the
-    clock is known (a core's reads in flight retire at its clock), else the median of runs on one or two threads."""
+    clock is known (a core's reads in flight retire at its clock), else the median of runs on one or two threads;
+    times the CPU's own factor where its own thread-bound runs were fitted (a chip generation's cores keep their own
+    number of reads in flight)."""
+    rate, where = _per_thread_base(cpu)
+    own = (published_cpus().get(cpu.id) or {}) if cpu is not None and cpu.id else {}
+    factor = own.get("per_thread_factor")
+    if factor and cpu is not None:
+        return (round(rate * float(factor), 1),
+                f"{where}, x{float(factor):g} from its own {own['n_threads']} thread-bound runs on the {cpu.name}")
+    return rate, where
+
+
+def _per_thread_base(cpu: CPUSpec | None) -> tuple[float, str]:
     designed = _design_terms(cpu) if cpu is not None else {}
     per_ghz = designed.get("per_thread_gbps_per_ghz")
     if per_ghz and cpu is not None and cpu.boost_clock_ghz:
