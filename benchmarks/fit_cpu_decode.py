@@ -29,6 +29,7 @@ import statistics
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -414,7 +415,7 @@ def apple_design_fit(experts: dict[str, object],
 
         best = min((loss(eff, per_ghz), eff, per_ghz) for eff in APPLE_EFFICIENCIES for per_ghz in APPLE_PER_GHZ)
         machines = sorted({run[4] for run in runs})
-        own = [min(APPLE_PER_GHZ, key=lambda g, m=m: loss(best[1], g, m)) for m in machines]
+        own = [min(APPLE_PER_GHZ, key=partial(loss, best[1], machine=m)) for m in machines]
         best = (best[0], best[1], statistics.median(own))
         entry.update(efficiency=best[1], per_thread_gbps_per_ghz=best[2], n=len(runs))
         table["prefill"].pop("apple", None)
