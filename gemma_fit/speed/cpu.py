@@ -301,7 +301,9 @@ def cpu_prefill_s(flops: float, rates: CPURates, notes: list[str], file_type: st
     share = expert_prefill_share() if expert_flops else 1.0
     routed_rate = prefill_gflops_per_thread(rates, file_type, amx=False)[0] if expert_flops else per_thread
     notes.append(f"CPU prefill at {per_thread:g} GFLOP/s per thread x {threads} threads ({where})"
-                 + (f"; routed experts at x{share:g} of {routed_rate:g}" if share != 1.0 else "")
+                 + (f"; routed experts at x{share:g} of {routed_rate:g} GFLOP/s per thread"
+                    + (" (AVX-512: the AMX buffer takes no MUL_MAT_ID)" if routed_rate != per_thread else "")
+                    if share != 1.0 else "")
                  + ("" if rates.threads else f"; {ASSUMED_THREADS} threads assumed (--threads)"))
     return ((flops - expert_flops) / per_thread + expert_flops / (routed_rate * share)) / (threads * 1e9)
 
