@@ -205,25 +205,19 @@ def cpu_decode_fits() -> dict[str, dict[str, object]]:
     sys.path.insert(0, str(REPO / "benchmarks"))
     import evaluate_speed as ev
 
-    from gemma_fit.speed.cpu import cpu_of, decode_efficiency, published_cpus, system_bandwidth_gbps, thread_bound
-    from gemma_fit.speed.predict import clear_speed_cache
+    from gemma_fit.speed.cpu import cpu_of, decode_efficiency, system_bandwidth_gbps, thread_bound
 
     memory: dict[str, list[float]] = {}
     threads: dict[str, list[float]] = {}
-    fitted = published_cpus()
-    decode_keys = ("efficiency", "n", "per_thread_factor", "n_threads")
-    kept = {cid: {k: entry.pop(k) for k in decode_keys if k in entry} for cid, entry in fitted.items()}
-    clear_speed_cache()  # each run against its design's or family's figures alone, so the fit is no fixed point
-    for r, p, hw in _cpu_runs(ev, "decode"):
-        m = r["m"]
-        rates = cpu_of(hw)
-        if thread_bound(system_bandwidth_gbps(hw, rates, []), rates):
-            threads.setdefault(hw.cpu.id, []).append(m.tokens_per_s / p)
-        else:
-            memory.setdefault(hw.cpu.id, []).append(decode_efficiency(hw.cpu)[0] * m.tokens_per_s / p)
-    for cid, entry in kept.items():
-        fitted[cid].update(entry)
-    clear_speed_cache()
+    # each run against its design's or family's figures alone, so the fit is no fixed point
+    with _own_figures_out("efficiency", "n", "per_thread_factor", "n_threads"):
+        for r, p, hw in _cpu_runs(ev, "decode"):
+            m = r["m"]
+            rates = cpu_of(hw)
+            if thread_bound(system_bandwidth_gbps(hw, rates, []), rates):
+                threads.setdefault(hw.cpu.id, []).append(m.tokens_per_s / p)
+            else:
+                memory.setdefault(hw.cpu.id, []).append(decode_efficiency(hw.cpu)[0] * m.tokens_per_s / p)
     out: dict[str, dict[str, object]] = {}
     for cid, v in sorted(memory.items()):
         if len(v) >= MIN_CPU_RUNS:
@@ -244,22 +238,15 @@ def cpu_prefill_fits() -> dict[str, dict[str, object]]:
 
     from gemma_fit.gguf.tensors import build_plan
     from gemma_fit.model.catalog import resolve_model
-    from gemma_fit.speed.cpu import published_cpus
-    from gemma_fit.speed.predict import clear_speed_cache
 
-    fitted = published_cpus()
-    kept = {cid: entry.pop("prefill") for cid, entry in fitted.items() if "prefill" in entry}  # the group rate alone
-    clear_speed_cache()
     per_cpu: dict[str, list[tuple[str, float]]] = {}
-    for r, p, hw in _cpu_runs(ev, "prefill"):
-        m = r["m"]
-        if m.n_prompt > MAX_RATE_PROMPT:  # a long prompt's time is mostly attention (cpu_attention_fit)
-            continue
-        plan = build_plan(resolve_model(ev._model_id(r["model"]), ()).spec, ev._quant(r["quant"], r["model"]))
-        per_cpu.setdefault(hw.cpu.id, []).append((plan.ftype.name, m.tokens_per_s / p))
-    for cid, entry in kept.items():
-        fitted[cid]["prefill"] = entry
-    clear_speed_cache()
+    with _own_figures_out("prefill"):  # the group rate alone
+        for r, p, hw in _cpu_runs(ev, "prefill"):
+            m = r["m"]
+            if m.n_prompt > MAX_RATE_PROMPT:  # a long prompt's time is mostly attention (cpu_attention_fit)
+                continue
+            plan = build_plan(resolve_model(ev._model_id(r["model"]), ()).spec, ev._quant(r["quant"], r["model"]))
+            per_cpu.setdefault(hw.cpu.id, []).append((plan.ftype.name, m.tokens_per_s / p))
     out: dict[str, dict[str, object]] = {}
     for cid, runs in sorted(per_cpu.items()):
         if len(runs) < MIN_CPU_RUNS:
@@ -279,21 +266,39 @@ def _set_terms(**entries: Any) -> Iterator[dict[str, Any]]:
 
     table = _terms()
     saved = {k: table.get(k) for k in (*entries, "cpus")}
-    table["cpus"] = {}
+    _put_all(table, {**entries, "cpus": {}})
+    clear_speed_cache()
+    try:
+        yield table
+    finally:
+        _put_all(table, saved)
+        clear_speed_cache()
+
+
+def _put_all(table: dict[str, Any], entries: dict[str, Any]) -> None:
+    """Set each entry in the table, removing its key where the value is None."""
     for k, v in entries.items():
         if v is None:
             table.pop(k, None)
         else:
             table[k] = v
+
+
+@contextmanager
+def _own_figures_out(*keys: str) -> Iterator[None]:
+    """Every CPU's own figures under `keys` (cpu_decode.yaml `cpus`) taken out of the live table, restored afterwards:
+    a CPU's own figure is fitted against what its design's or group's figure alone predicts."""
+    from gemma_fit.speed.cpu import published_cpus
+    from gemma_fit.speed.predict import clear_speed_cache
+
+    fitted = published_cpus()
+    kept = {cid: {k: entry.pop(k) for k in keys if k in entry} for cid, entry in fitted.items()}
     clear_speed_cache()
     try:
-        yield table
+        yield
     finally:
-        for k, v in saved.items():
-            if v is None:
-                table.pop(k, None)
-            else:
-                table[k] = v
+        for cid, entry in kept.items():
+            fitted[cid].update(entry)
         clear_speed_cache()
 
 
