@@ -84,7 +84,7 @@ def group_of(r: dict[str, Any]) -> tuple[str, str, str | None] | None:
         return None
     kind = KINDS[r["m"].kind]
     if kind == "prefill" and (r["m"].depth or r["m"].n_prompt > MAX_RATE_PROMPT):
-        kind, group = "attention", f"{g.backend}-{g.vendor}"
+        kind, group = "attention", cal.attention_group(g)
     elif kind == "prefill" and _loops_experts(r, g):
         return "expert_loop", g.backend, None  # its experts' host loop, not the matrix rate, sets it apart
     elif kind == "decode":

@@ -251,23 +251,25 @@ def test_vulkan_multiplies_experts_at_the_fp16_rate_on_amd() -> None:
 def test_vulkan_runs_its_scalar_shaders_where_it_has_no_cooperative_matrices() -> None:
     """ggml_vk_khr_cooperative_matrix_support: Intel only from Xe2 (the A770 "has performance regressions"), AMD from
     RDNA 3 (the first with WMMA), NVIDIA where tensor cores are. Elsewhere the prompt's products and attention run on
-    the shader cores at their FP32 rate, in a calibration group of their own: an Arc A770's matrix units sit idle."""
+    the shader cores at their FP32 rate, in a calibration group of their own (attention's too: a scalar flash attention
+    is not a coopmat one): an Arc A770's matrix units sit idle."""
     from gemma_fit.hardware.flags import MachineFlags
     from gemma_fit.hardware.select import hardware_of
-    from gemma_fit.speed.calibration import prefill_group
+    from gemma_fit.speed.calibration import attention_group, prefill_group
     from gemma_fit.speed.rates import attention_tflops, matmul_tops, vulkan_coopmat
 
     def vk(gpu: str) -> GPUSpec:
         return hardware_of([gpu], "vulkan", (), MachineFlags()).gpus[0]
 
-    scalar = {g: vk(g) for g in ("arc-a770-16gb", "rx-6700-xt", "gtx-1070")}
+    scalar = {g: vk(g) for g in ("arc-a770-16gb", "rx-6700-xt", "gtx-1070", "radeon-pro-vii")}
     for g in scalar.values():
         assert not vulkan_coopmat(g) and prefill_group(g).endswith("-scalar")
+        assert attention_group(g) == f"vulkan-{g.vendor}-scalar"
         assert matmul_tops(g, True, "Q4_0") == matmul_tops(g, False, "F16") == attention_tflops(g) == g.fp32_tflops
     assert scalar["arc-a770-16gb"].int8_tensor_tops  # it has XMX units; llama.cpp does not use them through Vulkan
     for gpu in ("arc-b580", "rx-7900-xtx", "ryzen-ai-max-395-128gb", "rtx-4090"):
         g = vk(gpu)
-        assert vulkan_coopmat(g) and prefill_group(g) == f"vulkan-{g.vendor}"
+        assert vulkan_coopmat(g) and prefill_group(g) == attention_group(g) == f"vulkan-{g.vendor}"
         assert matmul_tops(g, True, "Q4_0") in (g.int8_tensor_tops, g.fp16_tensor_tflops)
     a770_sycl = hardware_of(["arc-a770-16gb"], "sycl", (), MachineFlags()).gpus[0]
     assert matmul_tops(a770_sycl, True, "Q4_0") == a770_sycl.int8_tensor_tops  # SYCL reaches the XMX units

@@ -232,6 +232,14 @@ def expert_prefill_efficiency(gpu: GPUSpec, quantized: bool) -> float:
 ATTENTION_POOL = "matrix-units"
 
 
+def attention_group(gpu: GPUSpec) -> str:
+    """The attention efficiency group: `backend-vendor`, Vulkan's scalar shaders apart from its cooperative matrices
+    (as prefill_group keeps them): a Radeon Pro VII's scalar flash attention reaches 0.59 of its FP16 rate, a Strix
+    Halo's coopmat one 0.15 of its matrix rate, and one median of the two spoke for neither."""
+    scalar = gpu.backend == "vulkan" and not vulkan_coopmat(gpu)
+    return f"{gpu.backend}-{gpu.vendor}" + (SCALAR_SUFFIX if scalar else "")
+
+
 def matrix_unit_attention(group: str) -> bool:
     """Whether an attention group (`backend-vendor`, or `.../driver`) is one ATTENTION_POOL pools."""
     return not group.startswith("metal") and "/" not in group
@@ -242,11 +250,11 @@ def attention_efficiency(gpu: GPUSpec, quantized: bool) -> float:
     """The share of the FP16 rate prompt attention (flash attention's kernels) reaches: fitted on published runs at
     depth (llama-bench -d) where there are some for this backend and vendor, else the pool over the backends that run
     it on matrix units where this GPU does too (ATTENTION_POOL), else the matrix products' share."""
-    own = published_efficiency("attention", f"{gpu.backend}-{gpu.vendor}", gpu)
+    own = published_efficiency("attention", attention_group(gpu), gpu)
     if own is not None:
         return own[0]
     pool = (published_groups().get("attention") or {}).get(ATTENTION_POOL)
-    group = driver_group(f"{gpu.backend}-{gpu.vendor}", gpu)
+    group = driver_group(attention_group(gpu), gpu)
     on_units = uses_matrix_units(gpu) and matrix_unit_attention(group)
     return float(pool["efficiency"]) if pool and on_units else prefill_efficiency(gpu, quantized)[0]
 
