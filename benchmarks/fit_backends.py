@@ -46,9 +46,10 @@ from gemma_fit.memory.settings import RunSettings  # noqa: E402
 from gemma_fit.speed import calibration as cal  # noqa: E402
 from gemma_fit.speed import cpu as cpu_speed  # noqa: E402
 from gemma_fit.speed import prefill  # noqa: E402
+from gemma_fit.speed import vector as vector_speed  # noqa: E402
 from gemma_fit.speed.batch import experts_touched  # noqa: E402
 from gemma_fit.speed.predict import clear_speed_cache  # noqa: E402
-from gemma_fit.speed.rates import shader_fp32_tflops, uses_matrix_units  # noqa: E402
+from gemma_fit.speed.rates import arithmetic_decode, shader_fp32_tflops, uses_matrix_units  # noqa: E402
 from gemma_fit.speed.work import token_work  # noqa: E402
 
 OUT = REPO / "model_db" / "llamacpp" / "speed_published.yaml"
@@ -203,7 +204,7 @@ def implied(r: dict[str, Any], kind: str, key: str) -> float | None:
     if kind in ("prefill", "prefill_experts") and b / e0 < MIN_SHARE * t0:  # the row cannot tell the matrix rate
         return None
     e = b / (t - a) if t > a and b > 0 else None
-    if kind in ("decode", "decode_kv") and cal.decode_flops_per_weight(_gpu(r)):
+    if kind in ("decode", "decode_kv") and vector_speed.decode_flops_per_weight(_gpu(r)):
         return _solved(r, kind, key, t, e)
     return e
 
@@ -454,7 +455,7 @@ def fit_node_costs(rows: list[dict[str, Any]], without: LeaveOut | None = None,
     return out
 
 
-# FP32 operations per weight tried for a chip's matrix-vector kernels in decode (calibration.decode_flops_per_weight).
+# FP32 operations per weight tried for a chip's matrix-vector kernels in decode (vector.decode_flops_per_weight).
 FLOPS_PER_WEIGHT_GRID = [float(k) for k in range(12, 49, 2)]
 # A chip takes a figure only where it cuts its decode runs' squared log error by at least this share: a GPU whose read
 # binds (nearly every discrete card) must not take one that mimics its per-node cost on its smallest models.
@@ -462,11 +463,11 @@ MIN_COMPUTE_GAIN = 0.2
 
 
 def decode_compute_key(r: dict[str, Any]) -> str | None:
-    """`backend@chip` of a row's GPU where its matrix-vector kernels work in FP32 (calibration.arithmetic_decode) and
+    """`backend@chip` of a row's GPU where its matrix-vector kernels work in FP32 (rates.arithmetic_decode) and
     its shader FP32 rate is known (the unit a figure is counted in)."""
     g = _gpu(r)
     chip = cal.chip_of(g) if g is not None else None
-    told = chip and cal.arithmetic_decode(g) and shader_fp32_tflops(g)
+    told = chip and arithmetic_decode(g) and shader_fp32_tflops(g)
     return f"{g.backend}@{chip}" if told else None
 
 
@@ -477,7 +478,7 @@ def _set_decode_compute(key: str, entry: dict[str, Any] | None) -> None:
 def fit_decode_compute(rows: list[dict[str, Any]], without: LeaveOut | None = None,
                        keys: set[str] | None = None) -> dict[str, dict[str, Any]]:
     """The FP32 operations per weight of each chip whose single-stream decode runs cover several models and are told
-    better with their matrix-vector arithmetic binding (calibration.vector_pass_s) than with the read alone: the grid
+    better with their matrix-vector arithmetic binding (vector.vector_pass_s) than with the read alone: the grid
     value whose fit (efficiencies refitted at each value) makes those runs' squared log error smallest, kept where it
     cuts that error by MIN_COMPUTE_GAIN. `without` leaves rows out; `keys` limits the chips refitted."""
     out: dict[str, dict[str, Any]] = {}
@@ -599,6 +600,23 @@ def left_out(rows: list[dict[str, Any]], own_cpus: dict[str, Any], by: str) -> d
     return out
 
 
+Pooled = list[tuple[str, list[list[float]]]]
+
+
+def target_rows(rows: list[dict[str, Any]], tables: tuple[dict[str, list[float]], ...]) -> Pooled:
+    """Issue 26's targets (evaluate_speed.TARGETS) over all groups: each target's |errors| in each of `tables` (group
+    -> errors), the groups a target covers told by their rows' kind and concurrency."""
+    first: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        first.setdefault(ev.group_key(r), r)
+    out: Pooled = []
+    for name, keep, _ in ev.TARGETS:
+        keys = [k for k in sorted(tables[0]) if keep(first[k])]
+        if keys:
+            out.append((name, [[abs(e) for k in keys for e in t.get(k, [])] for t in tables]))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true")
@@ -638,6 +656,14 @@ def main() -> None:
         else:
             print(f"{key:40s} {len(before[key]):4d} {med[0]:7.1f}% {med[1]:7.1f}% {worst:7.0f}% {med[2]:7.1f}% "
                   f"{med[3]:7.1f}%")
+    for name, pooled in target_rows(rows, (before, after, loo, loso)):
+        med = [statistics.median(v) for v in pooled]
+        if args.markdown:
+            print(f"| **{name}, all groups** | {len(pooled[0])} | {med[0]:.1f}% | {med[1]:.1f}% "
+                  f"| {max(pooled[1]):.0f}% | {med[2]:.1f}% | {med[3]:.1f}% |")
+        else:
+            print(f"{name + ', all groups':40s} {len(pooled[0]):4d} {med[0]:7.1f}% {med[1]:7.1f}% "
+                  f"{max(pooled[1]):7.0f}% {med[2]:7.1f}% {med[3]:7.1f}%")
     if args.markdown:
         return
     for kind, entries in table.items():

@@ -30,5 +30,5 @@ mypy gemma_fit --ignore-missing-imports
 # module's expensive fixture (xdist_group marks) in one worker. Zero-weight files and llama.cpp's answers are
 # made once per session and shared by the workers (tests/shared.py); slow tests start first (tests/conftest.py).
 workers=$(python -c 'import os; n = len(os.sched_getaffinity(0)); print(min(n, 8) if n > 1 else 0)')
-step "pytest, $workers workers (3,472 tests, about 13 to 16 minutes of CPU: 6.5 to 9 minutes on two cores)"
+step "pytest, $workers workers (3,473 tests, about 13 to 16 minutes of CPU: 6.5 to 9 minutes on two cores)"
 pytest -q -n "$workers" --dist loadgroup

@@ -115,3 +115,23 @@ def test_gpu_cpu_says_its_assumptions_in_the_terminal() -> None:
     assert "this machine's total RAM" not in given.stdout and "system memory assumed" not in given.stdout
     doc = json.loads(cli("check", "--gpu", "cpu", "--model", "gemma-3-1b", "--ram", "8", "--json").stdout)
     assert doc["memory"]["host"]["capacity_bytes"] == 8 * GIB
+
+
+def test_amdvlk_runs_bf16_prompts_at_its_dense_share_of_radv() -> None:
+    """AMDVLK's few BF16 runs give it no BF16 figure of its own: it takes RADV's at the share its dense quantized
+    products reach of RADV's on the same chip (32 KiB of shared memory against 64 shut the same large tiles), not
+    RADV's figure as it stands (a Strix Halo's BF16 Gemma 4 26B-A4B prompt was predicted 4x its published speed)."""
+    from gemma_fit.hardware.select import hardware_of
+    from gemma_fit.speed.calibration import driver_share, prefill_efficiency
+
+    radv = hardware_of(["ryzen-ai-max-395-128gb"], "vulkan", (), MachineFlags()).gpus[0]
+    amdvlk = hardware_of(["ryzen-ai-max-395-128gb"], "vulkan", (), MachineFlags(vulkan_driver="amdvlk")).gpus[0]
+    share = driver_share(amdvlk)
+    assert driver_share(radv) is None and share is not None and 0 < share < 1
+    assert prefill_efficiency(amdvlk, False)[0] == pytest.approx(prefill_efficiency(radv, False)[0] * share)
+    assert "amdvlk's dense products" in prefill_efficiency(amdvlk, False)[1]
+    assert prefill_efficiency(amdvlk, True)[0] == pytest.approx(prefill_efficiency(radv, True)[0] * share)  # its own
+    bf16 = {d: check("gemma-3-27b", "ryzen-ai-max-395-128gb", quant="BF16", backend="vulkan",
+                     machine=MachineFlags(vulkan_driver=d)).performance for d in ("radv", "amdvlk")}
+    assert bf16["radv"] is not None and bf16["amdvlk"] is not None
+    assert bf16["amdvlk"].prefill_tokens_per_s < bf16["radv"].prefill_tokens_per_s / 2

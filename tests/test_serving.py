@@ -107,7 +107,7 @@ def test_an_m2_ultra_serves_eight_sixteen_and_thirty_two_as_its_published_runs_d
     788.2 at 32 (benchmarks/data/serving_runs.csv): 16 half-fill Metal's 32-column tiles, 32 fill them; 8 take two
     passes of mul_mv_ext (speed.serve_llamacpp.metal_columns_per_pass), which on this machine cost less than on an
     M1 Max, so 16 come out at most a fifth faster than 8 rather than in the published order (each pass at least the
-    M2's matrix-vector arithmetic, calibration.vector_pass_s: 414 and 480 tok/s)."""
+    M2's matrix-vector arithmetic, vector.vector_pass_s: 414 and 480 tok/s)."""
     from gemma_fit.engines.llamacpp import run_check
     from gemma_fit.hardware.select import hardware_of
     from gemma_fit.memory.settings import RunSettings

@@ -395,7 +395,8 @@ def test_an_m1_max_decodes_k_quants_at_its_arithmetic_rate_not_its_read() -> Non
     bandwidth) a Q4_K_M token is bound by that arithmetic, so Gemma 4 12B decodes barely faster than at Q8_0 with 41%
     fewer bytes (published: 28.9 and 25.2 tok/s, benchmarks/data/backend_published_runs.csv); an M5 Max keeps the read
     (no figure fitted for its chip) and gains about what the bytes say."""
-    from gemma_fit.speed.calibration import arithmetic_decode, decode_flops_per_weight
+    from gemma_fit.speed.rates import arithmetic_decode
+    from gemma_fit.speed.vector import decode_flops_per_weight
 
     known = load_gpus(())
     assert decode_flops_per_weight(known["m1-max-64gb"]) > 0 and decode_flops_per_weight(known["m5-max-128gb"]) == 0

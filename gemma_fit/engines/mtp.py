@@ -24,7 +24,8 @@ from gemma_fit.db.rules import read_packaged_yaml
 from gemma_fit.hardware.spec import Hardware
 from gemma_fit.memory.settings import RunSettings
 from gemma_fit.speed.batch import Pipeline, StageWork
-from gemma_fit.speed.calibration import decode_model, vector_pass_s
+from gemma_fit.speed.calibration import decode_model
+from gemma_fit.speed.vector import vector_pass_s
 
 Q8_0_BYTES_PER_WEIGHT = 34 / 32  # a block of 32 weights: 32 int8 and one f16 scale
 F16 = 2

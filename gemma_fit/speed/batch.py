@@ -53,7 +53,7 @@ class StageWork:
     # batches of 2, 3, ... (a batch wider than a pass reads the weights again); () where one pass takes them all
     columns_per_pass: tuple[int, ...] = ()
     # llama.cpp: one token's matrix-vector arithmetic where the chip's kernels are bound by it rather than by the read
-    # (calibration.vector_pass_s: an M1 Max's); a step's weight pass takes at least this long. 0: the read binds
+    # (vector.vector_pass_s: an M1 Max's); a step's weight pass takes at least this long. 0: the read binds
     vector_s: float = 0.0
 
 
@@ -110,7 +110,7 @@ def bound_of(w: StageWork, batch: int) -> str:
     compute = batch * w.flops_per_token / w.flops_s if w.flops_s else 0.0
     memory = max(weights / w.bytes_s, w.vector_s) if w.bytes_s else float("inf")
     if w.bytes_s and w.vector_s > weights / w.bytes_s:
-        return "compute"  # the matrix-vector arithmetic outlasts the read (calibration.vector_pass_s)
+        return "compute"  # the matrix-vector arithmetic outlasts the read (vector.vector_pass_s)
     if not w.overlap:
         compute = _further_s(w, batch, memory)
     return "compute" if w.bytes_s and compute > memory else "memory"

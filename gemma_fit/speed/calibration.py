@@ -15,7 +15,7 @@ from gemma_fit.base.record import record
 from gemma_fit.db.rules import read_packaged_yaml
 from gemma_fit.gguf.types import UNQUANTIZED
 from gemma_fit.hardware.spec import GPUSpec
-from gemma_fit.speed.rates import shader_fp32_tflops, uses_matrix_units, vulkan_coopmat
+from gemma_fit.speed.rates import arithmetic_decode, uses_matrix_units, vulkan_coopmat
 
 T = TypeVar("T")
 _BY_GPU: dict[tuple[object, ...], tuple[GPUSpec, Any]] = {}
@@ -190,9 +190,40 @@ def expert_call_s(gpu: GPUSpec) -> float:
 
 @per_gpu
 def prefill_efficiency(gpu: GPUSpec, quantized: bool) -> tuple[float, str]:
-    """The share of the rated matrix throughput llama.cpp's prompt processing reaches on this GPU."""
+    """The share of the rated matrix throughput llama.cpp's prompt processing reaches on this GPU; on a driver fitted
+    apart (AMDVLK) whose runs of this group's products are too few for a figure of their own, the usual driver's
+    figure at driver_share."""
     group = prefill_group(gpu, quantized)
-    return published_efficiency("prefill", group, gpu) or efficiency_for_group("prefill", group)
+    found = published_efficiency("prefill", group, gpu)
+    share = driver_share(gpu)
+    if found is None or share is None or _has_figure("prefill", driver_group(group, gpu), gpu):
+        return found or efficiency_for_group("prefill", group)
+    why = f"x{share:.2f}: {gpu.vulkan_driver}'s dense products against the usual driver's"
+    return found[0] * share, f"{found[1]}, {why}"
+
+
+def _has_figure(kind: str, group: str, gpu: GPUSpec) -> bool:
+    table = published_groups().get(kind) or {}
+    chip = chip_of(gpu)
+    return bool(table.get(group) or (chip and table.get(f"{group}@{chip}")))
+
+
+def driver_share(gpu: GPUSpec) -> float | None:
+    """How a driver fitted apart runs dense products against the usual driver: the median, over the chips with
+    published runs on both, of its figure for quantized weights over the usual driver's. AMDVLK offers 32 KiB of
+    shared memory where RADV offers 64 (their Vulkan device lines on a Strix Halo), and ggml-vulkan builds a matrix
+    shader's medium and large tiles only where they fit (ggml_vk_matmul_shmem_support), F16/BF16 fallback shaders as
+    quantized ones: a Strix Halo's AMDVLK multiplies Q4-Q8 dense weights at 0.22 of RADV's share and Gemma 4
+    26B-A4B's BF16 prompt at 0.21 of RADV's speed. None where no chip has both."""
+    if not (gpu.vulkan_driver and gpu.backend == "vulkan"):
+        return None
+    table = published_groups().get("prefill") or {}
+    usual = prefill_group(gpu, True)
+    mine = driver_group(usual, gpu)
+    ratios = [float(e["efficiency"]) / float(table[f"{usual}@{chip}"]["efficiency"])
+              for key, e in table.items() if key.startswith(f"{mine}@")
+              and (chip := key.split("@", 1)[1]) and f"{usual}@{chip}" in table]
+    return statistics.median(ratios) if ratios else None
 
 
 # Apple GPUs whose Metal backend runs the tensor API (ggml-metal-device.m enables it on M5 and later only: "~5% slower"
@@ -299,36 +330,6 @@ def node_cost(gpu: GPUSpec, fit: dict) -> float:
     if own and fused_dies(gpu) and not own.get("ultra"):
         own = None  # fitted on single dies only: an Ultra keeps the llama-bench fit's figure, which Ultras are in
     return float(own["seconds_per_node"]) if own else float(fit["seconds_per_node"])
-
-
-def decode_flops_per_weight(gpu: GPUSpec) -> float:
-    """FP32 operations at the shader rate one weight costs the chip's matrix-vector kernels in decode (unpacking its
-    quantized block, the multiply-add, the reduction), where published runs show them bound by that arithmetic rather
-    than by the read: an M1 Max decodes Gemma 4 12B at Q8_0 25.2 tok/s and at Q4_K_M, 41% fewer bytes, only 28.9.
-    Fitted per `backend@chip` (benchmarks/fit_backends.py) on kernels that do it in FP32 (arithmetic_decode); 0 where
-    none is fitted: the read binds."""
-    table = published_groups().get("decode_compute") or {}
-    chip = chip_of(gpu)
-    own = table.get(f"{gpu.backend}@{chip}") if chip else None
-    if own is None and gpu.backend == "cuda" and arithmetic_decode(gpu):  # one kernel path: GP100's figure for Maxwell
-        own = next((e for k, e in sorted(table.items()) if k.startswith("cuda@")), None)
-    return float(own["flops_per_weight"]) if own and shader_fp32_tflops(gpu) else 0.0
-
-
-def arithmetic_decode(gpu: GPUSpec) -> bool:
-    """Whether llama.cpp's quantized matrix-vector kernels on this GPU unpack each weight to FP32 and multiply it
-    there: Metal's (kernel_mul_mv_*), and CUDA's below compute capability 6.1, which lacks the DP4A int8 dot product
-    its MMVQ kernels otherwise use (four weights per instruction, Maxwell and GP100 alike)."""
-    if gpu.backend == "metal":
-        return True
-    cc = gpu.compute_capability or ""
-    return gpu.backend == "cuda" and bool(re.fullmatch(r"\d+\.\d+", cc)) and float(cc) < 6.1
-
-
-def vector_pass_s(gpu: GPUSpec, read_weights: float) -> float:
-    """Seconds one token's matrix-vector arithmetic over `read_weights` weight elements takes (0: the read binds)."""
-    k = decode_flops_per_weight(gpu)
-    return read_weights * k / (shader_fp32_tflops(gpu) * 1e12) if k else 0.0
 
 
 def fused_dies(gpu: GPUSpec) -> bool:

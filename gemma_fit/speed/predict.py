@@ -20,13 +20,7 @@ from gemma_fit.hardware.spec import GPUAttachment, GPUSpec, Hardware
 from gemma_fit.memory.estimate import MemoryEstimate
 from gemma_fit.memory.placement import CPU
 from gemma_fit.model.spec import ModelSpec
-from gemma_fit.speed.calibration import (
-    clear_gpu_cache,
-    decode_flops_per_weight,
-    decode_model,
-    split_terms,
-    vector_pass_s,
-)
+from gemma_fit.speed.calibration import clear_gpu_cache, decode_model, split_terms
 from gemma_fit.speed.cpu import (
     CPURates,
     cpu_decode_s,
@@ -42,6 +36,7 @@ from gemma_fit.speed.load import load_bottleneck, load_seconds
 from gemma_fit.speed.prefill import handovers, loops_from_host, prefill_seconds
 from gemma_fit.speed.rates import idle_matrix_units, uses_matrix_units
 from gemma_fit.speed.traffic import Serving
+from gemma_fit.speed.vector import decode_flops_per_weight, vector_pass_s
 from gemma_fit.speed.work import DeviceWork, LayerWork, attended_kv, device_work, token_work
 
 
@@ -187,7 +182,7 @@ def _gpu_decode_s(g: GPUSpec, weights: LayerWork, n_nodes: float, kv_bytes: floa
 
 def _moved_s(g: GPUSpec, weights: LayerWork, kv_bytes: float) -> float:
     """Seconds one GPU spends on a token's weights and KV cache: the weights' read at its share of the bandwidth, or
-    their matrix-vector arithmetic where the chip's kernels are bound by it (calibration.vector_pass_s), whichever is
+    their matrix-vector arithmetic where the chip's kernels are bound by it (vector.vector_pass_s), whichever is
     longer; the KV cache at its own share."""
     bw = (g.memory_bandwidth_gbps or 0) * 1e9
     if not bw:
@@ -284,7 +279,7 @@ def _split_modes(gpus: tuple[GPUSpec, ...], work: DeviceWork, layer_s: float,
 # --- bottleneck --------------------------------------------------------------------------------
 
 def _arithmetic_clause(gpu: GPUSpec, weights: LayerWork) -> str:
-    """What binds decode where a token's matrix-vector arithmetic outlasts its read (calibration.vector_pass_s), else
+    """What binds decode where a token's matrix-vector arithmetic outlasts its read (vector.vector_pass_s), else
     the empty string."""
     if not gpu.memory_bandwidth_gbps or vector_pass_s(gpu, weights.read_weights) <= _read_s(gpu, weights):
         return ""

@@ -147,3 +147,13 @@ def accumulates_fp32(g: GPUSpec, weight_type: str) -> bool:
     """Whether this GPU's prompt GEMMs over weights of this type accumulate in FP32: BF16 on CUDA (cuBLAS with
     CUBLAS_COMPUTE_32F; F16 weights accumulate in FP16)."""
     return g.backend == "cuda" and weight_type == "BF16"
+
+
+def arithmetic_decode(gpu: GPUSpec) -> bool:
+    """Whether llama.cpp's quantized matrix-vector kernels on this GPU unpack each weight to FP32 and multiply it
+    there: Metal's (kernel_mul_mv_*), and CUDA's below compute capability 6.1, which lacks the DP4A int8 dot product
+    its MMVQ kernels otherwise use (four weights per instruction, Maxwell and GP100 alike)."""
+    if gpu.backend == "metal":
+        return True
+    cc = gpu.compute_capability or ""
+    return gpu.backend == "cuda" and bool(re.fullmatch(r"\d+\.\d+", cc)) and float(cc) < 6.1

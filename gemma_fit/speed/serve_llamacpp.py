@@ -26,7 +26,6 @@ from gemma_fit.speed.calibration import (
     metal_tensor_api,
     prefill_efficiency,
     quantized_group,
-    vector_pass_s,
 )
 from gemma_fit.speed.cpu import (
     cpu_of,
@@ -39,6 +38,7 @@ from gemma_fit.speed.cpu import (
 from gemma_fit.speed.links import default_attachment, host_link, peer_link
 from gemma_fit.speed.rates import matmul_tops
 from gemma_fit.speed.traffic import Serving, serve
+from gemma_fit.speed.vector import vector_pass_s
 from gemma_fit.speed.work import DeviceWork, LayerWork, device_work
 
 # ggml-metal picks its matrix kernel by the batch's columns (ggml-metal-common.cpp, ggml_metal_op_mul_mat_use_mm):
