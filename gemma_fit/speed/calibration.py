@@ -152,15 +152,19 @@ def published_efficiency(kind: str, group: str, gpu: GPUSpec) -> tuple[float, st
     """The efficiency fitted on published Gemma runs of this chip, else of this group (on its own driver first, then
     the usual one's); None where there are none."""
     table = published_groups().get(kind) or {}
-    chip = chip_of(gpu)
     own = driver_group(group, gpu)
-    keys = [k for g in ((own, group) if own != group else (group,)) for k in ([f"{g}@{chip}"] if chip else []) + [g]]
-    for key in keys:
-        e = table.get(key)
-        if e:
+    for key in (_figure_key(table, g, gpu) for g in ((own, group) if own != group else (group,))):
+        if key:
+            e = table[key]
             return float(e["efficiency"]), (f"{key}: median of {e['runs']} published Gemma runs on "
                                            f"{e['machines']} machine{'s' if e['machines'] != 1 else ''}")
     return None
+
+
+def _figure_key(table: dict[str, Any], group: str, gpu: GPUSpec) -> str | None:
+    """The key of `group`'s fitted figure for this GPU in a published table: its chip's, else the group's."""
+    chip = chip_of(gpu)
+    return next((k for k in ([f"{group}@{chip}"] if chip else []) + [group] if table.get(k)), None)
 
 
 # Backends whose MUL_MAT_ID of more than one token is a host loop of one matrix product per expert, started after a
@@ -195,17 +199,12 @@ def prefill_efficiency(gpu: GPUSpec, quantized: bool) -> tuple[float, str]:
     figure at driver_share."""
     group = prefill_group(gpu, quantized)
     found = published_efficiency("prefill", group, gpu)
-    share = driver_share(gpu)
-    if found is None or share is None or _has_figure("prefill", driver_group(group, gpu), gpu):
+    own = _figure_key(published_groups().get("prefill") or {}, driver_group(group, gpu), gpu)
+    share = driver_share(gpu) if found is not None and own is None else None
+    if found is None or share is None:
         return found or efficiency_for_group("prefill", group)
     why = f"x{share:.2f}: {gpu.vulkan_driver}'s dense products against the usual driver's"
     return found[0] * share, f"{found[1]}, {why}"
-
-
-def _has_figure(kind: str, group: str, gpu: GPUSpec) -> bool:
-    table = published_groups().get(kind) or {}
-    chip = chip_of(gpu)
-    return bool(table.get(group) or (chip and table.get(f"{group}@{chip}")))
 
 
 def driver_share(gpu: GPUSpec) -> float | None:
